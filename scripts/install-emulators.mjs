@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+// Installs every local emulator the tests need into project-local folders
+// (.venv for moto, .tools/bin for fake-gcs-server). Idempotent and quick when
+// everything is already there. See docs/emulators.md.
+import { install as installAws } from './emulators/aws.mjs';
+import { install as installAzure } from './emulators/azure.mjs';
+import { install as installGcp } from './emulators/gcp.mjs';
+
+const started = Date.now();
+for (const [name, install] of [
+  ['aws', installAws],
+  ['gcp', installGcp],
+  ['azure', installAzure],
+]) {
+  try {
+    await install();
+  } catch (error) {
+    console.error(`[emulators] installing the ${name} emulators failed: ${error instanceof Error ? error.message : error}`);
+    process.exit(1);
+  }
+}
+console.error(`[emulators] ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -1,0 +1,122 @@
+import { canonicalJson } from './canonical-json.js';
+import { isPlatform, type Platform, resolveLease } from './ceilings.js';
+import { LeaseConfigError } from './errors.js';
+import type { ProcessingParams } from './job-key.js';
+
+/**
+ * The environment contract between infra/ (which sets these variables on every
+ * function) and functions/ (which reads them in each cloud's compose.ts).
+ * Both import the names from here so they cannot drift.
+ */
+export const ENV = {
+  platform: 'TESSERA_PLATFORM',
+  /** DynamoDB table / Firestore collection / Azure table holding claim rows. */
+  claimsTable: 'TESSERA_CLAIMS_TABLE',
+  sourceBucket: 'TESSERA_SOURCE_BUCKET',
+  outputBucket: 'TESSERA_OUTPUT_BUCKET',
+  /** SQS queue URL / Pub/Sub topic name / Azure queue name for tile jobs. */
+  tileQueue: 'TESSERA_TILE_QUEUE',
+  /** SQS DLQ URL / Pub/Sub dead-letter topic / Azure poison queue. */
+  deadLetterQueue: 'TESSERA_DEAD_LETTER_QUEUE',
+  sourcePrefix: 'TESSERA_SOURCE_PREFIX',
+  sourceSuffix: 'TESSERA_SOURCE_SUFFIX',
+  functionTimeoutSeconds: 'TESSERA_FUNCTION_TIMEOUT_SECONDS',
+  leaseSeconds: 'TESSERA_LEASE_SECONDS',
+  retentionSeconds: 'TESSERA_RETENTION_SECONDS',
+  /** Canonical JSON of the ProcessingParams (pipeline, version, tile_px, expression, bands...). */
+  params: 'TESSERA_PARAMS',
+  /** Azure: storage account name (identity-based access) or a connection string for Azurite. */
+  azureStorageAccount: 'TESSERA_AZURE_STORAGE_ACCOUNT',
+  gcpProject: 'TESSERA_GCP_PROJECT',
+} as const;
+
+export interface RuntimeConfig {
+  readonly platform: Platform;
+  readonly claimsTable: string;
+  readonly sourceBucket: string;
+  readonly outputBucket: string;
+  readonly tileQueue: string;
+  readonly deadLetterQueue: string | undefined;
+  readonly sourcePrefix: string;
+  readonly sourceSuffix: string;
+  readonly functionTimeoutSec: number;
+  readonly leaseSec: number;
+  readonly retentionSec: number;
+  readonly params: ProcessingParams;
+}
+
+export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
+
+/** The default processing parameters: NDVI from Sentinel-2 style bands. */
+export const DEFAULT_PARAMS: ProcessingParams = {
+  pipeline: 'ndvi-tiler',
+  version: '1.0.0',
+  tile_px: 512,
+  expression: '(B08 - B04) / (B08 + B04)',
+  bands: { B04: 1, B08: 2 },
+  output: { format: 'COG', dtype: 'float32', nodata: -9999, compression: 'DEFLATE', blocksize: 256 },
+};
+
+/**
+ * Parse the function environment. Pure: takes the record (so shared/ never
+ * touches process.env) and throws one error naming every missing or bad variable.
+ */
+export function parseRuntimeConfig(env: Readonly<Record<string, string | undefined>>): RuntimeConfig {
+  const problems: string[] = [];
+  const need = (name: string): string => {
+    const v = env[name];
+    if (v === undefined || v === '') problems.push(`${name} is not set`);
+    return v ?? '';
+  };
+  const int = (name: string, fallback: number | undefined): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const v = Number(raw);
+    if (!Number.isInteger(v) || v <= 0) problems.push(`${name} must be a positive whole number, got ${JSON.stringify(raw)}`);
+    return v;
+  };
+  const platform = env[ENV.platform] ?? '';
+  if (!isPlatform(platform))
+    problems.push(
+      `${ENV.platform} must be one of aws-lambda, gcf2-event, gcf2-http, azure-consumption, azure-flex, azure-premium, local; got ${JSON.stringify(platform)}`,
+    );
+  let params: ProcessingParams = DEFAULT_PARAMS;
+  const rawParams = env[ENV.params];
+  if (rawParams) {
+    try {
+      const parsed = JSON.parse(rawParams) as ProcessingParams;
+      canonicalJson(parsed);
+      params = parsed;
+    } catch (e) {
+      problems.push(`${ENV.params} is not valid canonical JSON: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  const config = {
+    claimsTable: need(ENV.claimsTable),
+    sourceBucket: need(ENV.sourceBucket),
+    outputBucket: need(ENV.outputBucket),
+    tileQueue: need(ENV.tileQueue),
+    deadLetterQueue: env[ENV.deadLetterQueue] || undefined,
+    sourcePrefix: env[ENV.sourcePrefix] ?? '',
+    sourceSuffix: env[ENV.sourceSuffix] ?? '',
+    timeout: int(ENV.functionTimeoutSeconds, undefined),
+    lease: int(ENV.leaseSeconds, undefined),
+    retention: int(ENV.retentionSeconds, DEFAULT_RETENTION_SEC) ?? DEFAULT_RETENTION_SEC,
+  };
+  if (problems.length > 0) throw new LeaseConfigError(`function environment is incomplete: ${problems.join('; ')}`);
+  const lease = resolveLease({ platform: platform as Platform, functionTimeoutSec: config.timeout, leaseSec: config.lease });
+  return {
+    platform: platform as Platform,
+    claimsTable: config.claimsTable,
+    sourceBucket: config.sourceBucket,
+    outputBucket: config.outputBucket,
+    tileQueue: config.tileQueue,
+    deadLetterQueue: config.deadLetterQueue,
+    sourcePrefix: config.sourcePrefix,
+    sourceSuffix: config.sourceSuffix,
+    functionTimeoutSec: lease.functionTimeoutSec,
+    leaseSec: lease.leaseSec,
+    retentionSec: config.retention,
+    params,
+  };
+}

@@ -1,0 +1,5 @@
+export type * from './claim-store.port.js';
+export type * from './clock.port.js';
+export type * from './job-queue.port.js';
+export type * from './object-store.port.js';
+export type * from './telemetry.port.js';

@@ -1,0 +1,206 @@
+import { describe, expect, it } from 'vitest';
+import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
+import { freshJobId } from '../support/ids.js';
+
+const T0 = 1_800_000_000_000; // a fixed instant; the port takes time as an argument
+const LEASE = 1_200_000;
+const RETAIN = 7 * 24 * 3_600_000;
+
+export interface ClaimStoreContractOptions {
+  /** How many truly concurrent callers the concurrency cases use (at least 16). */
+  readonly concurrency?: number;
+}
+
+/**
+ * The one contract every ClaimStore passes: the local SQLite adapter and each
+ * cloud adapter against its emulator run exactly these cases.
+ */
+export function describeClaimStoreContract(
+  name: string,
+  factory: () => ClaimStore | Promise<ClaimStore>,
+  options: ClaimStoreContractOptions = {},
+): void {
+  const n = Math.max(16, options.concurrency ?? 16);
+  const claimReq = (jobId: string, owner: string, now = T0) => ({ jobId, owner, now, leaseUntil: now + LEASE, expiresAt: now + RETAIN });
+
+  describe(`${name} (ClaimStore contract)`, () => {
+    let store: ClaimStore;
+    const get = async () => {
+      store ??= await factory();
+      return store;
+    };
+
+    describe('claim', () => {
+      it('wins when no row exists and records the lease', async () => {
+        const s = await get();
+        const id = freshJobId('fresh');
+        const r = await s.claim(claimReq(id, 'w1'));
+        expect(r.kind).toBe('claimed');
+        const row = await s.get(id);
+        expect(row).toMatchObject({ jobId: id, state: 'CLAIMED', owner: 'w1', leaseUntil: T0 + LEASE });
+        expect(Math.abs((row?.expiresAt ?? 0) - (T0 + RETAIN))).toBeLessThan(1000);
+      });
+
+      it('returns held with the holder while the lease is live', async () => {
+        const s = await get();
+        const id = freshJobId('held');
+        await s.claim(claimReq(id, 'w1'));
+        const r = await s.claim(claimReq(id, 'w2', T0 + 1000));
+        expect(r).toEqual({ kind: 'held', by: 'w1', leaseUntil: T0 + LEASE });
+      });
+
+      it('returns held at the instant the lease ends (lease_until < now is strict)', async () => {
+        const s = await get();
+        const id = freshJobId('edge');
+        await s.claim(claimReq(id, 'w1'));
+        const r = await s.claim(claimReq(id, 'w2', T0 + LEASE));
+        expect(r.kind).toBe('held');
+      });
+
+      it('takes over a lapsed lease and names the previous owner', async () => {
+        const s = await get();
+        const id = freshJobId('lapsed');
+        await s.claim(claimReq(id, 'w1'));
+        const r = await s.claim(claimReq(id, 'w2', T0 + LEASE + 1));
+        expect(r.kind).toBe('claimed');
+        if (r.kind === 'claimed') expect(r.stolenFrom).toBe('w1');
+        expect(await s.get(id)).toMatchObject({ state: 'CLAIMED', owner: 'w2', leaseUntil: T0 + LEASE + 1 + LEASE });
+      });
+
+      it('returns done for a committed job, even long after its lease', async () => {
+        const s = await get();
+        const id = freshJobId('done');
+        await s.claim(claimReq(id, 'w1'));
+        await s.commit({ jobId: id, owner: 'w1', outputUri: 'tiles/x/0_0.tif', now: T0 + 5 });
+        const r = await s.claim(claimReq(id, 'w2', T0 + 10 * LEASE));
+        expect(r).toEqual({ kind: 'done', outputUri: 'tiles/x/0_0.tif', finishedAt: T0 + 5 });
+      });
+    });
+
+    describe('commit', () => {
+      it('seals the job when the committer still owns it', async () => {
+        const s = await get();
+        const id = freshJobId('commit');
+        await s.claim(claimReq(id, 'w1'));
+        const r = await s.commit({ jobId: id, owner: 'w1', outputUri: 'tiles/a/1_2.tif', now: T0 + 7 });
+        expect(r.kind).toBe('committed');
+        expect(await s.get(id)).toMatchObject({ state: 'COMMITTED', owner: 'w1', outputUri: 'tiles/a/1_2.tif', finishedAt: T0 + 7 });
+      });
+
+      it('is idempotent for the owner', async () => {
+        const s = await get();
+        const id = freshJobId('commit2');
+        await s.claim(claimReq(id, 'w1'));
+        await s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + 1 });
+        expect((await s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + 2 })).kind).toBe('committed');
+      });
+
+      it('returns lease-stolen, naming the new owner, when the lease was taken over', async () => {
+        const s = await get();
+        const id = freshJobId('stolen');
+        await s.claim(claimReq(id, 'w1'));
+        await s.claim(claimReq(id, 'w2', T0 + LEASE + 1));
+        const r = await s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + LEASE + 2 });
+        expect(r.kind).toBe('lease-stolen');
+        if (r.kind === 'lease-stolen') expect(r.current).toMatchObject({ owner: 'w2', state: 'CLAIMED' });
+        expect(await s.get(id)).toMatchObject({ state: 'CLAIMED', owner: 'w2' });
+      });
+
+      it('returns lease-stolen when no claim row exists', async () => {
+        const s = await get();
+        const r = await s.commit({ jobId: freshJobId('ghost'), owner: 'w1', outputUri: 'o', now: T0 });
+        expect(r).toEqual({ kind: 'lease-stolen', current: undefined });
+      });
+
+      it('lets the owner commit after its lease lapsed if nobody took it over', async () => {
+        const s = await get();
+        const id = freshJobId('late');
+        await s.claim(claimReq(id, 'w1'));
+        expect((await s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + 2 * LEASE })).kind).toBe('committed');
+      });
+    });
+
+    describe('heartbeat', () => {
+      it('extends a live lease of its owner', async () => {
+        const s = await get();
+        const id = freshJobId('hb');
+        await s.claim(claimReq(id, 'w1'));
+        const r = await s.heartbeat({ jobId: id, owner: 'w1', now: T0 + 1000, leaseUntil: T0 + 1000 + LEASE });
+        expect(r).toEqual({ kind: 'extended', leaseUntil: T0 + 1000 + LEASE });
+        expect((await s.claim(claimReq(id, 'w2', T0 + LEASE + 1))).kind).toBe('held');
+      });
+
+      it('refuses another owner, a lapsed lease and a committed job', async () => {
+        const s = await get();
+        const id = freshJobId('hb2');
+        await s.claim(claimReq(id, 'w1'));
+        expect((await s.heartbeat({ jobId: id, owner: 'w2', now: T0 + 1, leaseUntil: T0 + LEASE })).kind).toBe('lost');
+        expect((await s.heartbeat({ jobId: id, owner: 'w1', now: T0 + LEASE + 1, leaseUntil: T0 + 2 * LEASE })).kind).toBe('lost');
+        const id2 = freshJobId('hb3');
+        await s.claim(claimReq(id2, 'w1'));
+        await s.commit({ jobId: id2, owner: 'w1', outputUri: 'o', now: T0 + 1 });
+        expect((await s.heartbeat({ jobId: id2, owner: 'w1', now: T0 + 2, leaseUntil: T0 + LEASE })).kind).toBe('lost');
+      });
+    });
+
+    describe('get and list', () => {
+      it('get returns undefined for an unknown job', async () => {
+        const s = await get();
+        expect(await s.get(freshJobId('none'))).toBeUndefined();
+      });
+
+      it('list yields every row written', async () => {
+        const s = await get();
+        const ids = [freshJobId('l1'), freshJobId('l2')];
+        for (const id of ids) await s.claim(claimReq(id, 'w1'));
+        const seen = new Set<string>();
+        for await (const row of s.list()) seen.add(row.jobId);
+        for (const id of ids) expect(seen.has(id)).toBe(true);
+      });
+    });
+
+    describe('concurrency', () => {
+      it(`${n} concurrent claimers of one job: exactly one wins`, async () => {
+        const s = await get();
+        const id = freshJobId('race');
+        const results = await Promise.all(Array.from({ length: n }, (_, i) => s.claim(claimReq(id, `w${i}`))));
+        const winners = results.filter((r) => r.kind === 'claimed');
+        expect(winners).toHaveLength(1);
+        expect(results.filter((r) => r.kind === 'held')).toHaveLength(n - 1);
+        const winner = results.findIndex((r) => r.kind === 'claimed');
+        for (const r of results) if (r.kind === 'held') expect(r.by).toBe(`w${winner}`);
+      });
+
+      it(`${n} concurrent takeovers of a lapsed lease: exactly one wins`, async () => {
+        const s = await get();
+        const id = freshJobId('steal-race');
+        await s.claim(claimReq(id, 'dead'));
+        const later = T0 + LEASE + 1;
+        const results = await Promise.all(Array.from({ length: n }, (_, i) => s.claim(claimReq(id, `w${i}`, later))));
+        expect(results.filter((r) => r.kind === 'claimed')).toHaveLength(1);
+        expect(results.filter((r) => r.kind === 'held')).toHaveLength(n - 1);
+      });
+
+      it('a takeover racing the old owner commit leaves one consistent winner', async () => {
+        const s = await get();
+        const id = freshJobId('commit-race');
+        await s.claim(claimReq(id, 'old'));
+        const later = T0 + LEASE + 1;
+        const [commit, ...claims] = await Promise.all([
+          s.commit({ jobId: id, owner: 'old', outputUri: 'o', now: later }),
+          ...Array.from({ length: n - 1 }, (_, i) => s.claim(claimReq(id, `w${i}`, later))),
+        ]);
+        const row = await s.get(id);
+        const stole = claims.filter((r) => r.kind === 'claimed');
+        if (commit?.kind === 'committed') {
+          // The commit landed first: nobody may take a committed job.
+          expect(stole).toHaveLength(0);
+          expect(row?.state).toBe('COMMITTED');
+        } else {
+          expect(stole).toHaveLength(1);
+          expect(row).toMatchObject({ state: 'CLAIMED' });
+        }
+      });
+    });
+  });
+}
