@@ -130,6 +130,15 @@ export function describeClaimStoreContract(
         expect((await s.claim(claimReq(id, 'w2', T0 + LEASE + 1))).kind).toBe('held');
       });
 
+      it('releases the job for an immediate takeover when the owner sets the lease into the past', async () => {
+        const s = await get();
+        const id = freshJobId('release');
+        await s.claim(claimReq(id, 'w1'));
+        expect((await s.heartbeat({ jobId: id, owner: 'w1', now: T0 + 10, leaseUntil: T0 + 9 })).kind).toBe('extended');
+        const r = await s.claim(claimReq(id, 'w2', T0 + 11));
+        expect(r.kind).toBe('claimed');
+      });
+
       it('refuses another owner, a lapsed lease and a committed job', async () => {
         const s = await get();
         const id = freshJobId('hb2');

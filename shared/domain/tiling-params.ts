@@ -1,0 +1,48 @@
+import { InvalidParamsError } from './errors.js';
+import type { ProcessingParams } from './job-key.js';
+import { MAX_TILE_PX, MIN_TILE_PX } from './tile-grid.js';
+
+/** The typed view of the processing parameters the tiler understands. */
+export interface TilingParams {
+  readonly tilePx: number;
+  readonly expression: string;
+  /** Band name in the expression -> 1-based band index in the source. */
+  readonly bands: Readonly<Record<string, number>>;
+  readonly noData: number;
+  readonly blockSize: number;
+}
+
+const BAND_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
+
+/**
+ * Validate the tiler's parameters. Integers must be integers (a `tile_px` of
+ * 512.5 or "512" is refused, not rounded), so the job key and the work agree.
+ */
+export function tilingParams(params: ProcessingParams): TilingParams {
+  const fail = (msg: string): never => {
+    throw new InvalidParamsError(`params: ${msg}`);
+  };
+  const int = (name: string, v: unknown, min: number, max: number): number => {
+    if (typeof v !== 'number' || !Number.isInteger(v)) fail(`${name} must be an integer, got ${JSON.stringify(v)}`);
+    if ((v as number) < min || (v as number) > max) fail(`${name} must be between ${min} and ${max}, got ${v}`);
+    return v as number;
+  };
+  const tilePx = int('tile_px', params.tile_px, MIN_TILE_PX, MAX_TILE_PX);
+  const expression = params.expression;
+  if (typeof expression !== 'string' || expression.trim() === '') fail('expression must be a non-empty string');
+  const bandsRaw = params.bands;
+  if (typeof bandsRaw !== 'object' || bandsRaw === null || Array.isArray(bandsRaw)) fail('bands must map band names to 1-based band indexes, e.g. {"B04":1,"B08":2}');
+  const bands: Record<string, number> = {};
+  for (const [name, index] of Object.entries(bandsRaw as Record<string, unknown>)) {
+    if (!BAND_NAME.test(name)) fail(`band name ${JSON.stringify(name)} must be an identifier (letters, digits, _)`);
+    bands[name] = int(`bands.${name}`, index, 1, 65_535);
+  }
+  if (Object.keys(bands).length === 0) fail('bands must name at least one band');
+  const output = (params.output ?? {}) as Record<string, unknown>;
+  if (typeof output !== 'object' || output === null) fail('output must be an object');
+  const noData = output.nodata ?? -9999;
+  if (typeof noData !== 'number' || !Number.isFinite(noData)) fail('output.nodata must be a finite number');
+  const blockSize = int('output.blocksize', output.blocksize ?? 256, 16, 4096);
+  if (blockSize % 16 !== 0) fail(`output.blocksize must be a multiple of 16 (TIFF tiles), got ${blockSize}`);
+  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize };
+}
