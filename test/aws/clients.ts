@@ -1,0 +1,40 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { inject } from 'vitest';
+import type { AwsEndpoints } from '../support/emulators/types.js';
+import { requireEndpoints } from '../support/global-setup.js';
+import { freshJobId } from '../support/ids.js';
+
+/** Fake credentials: the emulators accept any, and a real endpoint is never addressed. */
+// DynamoDB Local (>= 1.23) accepts only letters and digits in the access key id.
+const credentials = { accessKeyId: 'tesseratest', secretAccessKey: 'tesseratest' };
+
+/** The AWS emulators the global setup started; fails (never skips) when they are not running. */
+export function awsEndpoints(): AwsEndpoints {
+  return requireEndpoints(inject('emulators'), 'aws');
+}
+
+export function dynamoDbClient(e: AwsEndpoints = awsEndpoints()): DynamoDBClient {
+  return new DynamoDBClient({ endpoint: e.dynamodb, region: e.region, credentials, maxAttempts: 3 });
+}
+
+/** moto serves S3 on its root path, so buckets must be addressed path-style. */
+export function s3Client(e: AwsEndpoints = awsEndpoints()): S3Client {
+  return new S3Client({ endpoint: e.moto, region: e.region, credentials, forcePathStyle: true, maxAttempts: 3 });
+}
+
+export function sqsClient(e: AwsEndpoints = awsEndpoints()): SQSClient {
+  return new SQSClient({ endpoint: e.moto, region: e.region, credentials, maxAttempts: 3 });
+}
+
+/** A fresh, lower-case, DNS-safe resource name (buckets, tables, queues). */
+export function freshName(label: string): string {
+  return `${label}-${freshJobId(label).slice(0, 12)}`;
+}
+
+export async function freshBucket(s3: S3Client, label = 'tessera'): Promise<string> {
+  const bucket = freshName(label);
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  return bucket;
+}
