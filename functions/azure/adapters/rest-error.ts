@@ -68,7 +68,7 @@ export function isRetryable(error: unknown): boolean {
 /** A short description for error messages: `409 BlobAlreadyExists`, or the message of a non-HTTP failure. */
 export function describeFailure(error: unknown): string {
   const f = azureFailure(error);
-  const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+  const message = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
   if (!f || f.status === undefined) return f?.code ? `${f.code}: ${message}` : message;
   return `${f.status} ${f.code ?? ''}`.trim();
 }
