@@ -1,7 +1,4 @@
 import type { TestProject } from 'vitest/node';
-import { start as startAws } from './emulators/aws.js';
-import { start as startAzure } from './emulators/azure.js';
-import { start as startGcp } from './emulators/gcp.js';
 import type { EmulatorEndpoints } from './emulators/types.js';
 
 declare module 'vitest' {
@@ -24,9 +21,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   );
   const t0 = Date.now();
   const [aws, gcp, azure] = await Promise.all([
-    wanted.has('aws') ? startAws() : undefined,
-    wanted.has('gcp') ? startGcp() : undefined,
-    wanted.has('azure') ? startAzure() : undefined,
+    // Imported lazily so a run without a cloud does not load its emulator code.
+    wanted.has('aws') ? import('./emulators/aws.js').then((m) => m.start()) : undefined,
+    wanted.has('gcp') ? import('./emulators/gcp.js').then((m) => m.start()) : undefined,
+    wanted.has('azure') ? import('./emulators/azure.js').then((m) => m.start()) : undefined,
   ]);
   const endpoints: EmulatorEndpoints = {};
   if (aws?.endpoints) endpoints.aws = aws.endpoints;

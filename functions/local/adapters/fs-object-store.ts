@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
-import { link, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
@@ -56,6 +56,32 @@ export class FsObjectStore implements ObjectStore {
     } catch (error) {
       if (isCode(error, 'EEXIST')) return { kind: 'already-present' };
       throw this.#fail(`create ${key}`, error);
+    } finally {
+      await unlink(tmp).catch(() => {});
+    }
+  }
+
+  /**
+   * Create-only import of a local file (a scene) without reading it into
+   * memory: hard-linked when on the same filesystem, else copied to a
+   * temporary file first. Same `link(2)` publication as putIfAbsent.
+   */
+  async importFile(key: string, file: string): Promise<PutIfAbsentResult> {
+    const path = this.pathOf(key);
+    await mkdir(this.#tmp, { recursive: true });
+    const tmp = join(this.#tmp, `${randomBytes(12).toString('hex')}.part`);
+    try {
+      await link(file, tmp).catch(async (error) => {
+        if (!isCode(error, 'EXDEV', 'EPERM')) throw error;
+        await copyFile(file, tmp);
+      });
+      await mkdir(dirname(path), { recursive: true });
+      await link(tmp, path);
+      return { kind: 'written', version: versionOf(await stat(path, { bigint: true })) };
+    } catch (error) {
+      if (isCode(error, 'EEXIST')) return { kind: 'already-present' };
+      if (isCode(error, 'ENOENT')) throw new AdapterError(`[object-store:fs] cannot import ${file}: no such file`, { cause: error });
+      throw this.#fail(`import ${file} as ${key}`, error);
     } finally {
       await unlink(tmp).catch(() => {});
     }

@@ -1,0 +1,81 @@
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
+import { makeTileJob, toJobMessage } from '../../../shared/app/tile-job.js';
+import { resolveLease } from '../../../shared/domain/ceilings.js';
+import { windowAt } from '../../../shared/domain/tile-grid.js';
+import type { CliIo } from '../cli.js';
+import { runWorkerPool } from '../worker-pool.js';
+import { loadLastRun, openBackend, parseWindowId } from './last-run.js';
+import { DEFAULT_DIR } from './options.js';
+
+export const replayHelp = `tessera replay: re-deliver a tile job and prove re-execution had no effect
+
+Delivers the tile job of one window of the last run's scene again, runs it
+through a worker, and compares the output's version token and modification
+time before and after.
+
+Options:
+  --window ROW_COL   the window to replay (default 0_0)
+  --dir PATH         backend directory (default .tessera)
+  --json             print the result as JSON
+  --verbose          print the structured logs on stderr
+
+Exit status: 0 when the output is unchanged, 1 when it changed or is missing.`;
+
+export async function replayCommand(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      window: { type: 'string', default: '0_0' },
+      dir: { type: 'string', default: DEFAULT_DIR },
+      json: { type: 'boolean', default: false },
+      verbose: { type: 'boolean', default: false },
+    },
+  });
+  const dir = resolve(io.cwd, values.dir);
+  const run = loadLastRun(dir);
+  const { backend, telemetry } = openBackend(dir, values.verbose, io.stderr);
+  try {
+    const manifest = await readSceneManifest(backend.outputs, run.sceneKey);
+    const { row, col } = parseWindowId(values.window);
+    const job = makeTileJob(run.sceneKey, manifest.source, manifest.params, windowAt(manifest.grid, row, col));
+    const before = await backend.outputs.head(job.outputKey);
+    await backend.queue.sendBatch([toJobMessage(job)]);
+    const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
+    await runWorkerPool(backend, {
+      workers: 1,
+      visibilityMs: 30_000,
+      settings: () => ({ owner: 'replay', leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
+    });
+    const after = await backend.outputs.head(job.outputKey);
+    const c = telemetry.counters();
+    const unchanged =
+      before !== undefined && after !== undefined && before.version === after.version && before.lastModified === after.lastModified;
+    const result = {
+      window: values.window,
+      jobKey: job.jobKey,
+      outputKey: job.outputKey,
+      before: before ? { version: before.version, lastModified: new Date(before.lastModified).toISOString() } : null,
+      after: after ? { version: after.version, lastModified: new Date(after.lastModified).toISOString() } : null,
+      stoppedAtClaim: c['claim-rejected'],
+      stoppedAtWrite: c['write-already-present'],
+      written: c.written,
+      unchanged,
+    };
+    if (values.json) io.stdout(`${JSON.stringify(result)}\n`);
+    else {
+      io.stdout(
+        `replayed ${job.outputKey}\n` +
+          `  before: ${result.before ? `${result.before.version} @ ${result.before.lastModified}` : '(absent)'}\n` +
+          `  after:  ${result.after ? `${result.after.version} @ ${result.after.lastModified}` : '(absent)'}\n` +
+          `  stopped at the claim: ${result.stoppedAtClaim}, at the write: ${result.stoppedAtWrite}, written: ${result.written}\n` +
+          `  ${unchanged ? 'OK: re-execution had no effect' : before ? 'CHANGED: the output was rewritten' : 'the output did not exist before the replay'}\n`,
+      );
+    }
+    return unchanged ? 0 : 1;
+  } finally {
+    backend.close();
+  }
+}

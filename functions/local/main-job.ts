@@ -1,0 +1,233 @@
+import { createHash } from 'node:crypto';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { assembleMosaic } from '../../shared/app/assemble-mosaic.js';
+import { deliveryOwner } from '../../shared/app/deliveries.js';
+import { fanOutScene } from '../../shared/app/fan-out.js';
+import { processTile } from '../../shared/app/process-tile.js';
+import { readSceneManifest } from '../../shared/app/scene-manifest.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { resolveLease } from '../../shared/domain/ceilings.js';
+import { MissingTilesError } from '../../shared/domain/errors.js';
+import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
+import { windows } from '../../shared/domain/tile-grid.js';
+import type { JobMessage } from '../../shared/ports/job-queue.port.js';
+import { writeSyntheticScene } from '../../shared/raster/index.js';
+import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
+import type { Progress } from './progress.js';
+import { runWorkerPool } from './worker-pool.js';
+
+export interface MainJobOptions {
+  readonly dir: string;
+  /** Use this GeoTIFF instead of generating a synthetic scene. */
+  readonly scene?: string | undefined;
+  readonly width: number;
+  readonly height: number;
+  readonly tilePx: number;
+  readonly workers: number;
+  /** Fraction of tile jobs delivered twice (at least this many). */
+  readonly duplicateRate: number;
+  /** Inject one worker that stalls past its lease and gets its job stolen. */
+  readonly injectSteal: boolean;
+  readonly seed: number;
+  readonly fresh: boolean;
+  readonly params?: ProcessingParams | undefined;
+  readonly progress: Progress;
+  readonly log: (line: string) => void;
+}
+
+export interface MainJobSummary {
+  readonly sceneKey: string;
+  readonly source: string;
+  readonly windows: number;
+  readonly tilesWritten: number;
+  readonly duplicatesDelivered: number;
+  readonly duplicatesStoppedAtClaim: number;
+  readonly duplicatesStoppedAtWrite: number;
+  readonly leasesStolen: number;
+  readonly leasesTakenOver: number;
+  readonly poison: number;
+  readonly failed: number;
+  readonly manifestCount: number;
+  readonly gridCount: number;
+  readonly mosaicPath: string;
+  readonly outputDir: string;
+  readonly elapsedMs: number;
+  readonly ok: boolean;
+}
+
+/** Where the last run's scene is remembered, so replay, backfill and reconcile need no arguments. */
+export const LAST_RUN_FILE = 'last-run.json';
+
+export interface LastRun {
+  readonly sceneKey: string;
+  readonly source: { bucket: string; key: string; versionToken: string };
+  readonly params: ProcessingParams;
+}
+
+/**
+ * The main job on the local backend: a scene in, a mosaic of NDVI COG tiles
+ * out, with the at-least-once hazards of the cloud injected on purpose:
+ * duplicate deliveries and a worker that stalls past its lease.
+ */
+export async function runMainJob(options: MainJobOptions): Promise<MainJobSummary> {
+  const started = performance.now();
+  if (options.fresh && existsSync(options.dir)) rmSync(options.dir, { recursive: true, force: true });
+  const telemetry = new JsonTelemetry(options.log);
+  const backend = createLocalBackend(options.dir, { telemetry, maxReceiveCount: 5 });
+  try {
+    const params: ProcessingParams = options.params ?? { ...DEFAULT_PARAMS, tile_px: options.tilePx };
+    const source = await stageScene(backend, options);
+    const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
+
+    options.progress.phase('fan-out');
+    const fan = await fanOutScene(backend, { source, params, onProgress: (n, total) => options.progress.update(n, total, 'enqueued') });
+    writeFileSync(join(backend.dir, LAST_RUN_FILE), JSON.stringify({ sceneKey: fan.sceneKey, source, params } satisfies LastRun, null, 2));
+
+    // Duplicate deliveries: re-send a seeded random sample of the tile jobs.
+    const duplicates = await injectDuplicates(backend, fan.sceneKey, fan.grid.count, options);
+
+    // A zombie: takes the first job's delivery with a 1.5 s lease and a 1 s
+    // visibility, stalls until another worker has taken the lapsed lease over
+    // and committed, then finishes its write (refused) and commit (lease stolen).
+    let zombie: Promise<void> | undefined;
+    let zombieDone = !options.injectSteal;
+    if (options.injectSteal) {
+      const [delivery] = await backend.queue.receive(1, 1_000);
+      if (delivery) {
+        const job = parseTileJob(delivery.body);
+        zombie = processTile(
+          backend,
+          {
+            owner: 'zombie',
+            leaseMs: 1_500,
+            retentionMs: lease.leaseSec * 1000 * 10,
+            hooks: { afterClaim: () => waitForCommit(backend, job) },
+          },
+          job,
+          deliveryOwner(delivery.deliveryId, 'zombie'),
+        )
+          .then(() => undefined)
+          .finally(() => {
+            zombieDone = true;
+          });
+      } else zombieDone = true;
+    }
+
+    options.progress.phase('tiles');
+    const total = fan.grid.count + duplicates;
+    let settled = 0;
+    await runWorkerPool(backend, {
+      workers: options.workers,
+      visibilityMs: 30_000,
+      settings: (i) => ({ owner: `worker-${i}`, leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
+      onSettled: () => options.progress.update(++settled, total, 'deliveries'),
+      moreExpected: () => !zombieDone,
+    });
+    await zombie;
+
+    options.progress.phase('mosaic');
+    const counters = telemetry.counters();
+    let manifestCount = 0;
+    let mosaicKey = '';
+    try {
+      const mosaic = await assembleMosaic(backend, fan.sceneKey);
+      manifestCount = mosaic.manifestCount;
+      mosaicKey = mosaic.mosaicKey;
+    } catch (error) {
+      if (!(error instanceof MissingTilesError)) throw error;
+      options.log(JSON.stringify({ level: 'ERROR', event: 'mosaic-failed', message: error.message }));
+    }
+    options.progress.done();
+    const dead = await backend.queue.deadLetters();
+    return {
+      sceneKey: fan.sceneKey,
+      source: `${source.bucket}/${source.key}`,
+      windows: fan.grid.count,
+      tilesWritten: counters.written,
+      duplicatesDelivered: duplicates + (options.injectSteal ? 1 : 0),
+      duplicatesStoppedAtClaim: counters['claim-rejected'],
+      duplicatesStoppedAtWrite: counters['write-already-present'],
+      leasesStolen: counters['lease-stolen'],
+      leasesTakenOver: counters['lease-taken-over'],
+      poison: dead.length,
+      failed: counters.failed,
+      manifestCount,
+      gridCount: fan.grid.count,
+      mosaicPath: mosaicKey ? backend.outputs.pathOf(mosaicKey) : '',
+      outputDir: join(backend.outputs.root, 'objects'),
+      elapsedMs: Math.round(performance.now() - started),
+      ok: manifestCount === fan.grid.count,
+    };
+  } finally {
+    backend.close();
+  }
+}
+
+async function stageScene(backend: LocalBackend, options: MainJobOptions) {
+  let key: string;
+  if (options.scene) {
+    key = `scenes/${options.scene.split(/[\\/]/).pop() ?? 'scene.tif'}`;
+    options.progress.phase('import');
+    await backend.sources.importFile(key, options.scene);
+  } else {
+    key = `scenes/synthetic-${options.width}x${options.height}-seed${options.seed}.tif`;
+    if (!(await backend.sources.head(key))) {
+      options.progress.phase('synthetic scene');
+      const tmp = join(backend.dir, `synthetic-${process.pid}.tif`);
+      await writeSyntheticScene(tmp, {
+        width: options.width,
+        height: options.height,
+        bands: ['B04', 'B08'],
+        epsg: 32631,
+        originX: 500_000,
+        originY: 5_700_000,
+        pixelSize: 10,
+        seed: options.seed,
+      });
+      await backend.sources.importFile(key, tmp);
+      rmSync(tmp, { force: true });
+    }
+  }
+  const head = await backend.sources.head(key);
+  if (!head) throw new Error(`staging ${key} failed`);
+  return { bucket: LOCAL_SOURCE_BUCKET, key, versionToken: head.version };
+}
+
+async function injectDuplicates(backend: LocalBackend, sceneKey: string, count: number, options: MainJobOptions): Promise<number> {
+  const want = Math.ceil(count * options.duplicateRate);
+  if (want === 0) return 0;
+  // Seeded choice of windows: the same seed duplicates the same jobs.
+  const ranked = Array.from({ length: count }, (_, i) => i).sort((a, b) => rank(options.seed, a) - rank(options.seed, b));
+  const chosen = new Set(ranked.slice(0, want));
+  const messages = await loadJobsFor(backend, sceneKey, chosen);
+  await backend.queue.sendBatch(messages);
+  return messages.length;
+}
+
+function rank(seed: number, i: number): number {
+  return createHash('sha256').update(`${seed}:${i}`).digest().readUInt32BE(0);
+}
+
+/** Rebuild the chosen windows' job messages from the scene manifest (deterministic: same bytes as the originals). */
+async function loadJobsFor(backend: LocalBackend, sceneKey: string, chosen: ReadonlySet<number>): Promise<JobMessage[]> {
+  const manifest = await readSceneManifest(backend.outputs, sceneKey);
+  const out: JobMessage[] = [];
+  let i = 0;
+  for (const w of windows(manifest.grid)) {
+    if (chosen.has(i++)) out.push(toJobMessage(makeTileJob(sceneKey, manifest.source, manifest.params, w)));
+  }
+  return out;
+}
+
+async function waitForCommit(backend: LocalBackend, job: TileJob): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const row = await backend.claims.get(job.jobKey);
+    if (row?.state === 'COMMITTED') return;
+    if (Date.now() > deadline) throw new Error('zombie waited 120 s and nobody took its job over');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,88 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+// The layer rules of docs/architecture.md, checked on every import in the tree.
+const root = resolve(import.meta.dirname, '../..');
+
+function files(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(root, dir))) {
+    const path = join(dir, name);
+    if (statSync(join(root, path)).isDirectory()) out.push(...files(path));
+    else if (/\.(ts|mts|mjs|js)$/.test(name)) out.push(path);
+  }
+  return out;
+}
+
+interface Import {
+  file: string;
+  spec: string;
+  /** Resolved repo-relative path for relative imports. */
+  target: string | undefined;
+}
+
+function importsOf(file: string): Import[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map(
+    (m) => (m[1] ?? m[2]) as string,
+  );
+  return specs.map((spec) => ({
+    file,
+    spec,
+    target: spec.startsWith('.') ? relative(root, resolve(root, file, '..', spec)) : undefined,
+  }));
+}
+
+const CLOUD_SDK = /^(@aws-sdk|@google-cloud|@azure|@pulumi|better-sqlite3|aws-lambda|@firestore-emulator|azurite)/;
+
+describe('architecture', () => {
+  const shared = files('shared');
+  const functions = files('functions');
+  const infra = files('infra');
+
+  it('the core (shared/) imports no cloud SDK, no Pulumi, no SQLite', () => {
+    const bad = shared.flatMap(importsOf).filter((i) => CLOUD_SDK.test(i.spec));
+    expect(bad).toEqual([]);
+  });
+
+  it('the core imports nothing outside shared/', () => {
+    const bad = shared.flatMap(importsOf).filter((i) => i.target !== undefined && !i.target.startsWith('shared/'));
+    expect(bad).toEqual([]);
+  });
+
+  it('the core never reads process.env and takes time from the Clock port', () => {
+    const offenders = shared.filter((f) => {
+      const text = readFileSync(join(root, f), 'utf8').replace(/\/\/.*|\/\*[\s\S]*?\*\//g, '');
+      if (/process\.env/.test(text)) return true;
+      // The one wall clock lives in shared/app/telemetry.ts (systemClock).
+      return f !== 'shared/app/telemetry.ts' && /Date\.now\(\)|new Date\(\)/.test(text);
+    });
+    expect(offenders).toEqual([]);
+  });
+
+  it('domain and ports do not depend on use cases or adapters', () => {
+    const inner = shared.filter((f) => f.startsWith('shared/domain/') || f.startsWith('shared/ports/'));
+    const bad = inner.flatMap(importsOf).filter((i) => i.target?.startsWith('shared/app/') || i.target?.startsWith('shared/raster/'));
+    expect(bad).toEqual([]);
+  });
+
+  it('no cloud adapter imports another cloud or the local backend', () => {
+    const bad = functions.flatMap(importsOf).filter((i) => {
+      const from = i.file.split('/')[1];
+      const to = i.target?.startsWith('functions/') ? i.target.split('/')[1] : undefined;
+      return to !== undefined && to !== from;
+    });
+    expect(bad).toEqual([]);
+  });
+
+  it('infra/ never imports functions/ code (it packages their build output)', () => {
+    const bad = infra.flatMap(importsOf).filter((i) => i.target?.startsWith('functions/'));
+    expect(bad).toEqual([]);
+  });
+
+  it('nothing evaluates code from strings', () => {
+    const offenders = [...shared, ...functions].filter((f) => /\beval\s*\(|new Function\s*\(/.test(readFileSync(join(root, f), 'utf8')));
+    expect(offenders).toEqual([]);
+  });
+});
