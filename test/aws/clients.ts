@@ -1,7 +1,8 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DynamoDBClient, UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
+import { CLAIMS_PARTITION_KEY, CLAIMS_TTL_ATTRIBUTE } from '../../functions/aws/adapters/dynamodb-claim-store.js';
 import type { AwsEndpoints } from '../support/emulators/types.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshJobId } from '../support/ids.js';
@@ -37,4 +38,21 @@ export async function freshBucket(s3: S3Client, label = 'tessera'): Promise<stri
   const bucket = freshName(label);
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   return bucket;
+}
+
+/** A claims table shaped as infra/ creates it: partition key `job_id` (S), on-demand, TTL on `expires_at`. */
+export async function freshClaimsTable(ddb: DynamoDBClient, label = 'claims'): Promise<string> {
+  const TableName = freshName(label);
+  await ddb.send(
+    new CreateTableCommand({
+      TableName,
+      AttributeDefinitions: [{ AttributeName: CLAIMS_PARTITION_KEY, AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: CLAIMS_PARTITION_KEY, KeyType: 'HASH' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+  await ddb.send(
+    new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { AttributeName: CLAIMS_TTL_ATTRIBUTE, Enabled: true } }),
+  );
+  return TableName;
 }

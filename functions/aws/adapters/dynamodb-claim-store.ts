@@ -1,0 +1,267 @@
+import {
+  type AttributeValue,
+  ConditionalCheckFailedException,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
+import { AdapterError } from '../../../shared/domain/errors.js';
+import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import { describeAwsFailure, isAwsFailure, isRetryableAws } from './aws-error.js';
+
+/**
+ * The only part of a `DynamoDBClient` this adapter uses, so tests and callers
+ * can inject any client (a real one against DynamoDB Local, a fault-injecting
+ * wrapper) without a cast.
+ */
+export type DynamoDbSender = Pick<DynamoDBClient, 'send'>;
+
+/** The table's partition key (type S). The table has no sort key. */
+export const CLAIMS_PARTITION_KEY = 'job_id';
+/** The table's TTL attribute: epoch SECONDS, as DynamoDB TTL requires. Infra enables TTL on it. */
+export const CLAIMS_TTL_ATTRIBUTE = 'expires_at';
+
+/** Item attributes. `state` and `owner` are DynamoDB reserved words, so every expression goes through names. */
+const names = {
+  '#job_id': CLAIMS_PARTITION_KEY,
+  '#state': 'state',
+  '#owner': 'owner',
+  '#lease_until': 'lease_until',
+  '#expires_at': CLAIMS_TTL_ATTRIBUTE,
+  '#output_uri': 'output_uri',
+  '#finished_at': 'finished_at',
+} as const;
+
+// Timeline of one claim row:
+//   (absent) --claim--> CLAIMED(owner, lease_until) --commit by owner--> COMMITTED (forever)
+//                          |   ^
+//                          |   +-- heartbeat by owner while lease_until >= now
+//                          +-- lease_until < now: a claim by anyone takes it over
+// Each arrow is ONE conditional write; these named parts are the conditions.
+const jobIsNew = 'attribute_not_exists(#job_id)';
+const jobIsClaimed = '#state = :claimed';
+const leaseHasLapsed = '#lease_until < :now';
+const leaseIsLive = '#lease_until >= :now';
+const callerOwnsJob = '#owner = :owner';
+
+const claimCondition = `${jobIsNew} OR (${jobIsClaimed} AND ${leaseHasLapsed})`;
+const commitCondition = callerOwnsJob;
+const heartbeatCondition = `${callerOwnsJob} AND ${jobIsClaimed} AND ${leaseIsLive}`;
+
+/** Only the names an expression mentions: DynamoDB rejects unused ExpressionAttributeNames. */
+function namesFor(...expressions: string[]): Record<string, string> {
+  const text = expressions.join(' ');
+  return Object.fromEntries(Object.entries(names).filter(([placeholder]) => new RegExp(`${placeholder}\\b`).test(text)));
+}
+
+const S = (value: string): AttributeValue => ({ S: value });
+const N = (value: number): AttributeValue => ({ N: String(value) });
+const toSeconds = (ms: number): number => Math.ceil(ms / 1000);
+
+/**
+ * Claims in a DynamoDB table (partition key `job_id`, TTL on `expires_at`).
+ *
+ * - claim: ONE PutItem conditioned on "no row, or a CLAIMED row whose lease
+ *   lapsed". `ReturnValues: ALL_OLD` names the previous owner of a takeover and
+ *   `ReturnValuesOnConditionCheckFailure: ALL_OLD` returns the holder (or the
+ *   COMMITTED row) of a lost claim, so neither outcome costs a second read.
+ * - commit: ONE UpdateItem conditioned on the caller still owning the row. A
+ *   failed condition there is `lease-stolen`, an alarm the caller logs at ERROR
+ *   (on claim, a failed condition is the normal "someone else has it" path).
+ * - heartbeat: ONE UpdateItem conditioned on owner, CLAIMED and a live lease.
+ *
+ * Times: `lease_until` and `finished_at` are epoch milliseconds, as the port
+ * speaks; `expires_at` is epoch seconds because DynamoDB TTL reads only that.
+ * TTL deletes "within a few days" and expired rows stay readable, so the
+ * lease logic never relies on it: it compares `lease_until` with `now` itself.
+ *
+ * Reads are strongly consistent: a commit that just landed must be visible to
+ * the claim check of a duplicate delivery on another instance.
+ *
+ * @example
+ * const claims = new DynamoDbClaimStore(new DynamoDBClient({}), process.env.TESSERA_CLAIMS_TABLE);
+ * const r = await claims.claim({ jobId, owner, now, leaseUntil: now + 1_200_000, expiresAt: now + 7 * 86_400_000 });
+ */
+export class DynamoDbClaimStore implements ClaimStore {
+  readonly name = 'dynamodb';
+
+  /**
+   * @param client a DynamoDBClient (or anything with its `send`)
+   * @param table the claims table; infra/ creates it, tests create their own
+   */
+  constructor(
+    private readonly client: DynamoDbSender,
+    private readonly table: string,
+  ) {
+    if (!table) throw new AdapterError('[claim-store:dynamodb] no table name given; set TESSERA_CLAIMS_TABLE to the claims table');
+  }
+
+  async claim(req: ClaimRequest): Promise<ClaimResult> {
+    const row: ClaimRow = { jobId: req.jobId, state: 'CLAIMED', owner: req.owner, leaseUntil: req.leaseUntil, expiresAt: req.expiresAt };
+    try {
+      const out = await this.client.send(
+        new PutItemCommand({
+          TableName: this.table,
+          Item: {
+            [CLAIMS_PARTITION_KEY]: S(req.jobId),
+            state: S('CLAIMED'),
+            owner: S(req.owner),
+            lease_until: N(req.leaseUntil),
+            [CLAIMS_TTL_ATTRIBUTE]: N(toSeconds(req.expiresAt)),
+          },
+          ConditionExpression: claimCondition,
+          ExpressionAttributeNames: namesFor(claimCondition),
+          ExpressionAttributeValues: { ':claimed': S('CLAIMED'), ':now': N(req.now) },
+          ReturnValues: 'ALL_OLD',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      const previous = out.Attributes ? this.toRow(out.Attributes) : undefined;
+      return { kind: 'claimed', row, stolenFrom: previous?.owner };
+    } catch (e) {
+      if (!isConditionFailure(e)) throw this.failed(`claim of job ${req.jobId}`, e);
+      const current = e.Item ? this.toRow(e.Item) : undefined;
+      if (!current) {
+        // The condition can only fail on an existing row, so this is not DynamoDB's documented behaviour.
+        throw new AdapterError(
+          `[claim-store:dynamodb] claim of job ${req.jobId} failed its condition but no row came back; retry the delivery`,
+          {
+            retryable: true,
+          },
+        );
+      }
+      return current.state === 'COMMITTED'
+        ? { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt }
+        : { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };
+    }
+  }
+
+  async commit(req: CommitRequest): Promise<CommitResult> {
+    // finished_at keeps its first value, so a repeated commit by the owner does not move it.
+    const update = 'SET #state = :committed, #output_uri = :uri, #finished_at = if_not_exists(#finished_at, :now)';
+    try {
+      const out = await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: { [CLAIMS_PARTITION_KEY]: S(req.jobId) },
+          UpdateExpression: update,
+          ConditionExpression: commitCondition,
+          ExpressionAttributeNames: namesFor(update, commitCondition),
+          ExpressionAttributeValues: { ':committed': S('COMMITTED'), ':uri': S(req.outputUri), ':now': N(req.now), ':owner': S(req.owner) },
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      if (!out.Attributes)
+        throw new AdapterError(`[claim-store:dynamodb] commit of job ${req.jobId} returned no row; retry the delivery`, {
+          retryable: true,
+        });
+      return { kind: 'committed', row: this.toRow(out.Attributes) };
+    } catch (e) {
+      if (!isConditionFailure(e)) throw e instanceof AdapterError ? e : this.failed(`commit of job ${req.jobId}`, e);
+      return { kind: 'lease-stolen', current: e.Item ? this.toRow(e.Item) : undefined };
+    }
+  }
+
+  async heartbeat(req: HeartbeatRequest): Promise<HeartbeatResult> {
+    const update = 'SET #lease_until = :lease_until';
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: { [CLAIMS_PARTITION_KEY]: S(req.jobId) },
+          UpdateExpression: update,
+          ConditionExpression: heartbeatCondition,
+          ExpressionAttributeNames: namesFor(update, heartbeatCondition),
+          ExpressionAttributeValues: {
+            ':lease_until': N(req.leaseUntil),
+            ':owner': S(req.owner),
+            ':claimed': S('CLAIMED'),
+            ':now': N(req.now),
+          },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'extended', leaseUntil: req.leaseUntil };
+    } catch (e) {
+      if (!isConditionFailure(e)) throw this.failed(`heartbeat of job ${req.jobId}`, e);
+      return { kind: 'lost', current: e.Item ? this.toRow(e.Item) : undefined };
+    }
+  }
+
+  async get(jobId: string): Promise<ClaimRow | undefined> {
+    try {
+      const out = await this.client.send(
+        new GetItemCommand({ TableName: this.table, Key: { [CLAIMS_PARTITION_KEY]: S(jobId) }, ConsistentRead: true }),
+      );
+      return out.Item ? this.toRow(out.Item) : undefined;
+    } catch (e) {
+      throw this.failed(`read of job ${jobId}`, e);
+    }
+  }
+
+  /** Every row, by a paginated consistent Scan: for reconcile and tests, not for a hot path. */
+  async *list(): AsyncIterable<ClaimRow> {
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      let page: { Items?: Record<string, AttributeValue>[] | undefined; LastEvaluatedKey?: Record<string, AttributeValue> | undefined };
+      try {
+        page = await this.client.send(new ScanCommand({ TableName: this.table, ConsistentRead: true, ExclusiveStartKey: start }));
+      } catch (e) {
+        throw this.failed('scan of the claims table', e);
+      }
+      for (const item of page.Items ?? []) yield this.toRow(item);
+      start = page.LastEvaluatedKey;
+    } while (start !== undefined);
+  }
+
+  private toRow(item: Record<string, AttributeValue>): ClaimRow {
+    const str = (name: string): string | undefined => item[name]?.S;
+    const num = (name: string): number | undefined => {
+      const raw = item[name]?.N;
+      return raw === undefined ? undefined : Number(raw);
+    };
+    const jobId = str(CLAIMS_PARTITION_KEY);
+    const state = str('state');
+    const owner = str('owner');
+    const leaseUntil = num('lease_until');
+    const expiresAtSec = num(CLAIMS_TTL_ATTRIBUTE);
+    if (jobId === undefined || (state !== 'CLAIMED' && state !== 'COMMITTED') || owner === undefined || leaseUntil === undefined) {
+      throw new AdapterError(
+        `[claim-store:dynamodb] row ${JSON.stringify(jobId ?? '?')} in table ${this.table} is not a Tessera claim row; ` +
+          'point TESSERA_CLAIMS_TABLE at a table used only by Tessera',
+      );
+    }
+    return {
+      jobId,
+      state: state satisfies ClaimState,
+      owner,
+      leaseUntil,
+      expiresAt: expiresAtSec === undefined ? 0 : expiresAtSec * 1000,
+      outputUri: str('output_uri'),
+      finishedAt: num('finished_at'),
+    };
+  }
+
+  private failed(what: string, error: unknown): AdapterError {
+    const hint = isAwsFailure(error, 400, 'ResourceNotFoundException')
+      ? `table ${this.table} does not exist in this account and region: deploy the stack or fix TESSERA_CLAIMS_TABLE`
+      : isAwsFailure(error, 400, 'AccessDeniedException')
+        ? `the function role may not use table ${this.table}: grant dynamodb:PutItem, UpdateItem, GetItem and Scan on it`
+        : 'retry the delivery; if it persists check the table and the network';
+    return new AdapterError(`[claim-store:dynamodb] ${what} failed (${describeAwsFailure(error)}); ${hint}`, {
+      cause: error,
+      retryable: isRetryableAws(error),
+    });
+  }
+}
+
+function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
+  // instanceof first; the name check covers a client from another copy of the SDK package.
+  return (
+    error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException'
+  );
+}
