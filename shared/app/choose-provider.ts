@@ -167,7 +167,9 @@ function fits(spec: PlatformSpec, runtimeSec: number, memoryMb: number): boolean
 
 /** What to use instead: the cloud's other plans that hold the job, phrased as an instruction. */
 function alternativesFor(spec: PlatformSpec, req: NormalizedRequest): string {
-  const others = platformsOf(spec.cloud).filter((o) => o.platform !== spec.platform && fits(o, req.runtimeSec, req.memoryMb));
+  const others = platformsOf(spec.cloud).filter(
+    (o) => o.platform !== spec.platform && o.notDeployable === undefined && fits(o, req.runtimeSec, req.memoryMb),
+  );
   const sameTrigger = others.filter((o) => o.triggers.includes(req.trigger) && !blockedByHttpCap(o, req));
   if (sameTrigger.length > 0) return `; use ${joinOr(sameTrigger.map((o) => o.plan))}`;
   const otherTrigger = others.find((o) => !o.triggers.includes(req.trigger));
@@ -356,6 +358,9 @@ export function chooseProvider(request: ChooseRequest, regions: readonly Region[
     for (const spec of platformsOf(cloud)) {
       if (!spec.triggers.includes(req.trigger)) continue;
       const problems = platformProblems(spec, req);
+      if (problems.length === 0 && spec.notDeployable !== undefined) {
+        problems.push(`${spec.ceiling.label} could run this job, but ${spec.notDeployable}${alternativesFor(spec, req)}`);
+      }
       for (const reason of problems) rejections.push({ cloud, platform: spec.platform, reason });
       if (problems.length === 0) viable.push(spec);
     }
@@ -400,7 +405,12 @@ function defaultParam<K extends 'string' | 'number'>(name: string, kind: K): K e
 export const STACK_DEFAULTS = {
   sourcePrefix: 'scenes/',
   sourceSuffix: '.tif',
-  maxReceiveCount: 3,
+  /**
+   * Deliveries before dead-lettering: 3 on SQS (the contract's example); 5 on
+   * Pub/Sub, whose maxDeliveryAttempts is 5..100, and on Azure queues, whose
+   * own maxDequeueCount default is 5.
+   */
+  maxReceiveCount: { aws: 3, gcp: 5, azure: 5 } satisfies Record<Cloud, number>,
   tilePx: defaultParam('tile_px', 'number'),
   pipelineVersion: DEFAULT_PARAMS.version,
   expression: defaultParam('expression', 'string'),
@@ -458,7 +468,7 @@ export function stackConfig(choice: Choice, options: StackFileOptions = {}): Arr
     ['tessera:tilePx', STACK_DEFAULTS.tilePx],
     ['tessera:pipelineVersion', STACK_DEFAULTS.pipelineVersion],
     ['tessera:expression', STACK_DEFAULTS.expression],
-    ['tessera:maxReceiveCount', options.maxReceiveCount ?? STACK_DEFAULTS.maxReceiveCount],
+    ['tessera:maxReceiveCount', options.maxReceiveCount ?? STACK_DEFAULTS.maxReceiveCount[choice.cloud]],
   );
   return entries;
 }

@@ -174,6 +174,28 @@ function parseOptions(
   };
 }
 
+/** Options whose value may be a negative number. */
+const SIGNED_OPTIONS = new Set(['--lat', '--lon']);
+
+/**
+ * `--lon -6.3` would read `-6.3` as a flag; join such pairs into `--lon=-6.3`
+ * so western and southern coordinates can be typed the obvious way.
+ */
+function joinNegativeValues(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const next = argv[i + 1];
+    if (SIGNED_OPTIONS.has(arg) && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i += 1;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 /** Left-aligned columns, two spaces apart. */
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -298,11 +320,16 @@ async function writeStack(
     // 'wx' fails if the file exists: the check and the write are one step, so two runs cannot both win.
     await writeFile(path, text, { encoding: 'utf8', flag: opts.force ? 'w' : 'wx' });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') {
       io.stderr(
         `tessera choose: ${path} already exists; not overwriting it (pass --force to replace it, or --out-dir to write elsewhere)\n`,
       );
       return { ok: false, exitCode: 1 };
+    }
+    if (code === 'ENOENT' || code === 'ENOTDIR') {
+      io.stderr(`tessera choose: --out-dir ${dir} does not exist or is not a directory; create it first\n`);
+      return { ok: false, exitCode: 2 };
     }
     throw error;
   }
@@ -319,7 +346,7 @@ async function writeStack(
 export async function chooseCommand(argv: string[], io: ChooseIo): Promise<number> {
   let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: joinNegativeValues(argv), options: OPTIONS, allowPositionals: true, strict: true });
   } catch (error) {
     io.stderr(`tessera choose: ${error instanceof Error ? error.message : String(error)}\n\n${chooseHelp}\n`);
     return 2;

@@ -98,6 +98,12 @@ export interface PlatformSpec {
    * (1 = pay-per-use with scale to zero). A ranking weight, not a price.
    */
   readonly costIndex: number;
+  /**
+   * Why Tessera's own infra/ cannot deploy this platform yet, or `undefined`
+   * when it can. The chooser proposes only platforms it could write a working
+   * stack file for; this says why one that would fit is left out.
+   */
+  readonly notDeployable: string | undefined;
 }
 
 /** Cloud Functions 2nd gen memory sizes (MiB), 128Mi..32Gi. */
@@ -121,6 +127,7 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     httpResponseCapSec: undefined,
     redeliveryAfterSec: undefined,
     costIndex: 1,
+    notDeployable: undefined,
   },
   'gcf2-event': {
     platform: 'gcf2-event',
@@ -135,6 +142,7 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     httpResponseCapSec: undefined,
     redeliveryAfterSec: undefined,
     costIndex: 1,
+    notDeployable: undefined,
   },
   'gcf2-http': {
     platform: 'gcf2-http',
@@ -149,6 +157,7 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     httpResponseCapSec: undefined,
     redeliveryAfterSec: 600,
     costIndex: 1,
+    notDeployable: undefined,
   },
   'azure-consumption': {
     platform: 'azure-consumption',
@@ -163,6 +172,7 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     httpResponseCapSec: 230,
     redeliveryAfterSec: undefined,
     costIndex: 1,
+    notDeployable: undefined,
   },
   'azure-flex': {
     platform: 'azure-flex',
@@ -177,6 +187,7 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     httpResponseCapSec: 230,
     redeliveryAfterSec: undefined,
     costIndex: 1.1,
+    notDeployable: undefined,
   },
   'azure-premium': {
     platform: 'azure-premium',
@@ -193,6 +204,8 @@ export const PLATFORM_SPECS: Readonly<Record<DeployPlatform, PlatformSpec>> = {
     redeliveryAfterSec: undefined,
     // Premium keeps at least one instance warm: billed while idle.
     costIndex: 3,
+    // infra/common/config.ts refuses tessera:azurePlan premium: the plan needs an Azure Files content share.
+    notDeployable: "Tessera's infra does not deploy the Premium plan yet (it needs an Azure Files content share)",
   },
 };
 
