@@ -239,7 +239,10 @@ function renderText(result: ChooseResult, limit: number): string {
     );
     if (shown.length < result.choices.length)
       out.push(`(${shown.length} of ${result.choices.length} feasible choices; --limit 0 shows all)`);
-    const checks = shown.flatMap((c) => c.warnings.map((w) => `  #${c.rank} ${w}`));
+    // The same warning on many rows is printed once, with every row it applies to.
+    const ranksByWarning = new Map<string, number[]>();
+    for (const c of shown) for (const w of c.warnings) ranksByWarning.set(w, [...(ranksByWarning.get(w) ?? []), c.rank]);
+    const checks = [...ranksByWarning].map(([w, ranks]) => `  ${ranks.map((r) => `#${r}`).join(', ')}: ${w}`);
     if (checks.length > 0) out.push('', 'Check before deploying:', ...checks);
   }
   if (result.rejections.length > 0) out.push('', 'Ruled out:', ...result.rejections.map((r) => `  - ${r.reason}`));

@@ -68,9 +68,11 @@ export function closeRegionCodes(input: string, regions: readonly Region[] = ALL
       ok: contains || distance <= Math.max(2, Math.floor(r.code.length / 3)),
     };
   });
-  return scored
-    .filter((s) => s.ok)
-    .sort((x, y) => x.rank - y.rank || x.code.localeCompare(y.code))
+  const close = scored.filter((s) => s.ok).sort((x, y) => x.rank - y.rank || x.code.localeCompare(y.code));
+  // Only the best and the next best tier: `eu-wset-1` suggests eu-west-1..3, not every `*-west-1`.
+  const best = close[0]?.rank ?? 0;
+  return close
+    .filter((s) => s.rank <= best + 1)
     .slice(0, max)
     .map((s) => s.code);
 }

@@ -117,6 +117,10 @@ describe('findRegion', () => {
     expect(unknown.message).toContain(`did you mean ${suggestion}`);
   });
 
+  it('suggests only the closest tier of codes', () => {
+    expect(closeRegionCodes('eu-wset-1')).toEqual(['eu-west-1', 'eu-west-2', 'eu-west-3']);
+  });
+
   it('suggests nothing for a code like no region at all, and still says what to write', () => {
     expect(closeRegionCodes('mars-north-9')).toEqual([]);
     expect(() => findRegion('mars-north-9')).toThrow(/unknown region code "mars-north-9".*--list-regions/);

@@ -154,6 +154,13 @@ describe('chooseProvider > ranking', () => {
     expect(choices.filter((c) => c.sameRegion).every((c) => c.region.code === code && c.cloud === cloud)).toBe(true);
   });
 
+  it("keeps the data region first even when another cloud's region in the same city ranks as cheaper", () => {
+    // Frankfurt: Azure Flex (cost index 1.1) in the data's region, AWS Lambda (1.0) a few km away.
+    const { choices } = chooseProvider(request({ data: inRegion('germanywestcentral'), runtimeSec: 12 * MIN }));
+    expect(choices.slice(0, 2).map((c) => `${c.cloud}:${c.region.code}`)).toEqual(['azure:germanywestcentral', 'aws:eu-central-1']);
+    expect(choices[1]?.score).toBeLessThan(choices[0]?.score ?? 0);
+  });
+
   it.each<[string, number, number, Cloud, string]>([
     ['Dublin', 53.34, -6.27, 'aws', 'eu-west-1'],
     ['Ohio', 40.0, -82.9, 'aws', 'us-east-2'],

@@ -62,6 +62,27 @@ describe('tessera choose > output', () => {
     expect(out.rejections).toEqual([]);
   });
 
+  it('prints a warning shared by several rows once, with their numbers', async () => {
+    const run = await choose(
+      '--lat',
+      '48.14',
+      '--lon',
+      '11.58',
+      '--runtime',
+      '40m',
+      '--memory',
+      '3GB',
+      '--trigger',
+      'http',
+      '--limit',
+      '3',
+    );
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain(
+      'Check before deploying:\n  #1, #2, #3: the queue redelivers after 600 s while the 40 min job still runs: expect duplicate deliveries (the lease turns them away)\n',
+    );
+  });
+
   it('exits 1 and says why when nothing can run the job', async () => {
     const run = await choose('us-east-1', '--runtime', '40m', '--memory', '1GB', '--clouds', 'aws,gcp');
     expect(run.code).toBe(1);
