@@ -1,0 +1,96 @@
+import { hostname } from 'node:os';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import type { SourceFilter } from '../../shared/app/scene-event.js';
+import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
+import { parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import type { Clock } from '../../shared/ports/clock.port.js';
+import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
+import { S3ObjectStore, type S3Sender } from './adapters/s3-object-store.js';
+import { SqsJobQueue, type SqsSender } from './adapters/sqs-job-queue.js';
+
+/** The SDK clients the AWS backend is built from. Tests pass clients pointed at the emulators. */
+export interface AwsClients {
+  readonly dynamodb: DynamoDbSender;
+  readonly s3: S3Sender;
+  readonly sqs: SqsSender;
+}
+
+export interface AwsRuntime {
+  readonly config: RuntimeConfig;
+  readonly backend: Backend & { readonly queue: SqsJobQueue };
+  readonly settings: WorkerSettings;
+  readonly filter: SourceFilter;
+  /** The clients, for the few calls a handler makes outside the ports (SQS visibility changes). */
+  readonly clients: AwsClients;
+}
+
+export interface ComposeAwsOptions {
+  readonly clients?: Partial<AwsClients>;
+  readonly clock?: Clock;
+  readonly telemetry?: Telemetry;
+  /** This worker's identity in claim rows; default the Lambda log stream (one per execution environment). */
+  readonly owner?: string;
+}
+
+/**
+ * The AWS backend's one wiring point: reads the function environment (the
+ * variables infra/ sets, see shared/domain/runtime-config.ts) and builds the
+ * Backend from SDK clients. Region and credentials come from the Lambda
+ * environment as usual (AWS_REGION, the execution role).
+ *
+ * SDK clients retry throttling and 5xx themselves (standard mode, 3 attempts);
+ * what still fails is thrown as a retryable AdapterError and the delivery is
+ * retried by SQS.
+ *
+ * @example
+ * const rt = composeAws(process.env);
+ * await processTile(rt.backend, rt.settings, job);
+ */
+export function composeAws(env: Readonly<Record<string, string | undefined>>, options: ComposeAwsOptions = {}): AwsRuntime {
+  const config = parseRuntimeConfig(env);
+  const clients: AwsClients = {
+    dynamodb: options.clients?.dynamodb ?? new DynamoDBClient({}),
+    s3: options.clients?.s3 ?? new S3Client({}),
+    sqs: options.clients?.sqs ?? new SQSClient({}),
+  };
+  const clock = options.clock ?? systemClock;
+  const owner = options.owner ?? env.AWS_LAMBDA_LOG_STREAM_NAME ?? `${hostname()}:${process.pid}`;
+  const telemetry =
+    options.telemetry ??
+    new JsonTelemetry((line) => process.stdout.write(`${line}\n`), {
+      clock,
+      fields: { function: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera', worker: owner },
+    });
+  const outputs = new S3ObjectStore(clients.s3, config.outputBucket);
+  const backend = {
+    claims: new DynamoDbClaimStore(clients.dynamodb, config.claimsTable),
+    // One store per bucket; when sources and outputs share a bucket, share the store too.
+    sources: config.sourceBucket === config.outputBucket ? outputs : new S3ObjectStore(clients.s3, config.sourceBucket),
+    outputs,
+    queue: new SqsJobQueue(clients.sqs, config.tileQueue, { deadLetterQueueUrl: config.deadLetterQueue }),
+    clock,
+    telemetry,
+  };
+  return {
+    config,
+    backend,
+    settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
+    filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
+    clients,
+  };
+}
+
+/**
+ * The runtime of this Lambda execution environment, composed on first use
+ * from `process.env` and kept for the warm invocations that follow (clients
+ * keep their connections; the raster header cache stays warm).
+ */
+let cached: AwsRuntime | undefined;
+export function lambdaRuntime(): AwsRuntime {
+  cached ??= composeAws(process.env);
+  return cached;
+}

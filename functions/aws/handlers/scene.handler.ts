@@ -1,0 +1,190 @@
+import type { Context, S3Event, S3EventRecord, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
+import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { assertNever } from '../../../shared/domain/claim.js';
+import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
+import type { SourceRef } from '../../../shared/domain/job-key.js';
+import { decodeEventKey } from '../../../shared/domain/object-key.js';
+import { type AwsRuntime, lambdaRuntime } from '../compose.js';
+import { receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-batch.js';
+
+/** What the scene handler did with one S3 notification record. */
+export type SceneRecordOutcome =
+  | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
+  | {
+      readonly kind: 'ignored';
+      readonly reason: 'not-a-create' | 'other-bucket' | 'filtered-out' | 'test-event';
+      readonly key?: string | undefined;
+    };
+
+/**
+ * The scene trigger. Accepts S3 event notifications delivered either
+ *   - directly (S3 invokes the function asynchronously with an S3Event), or
+ *   - through SQS (S3 -> SQS, optionally S3 -> SNS -> SQS): each record body
+ *     is the S3 notification JSON. This is the recommended wiring: the queue
+ *     buffers bursts and its DLQ keeps what could not be fanned out.
+ *
+ * For each ObjectCreated record it URL-decodes the key (S3 form-encodes it:
+ * `+` is a space), drops (and counts as `event-ignored`) objects outside the
+ * configured prefix/suffix or bucket, takes the version token (the versionId
+ * on a versioned bucket, else the ETag, quoted as HeadObject returns it) and
+ * fans the scene out: one tile job per window. A duplicate notification
+ * repeats the fan-out harmlessly: same keys, every duplicate job stops at its claim.
+ *
+ * EventBridge "Object Created" events are not accepted: their key encoding is
+ * not the notification's, and guessing would change job keys. Use a
+ * notification (direct or via SQS) as infra/ does.
+ */
+export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
+  const rt = typeof runtime === 'function' ? runtime : () => runtime;
+
+  async function handleS3Record(record: S3EventRecord): Promise<SceneRecordOutcome> {
+    const { backend, config, filter } = rt();
+    const { telemetry } = backend;
+    const ignore = (reason: Extract<SceneRecordOutcome, { kind: 'ignored' }>['reason'], key?: string): SceneRecordOutcome => {
+      telemetry.count('event-ignored');
+      telemetry.log(reason === 'other-bucket' ? 'WARN' : 'INFO', 'event-ignored', {
+        reason,
+        bucket: record.s3?.bucket?.name,
+        key,
+        event: record.eventName,
+      });
+      return { kind: 'ignored', reason, key };
+    };
+    if (typeof record.eventName !== 'string' || !record.eventName.startsWith('ObjectCreated:')) return ignore('not-a-create');
+    const bucket = record.s3?.bucket?.name;
+    const rawKey = record.s3?.object?.key;
+    if (typeof bucket !== 'string' || typeof rawKey !== 'string')
+      throw new InvalidEventError('S3 notification record has no s3.bucket.name or s3.object.key');
+    const key = decodeEventKey(rawKey);
+    if (bucket !== config.sourceBucket) return ignore('other-bucket', key);
+    if (!acceptSourceObject(key, filter)) return ignore('filtered-out', key);
+    const source: SourceRef = { bucket, key, versionToken: versionTokenOf(record) };
+    const result = await fanOutScene(backend, { source, params: config.params });
+    return { kind: 'fanned-out', sceneKey: result.sceneKey, enqueued: result.enqueued, source };
+  }
+
+  /** One SQS record: every S3 record in its body must fan out for the SQS record to count as done. */
+  async function handleSqsRecord(record: SQSRecord): Promise<SceneVerdict> {
+    const { telemetry } = rt().backend;
+    try {
+      const payload = notificationOf(parseJson(record.body));
+      if (payload === 'test-event') {
+        telemetry.count('event-ignored');
+        telemetry.log('INFO', 'event-ignored', { reason: 'test-event', messageId: record.messageId });
+        return { kind: 'ack' };
+      }
+      for (const s3Record of payload) await handleS3Record(s3Record);
+      return { kind: 'ack' };
+    } catch (error) {
+      return verdictOf(error, rt(), { messageId: record.messageId, receiveCount: receiveCountOf(record) });
+    }
+  }
+
+  return async function sceneHandler(
+    event: S3Event | SQSEvent,
+    _context?: Context,
+  ): Promise<SQSBatchResponse | { outcomes: SceneRecordOutcome[] }> {
+    const records: readonly unknown[] = Array.isArray(event?.Records) ? event.Records : [];
+    if (records.length > 0 && (records[0] as { eventSource?: string }).eventSource === 'aws:sqs') {
+      const { clients, backend } = rt();
+      const batch = new SqsBatch(clients.sqs, backend.telemetry);
+      for (const record of records as SQSRecord[]) {
+        const verdict = await handleSqsRecord(record);
+        switch (verdict.kind) {
+          case 'ack':
+            break;
+          case 'retry':
+          case 'poison':
+            batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
+            break;
+          default:
+            assertNever(verdict, 'scene verdict');
+        }
+      }
+      return batch.respond();
+    }
+    // Direct invocation: Lambda retries a failed asynchronous invocation twice, then hands the
+    // event to the function's on-failure destination. So every record is tried, and any failure
+    // (poison too, so that it reaches the destination) is thrown once the others are done.
+    const payload = notificationOf(event);
+    if (payload === 'test-event') {
+      rt().backend.telemetry.count('event-ignored');
+      return { outcomes: [{ kind: 'ignored', reason: 'test-event' }] };
+    }
+    const outcomes: SceneRecordOutcome[] = [];
+    const failures: Error[] = [];
+    for (const record of payload) {
+      try {
+        outcomes.push(await handleS3Record(record));
+      } catch (error) {
+        failures.push(verdictOf(error, rt(), { key: record.s3?.object?.key }).error);
+      }
+    }
+    if (failures.length > 0) {
+      throw new AggregateError(
+        failures,
+        `${failures.length} of ${payload.length} S3 record(s) could not be fanned out: ${failures.map((e) => e.message).join('; ')}`,
+      );
+    }
+    return { outcomes };
+  };
+}
+
+/** A scene event is done (ack) or, like a tile job, to be retried or dead-lettered. */
+type SceneVerdict = { readonly kind: 'ack' } | Exclude<DeliveryVerdict, { kind: 'ack' }>;
+
+function verdictOf(error: unknown, rt: AwsRuntime, fields: Record<string, unknown>): Exclude<SceneVerdict, { kind: 'ack' }> {
+  const { telemetry } = rt.backend;
+  const err = error instanceof Error ? error : new Error(String(error));
+  if (err instanceof TesseraError && !err.retryable) {
+    telemetry.count('poison');
+    telemetry.log('ERROR', 'poison-scene-event', { ...fields, error: err });
+    return { kind: 'poison', error: err };
+  }
+  telemetry.count('failed');
+  telemetry.log('WARN', 'scene-fan-out-failed', { ...fields, error: err });
+  return { kind: 'retry', error: err };
+}
+
+/**
+ * The version token of the notified object: the versionId when the bucket is
+ * versioned (it names exactly one upload), else the ETag in the quoted form
+ * HeadObject returns, so the token reads the same wherever it is compared.
+ */
+export function versionTokenOf(record: S3EventRecord): string {
+  const versionId = record.s3?.object?.versionId;
+  if (typeof versionId === 'string' && versionId !== '' && versionId !== 'null') return versionId;
+  const etag = record.s3?.object?.eTag;
+  if (typeof etag !== 'string' || etag === '') {
+    throw new InvalidEventError(
+      `S3 notification for ${record.s3?.object?.key ?? '?'} has neither versionId nor eTag; the job key needs one`,
+    );
+  }
+  return etag.startsWith('"') ? etag : `"${etag}"`;
+}
+
+function parseJson(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch (cause) {
+    throw new InvalidEventError(`SQS message body is not JSON: ${JSON.stringify(String(body).slice(0, 80))}`, { cause });
+  }
+}
+
+/** The S3 records of a notification payload, unwrapping an SNS envelope; `test-event` for S3's configuration probe. */
+export function notificationOf(payload: unknown): S3EventRecord[] | 'test-event' {
+  if (typeof payload !== 'object' || payload === null) throw new InvalidEventError('event is not an S3 notification object');
+  const p = payload as { Records?: unknown; Event?: unknown; Type?: unknown; Message?: unknown };
+  if (p.Event === 's3:TestEvent') return 'test-event';
+  if (p.Type === 'Notification' && typeof p.Message === 'string') return notificationOf(parseJson(p.Message));
+  if (!Array.isArray(p.Records)) throw new InvalidEventError('event has no Records: not an S3 notification');
+  const records = p.Records as S3EventRecord[];
+  const foreign = records.find((r) => r?.eventSource !== 'aws:s3');
+  if (foreign) throw new InvalidEventError(`event record from ${JSON.stringify(foreign?.eventSource)} is not an S3 notification`);
+  return records;
+}
+
+/** The Lambda entry point (`scene.handler.handler`). */
+export const handler = createSceneHandler(lambdaRuntime);

@@ -1,0 +1,117 @@
+import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
+import type { Context, SQSBatchItemFailure, SQSRecord } from 'aws-lambda';
+import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
+import { assertNever } from '../../../shared/domain/claim.js';
+import type { Telemetry } from '../../../shared/ports/telemetry.port.js';
+import type { SqsSender } from '../adapters/sqs-job-queue.js';
+
+/**
+ * How long a failed record stays hidden before SQS hands it out again.
+ *
+ * Without this, a record reported in batchItemFailures comes back only when
+ * its visibility timeout runs out, and that timeout is sized for the slowest
+ * job (6 x the function timeout, 90 minutes for a 900 s function). So:
+ * - retry: the verdict's delay if it has one (an earlier attempt still holds
+ *   the lease: come back when it lapses), else exponential backoff on the
+ *   receive count, 10 s, 20 s, 40 s ... capped at 15 minutes;
+ * - poison: at once. Retrying cannot help, and each receive brings it one
+ *   step closer to maxReceiveCount, after which SQS moves it to the DLQ.
+ */
+export function requeueDelaySeconds(verdict: Exclude<DeliveryVerdict, { kind: 'ack' }>, receiveCount: number): number {
+  switch (verdict.kind) {
+    case 'poison':
+      return 0;
+    case 'retry':
+      if (verdict.delayMs !== undefined) return Math.min(43_200, Math.ceil(verdict.delayMs / 1000));
+      return Math.min(900, 10 * 2 ** Math.max(0, Math.min(10, receiveCount - 1)));
+    default:
+      return assertNever(verdict, 'delivery verdict');
+  }
+}
+
+export interface FailedRecord {
+  readonly record: SQSRecord;
+  readonly delaySeconds: number;
+}
+
+/** Receive count of a record as SQS reports it (1 on first delivery). */
+export const receiveCountOf = (record: SQSRecord): number => Number(record.attributes?.ApproximateReceiveCount ?? '1') || 1;
+
+/**
+ * Builds the SQSBatchResponse of one invocation and, best effort, sets the
+ * visibility of each failed record (see {@link requeueDelaySeconds}). The
+ * event source mapping must have `ReportBatchItemFailures` on, or Lambda
+ * ignores the response and retries the whole batch.
+ */
+export class SqsBatch {
+  readonly #failed: FailedRecord[] = [];
+  static readonly #queueUrls = new Map<string, Promise<string | undefined>>();
+
+  constructor(
+    private readonly sqs: SqsSender,
+    private readonly telemetry: Telemetry,
+  ) {}
+
+  fail(record: SQSRecord, delaySeconds: number): void {
+    this.#failed.push({ record, delaySeconds });
+  }
+
+  /** Apply the visibility changes and return the response for Lambda. */
+  async respond(): Promise<{ batchItemFailures: SQSBatchItemFailure[] }> {
+    const byQueue = new Map<string, FailedRecord[]>();
+    for (const f of this.#failed) {
+      const list = byQueue.get(f.record.eventSourceARN) ?? [];
+      list.push(f);
+      byQueue.set(f.record.eventSourceARN, list);
+    }
+    await Promise.all([...byQueue].map(([arn, failed]) => this.#changeVisibility(arn, failed)));
+    return { batchItemFailures: this.#failed.map((f) => ({ itemIdentifier: f.record.messageId })) };
+  }
+
+  async #changeVisibility(arn: string, failed: readonly FailedRecord[]): Promise<void> {
+    try {
+      const url = await this.#queueUrl(arn);
+      if (url === undefined) return;
+      for (let i = 0; i < failed.length; i += 10) {
+        const out = await this.sqs.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: url,
+            Entries: failed
+              .slice(i, i + 10)
+              .map((f, j) => ({ Id: String(i + j), ReceiptHandle: f.record.receiptHandle, VisibilityTimeout: f.delaySeconds })),
+          }),
+        );
+        if (out.Failed?.length)
+          this.telemetry.log('WARN', 'visibility-change-failed', { queue: arn, failed: out.Failed.map((e) => e.Code) });
+      }
+    } catch (error) {
+      // Not fatal: the record still comes back, only later (after the queue's visibility timeout).
+      this.telemetry.log('WARN', 'visibility-change-failed', { queue: arn, error });
+    }
+  }
+
+  /** The queue URL of an event source ARN (arn:aws:sqs:region:account:name), looked up once per queue. */
+  #queueUrl(arn: string): Promise<string | undefined> {
+    let url = SqsBatch.#queueUrls.get(arn);
+    if (!url) {
+      const [, , , , account, name] = arn.split(':');
+      url = this.sqs
+        .send(new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }))
+        .then((out) => out.QueueUrl)
+        .catch((error: unknown) => {
+          SqsBatch.#queueUrls.delete(arn);
+          throw error;
+        });
+      SqsBatch.#queueUrls.set(arn, url);
+    }
+    return url;
+  }
+}
+
+/** Time to keep in hand at the end of an invocation: records not started by then are handed back, not cut off mid-write. */
+export const END_OF_INVOCATION_MARGIN_MS = 30_000;
+
+/** True when there is no longer time to start another record in this invocation. */
+export function outOfTime(context: Pick<Context, 'getRemainingTimeInMillis'> | undefined, marginMs = END_OF_INVOCATION_MARGIN_MS): boolean {
+  return context !== undefined && typeof context.getRemainingTimeInMillis === 'function' && context.getRemainingTimeInMillis() < marginMs;
+}

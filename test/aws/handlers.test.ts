@@ -1,0 +1,233 @@
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import type { S3Event, SQSEvent } from 'aws-lambda';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
+import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
+import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
+import { readSceneManifest } from '../../shared/app/scene-manifest.js';
+import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
+import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
+import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
+import { FakeClock } from '../support/fake-clock.js';
+import { syntheticSceneBytes } from '../support/local-scene.js';
+import { dynamoDbClient, s3Client } from './clients.js';
+import { createTestStack, drain, pollOnce, receiveEvent, TEST_PARAMS, type TestStack } from './stack.js';
+
+const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
+const GRID = tileGrid(SCENE.width, SCENE.height, 48);
+let sceneBytes: Uint8Array;
+
+beforeAll(async () => {
+  sceneBytes = await syntheticSceneBytes(SCENE);
+});
+
+/** Upload a scene as a user would; moto then notifies the scene queue, as S3 does. */
+async function upload(stack: TestStack, key: string): Promise<string> {
+  const out = await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: sceneBytes }));
+  return out.ETag as string;
+}
+
+/** Every tile job waiting in the tile queue (received and left hidden). */
+async function tileJobsIn(stack: TestStack, expected: number): Promise<TileJob[]> {
+  const jobs: TileJob[] = [];
+  for (let i = 0; i < 10 && jobs.length < expected; i++)
+    for (const r of (await receiveEvent(stack.tiles)).Records) jobs.push(parseTileJob(r.body));
+  return jobs;
+}
+
+const logsOf = (lines: string[]) => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+
+describe('AWS handlers against DynamoDB Local and moto', () => {
+  describe('scene handler', () => {
+    it.each([
+      ['a space and a plus', 'incoming/T31 UDQ+B08.tif'],
+      ['a literal %2F', 'incoming/a%2Fb/scene.tif'],
+      ['unicode', 'incoming/Zürich/日本/é.tif'],
+    ])('decodes a key with %s from a real S3 notification into the job keys the shared derivation gives', async (_label, key) => {
+      const stack = await createTestStack();
+      const etag = await upload(stack, key);
+      const rt = stack.runtime();
+      const { events, responses } = await drain(stack.scenes, createSceneHandler(rt));
+      expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
+      const notifications = events.flatMap((e) => e.Records).flatMap((r) => JSON.parse(r.body).Records ?? []);
+      expect(notifications).toHaveLength(1);
+      // The notification really is form-encoded (moto, like S3, encodes the key).
+      expect(notifications[0].s3.object.key).not.toBe(key);
+      expect(rt.backend.telemetry.counters()).toMatchObject({ 'event-ignored': 1, enqueued: GRID.count }); // the configuration's test event
+
+      const source = { bucket: stack.sourceBucket, key, versionToken: etag };
+      const scene = sceneKey(source, TEST_PARAMS);
+      const jobs = await tileJobsIn(stack, GRID.count);
+      expect(jobs.map((j) => j.jobKey).sort()).toEqual([...windows(GRID)].map((w) => tileJobKey(scene, w)).sort());
+      for (const j of jobs) expect(j.source).toEqual(source);
+      expect((await readSceneManifest(rt.backend.outputs, scene)).source.key).toBe(key);
+    });
+
+    it('ignores and counts objects outside the prefix or suffix, and S3 test events', async () => {
+      const stack = await createTestStack();
+      await upload(stack, 'elsewhere/scene.tif');
+      await upload(stack, 'incoming/readme.txt');
+      const rt = stack.runtime();
+      const { records } = await drain(stack.scenes, createSceneHandler(rt));
+      expect(records).toBe(3); // two uploads and the test event S3 sends when the notification is configured
+      expect(rt.backend.telemetry.counters()).toMatchObject({ 'event-ignored': 3, enqueued: 0, poison: 0 });
+      expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
+    });
+
+    it('fans out a direct S3 invocation and throws, for the on-failure destination, on a record it cannot read', async () => {
+      const stack = await createTestStack();
+      const etag = await upload(stack, 'incoming/direct.tif');
+      const rt = stack.runtime();
+      const record = (key: string, eTag: string) => ({
+        eventVersion: '2.1',
+        eventSource: 'aws:s3',
+        awsRegion: 'us-east-1',
+        eventTime: '2026-01-01T00:00:00.000Z',
+        eventName: 'ObjectCreated:Put',
+        userIdentity: { principalId: 'x' },
+        requestParameters: { sourceIPAddress: '127.0.0.1' },
+        responseElements: { 'x-amz-request-id': 'r', 'x-amz-id-2': 'i' },
+        s3: {
+          s3SchemaVersion: '1.0',
+          configurationId: 'c',
+          bucket: { name: stack.sourceBucket, ownerIdentity: { principalId: 'x' }, arn: `arn:aws:s3:::${stack.sourceBucket}` },
+          object: { key, size: sceneBytes.byteLength, eTag, sequencer: '0' },
+        },
+      });
+      const handler = createSceneHandler(rt);
+      const ok = await handler({ Records: [record('incoming/direct.tif', etag.replaceAll('"', ''))] } satisfies S3Event);
+      expect(ok).toMatchObject({ outcomes: [{ kind: 'fanned-out', enqueued: GRID.count, source: { versionToken: etag } }] });
+      await expect(handler({ Records: [record('incoming/%E0%A4%A.tif', 'abc')] } satisfies S3Event)).rejects.toThrow(
+        /could not be fanned out.*URL encoding/,
+      );
+      expect(rt.backend.telemetry.counters().poison).toBe(1);
+    });
+  });
+
+  describe('tile handler', () => {
+    async function stackWithJobs(maxReceiveCount = 3) {
+      const stack = await createTestStack({ maxReceiveCount });
+      await upload(stack, 'incoming/scene.tif');
+      await drain(stack.scenes, createSceneHandler(stack.runtime()));
+      return stack;
+    }
+
+    it('replays an event without touching the output: ETag and LastModified unchanged', async () => {
+      const stack = await stackWithJobs();
+      const rt = stack.runtime();
+      const handler = createTileHandler(rt);
+      const event = await receiveEvent(stack.tiles, 1);
+      const job = parseTileJob(event.Records[0]?.body ?? '');
+      expect(await handler(event)).toEqual({ batchItemFailures: [] });
+      const head = () => s3Client().send(new HeadObjectCommand({ Bucket: stack.outputBucket, Key: job.outputKey }));
+      const first = await head();
+      await new Promise((r) => setTimeout(r, 1100)); // a rewrite would show a later LastModified
+      expect(await handler(event)).toEqual({ batchItemFailures: [] });
+      const second = await head();
+      expect(second.ETag).toBe(first.ETag);
+      expect(second.LastModified).toEqual(first.LastModified);
+      expect(rt.backend.telemetry.counters()).toMatchObject({ written: 1, committed: 1, 'claim-rejected': 1 });
+    });
+
+    it('a lease that lapses mid-job is taken over: the first commit is LeaseStolen (ERROR), one object, COMMITTED by the second', async () => {
+      const stack = await stackWithJobs();
+      const clock = new FakeClock(Date.now());
+      const logsA: string[] = [];
+      const logsB: string[] = [];
+      const a = stack.runtime({ owner: 'worker-a', clock, logs: logsA });
+      const b = stack.runtime({ owner: 'worker-b', clock, logs: logsB });
+      const event = await receiveEvent(stack.tiles, 1);
+      const job = parseTileJob(event.Records[0]?.body ?? '');
+      let bResponse: unknown;
+      const slowA = createTileHandler({
+        ...a,
+        settings: {
+          ...a.settings,
+          hooks: {
+            afterClaim: async () => {
+              // Worker A stalls past its lease; SQS redelivers the message to worker B meanwhile.
+              clock.advance(a.settings.leaseMs + 1);
+              const redelivered = {
+                Records: event.Records.map((r) => ({ ...r, attributes: { ...r.attributes, ApproximateReceiveCount: '2' } })),
+              };
+              bResponse = await createTileHandler(b)(redelivered);
+            },
+          },
+        },
+      });
+      expect(await slowA(event)).toEqual({ batchItemFailures: [] });
+      expect(bResponse).toEqual({ batchItemFailures: [] });
+
+      expect(a.backend.telemetry.counters()).toMatchObject({ 'lease-stolen': 1, 'write-already-present': 1, committed: 0 });
+      expect(b.backend.telemetry.counters()).toMatchObject({ 'lease-taken-over': 1, written: 1, committed: 1 });
+      expect(logsOf(logsA).find((l) => l.event === 'lease-stolen')).toMatchObject({ level: 'ERROR', jobKey: job.jobKey });
+      const row = await dynamoDbClient().send(
+        new GetItemCommand({ TableName: stack.claimsTable, Key: { job_id: { S: job.jobKey } }, ConsistentRead: true }),
+      );
+      expect(row.Item?.state?.S).toBe('COMMITTED');
+      expect(row.Item?.owner?.S).toMatch(/@worker-b$/);
+      const objects = [];
+      for await (const h of a.backend.outputs.list(outputKeys.tilePrefix(job.sceneKey))) objects.push(h.key);
+      expect(objects).toEqual([job.outputKey]);
+    });
+
+    it('reports exactly the poison record of a batch, and writes and claims nothing for it', async () => {
+      const stack = await stackWithJobs();
+      const rt = stack.runtime();
+      const event = await receiveEvent(stack.tiles, 4);
+      expect(event.Records).toHaveLength(GRID.count);
+      // A job whose window was altered in flight: its keys no longer match its fields.
+      const victim = event.Records[2];
+      if (!victim) throw new Error('setup failed');
+      const tampered = JSON.parse(victim.body) as { window: { row: number } };
+      tampered.window.row += 7;
+      const poisoned: SQSEvent = { Records: event.Records.map((r) => (r === victim ? { ...r, body: JSON.stringify(tampered) } : r)) };
+      const poisonJob = JSON.parse(victim.body) as TileJob;
+
+      expect(await createTileHandler(rt)(poisoned)).toEqual({ batchItemFailures: [{ itemIdentifier: victim.messageId }] });
+      expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, written: GRID.count - 1, committed: GRID.count - 1 });
+      expect(await rt.backend.claims.get(poisonJob.jobKey)).toBeUndefined();
+      expect(await rt.backend.outputs.head(poisonJob.outputKey)).toBeUndefined();
+      for (const r of event.Records.filter((x) => x !== victim)) {
+        expect(await rt.backend.outputs.head(parseTileJob(r.body).outputKey)).toBeDefined();
+      }
+    });
+
+    it('a poison message ends in the real dead-letter queue after maxReceiveCount receives; the good ones are done', async () => {
+      const stack = await stackWithJobs(2);
+      const rt = stack.runtime();
+      await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
+      const { records } = await drain(stack.tiles, createTileHandler(rt));
+      expect(records).toBe(GRID.count + 2); // four good jobs once, the poison twice
+      expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 2, written: GRID.count, committed: GRID.count });
+      expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
+      expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
+    });
+  });
+
+  describe('mosaic handler', () => {
+    it('leaves a scene pending until every tile is written, then assembles it once with a create-only VRT', async () => {
+      const stack = await createTestStack();
+      const etag = await upload(stack, 'incoming/mosaic.tif');
+      const rt = stack.runtime();
+      await drain(stack.scenes, createSceneHandler(rt));
+      const scene = sceneKey({ bucket: stack.sourceBucket, key: 'incoming/mosaic.tif', versionToken: etag }, TEST_PARAMS);
+      const mosaic = createMosaicHandler(rt);
+      const tick = { 'detail-type': 'Scheduled Event', source: 'aws.events' } as never;
+
+      await pollOnce(stack.tiles, createTileHandler(rt), 1);
+      expect(await mosaic(tick)).toMatchObject({ assembled: [], pending: [{ sceneKey: scene, missing: GRID.count - 1 }], failed: [] });
+
+      await drain(stack.tiles, createTileHandler(rt));
+      expect(await mosaic(tick)).toMatchObject({
+        assembled: [{ sceneKey: scene, mosaicKey: outputKeys.mosaic(scene), result: 'written' }],
+        pending: [],
+      });
+      const vrt = new TextDecoder().decode(await rt.backend.outputs.get(outputKeys.mosaic(scene)));
+      expect(vrt.match(/<SourceFilename/g)).toHaveLength(GRID.count);
+      expect(await mosaic(tick)).toMatchObject({ assembled: [], pending: [], failed: [] });
+      expect(await mosaic({ sceneKey: scene })).toMatchObject({ assembled: [{ sceneKey: scene, result: 'already-present' }] });
+    });
+  });
+});
