@@ -1,0 +1,178 @@
+import type { FunctionRole } from '../common/config.js';
+import { OUTPUT_PREFIXES } from '../common/environment.js';
+
+/**
+ * IAM policy documents, built from plain ARNs so they can be read and tested
+ * without Pulumi. Least privilege: each function reads only the source prefix,
+ * writes only its own output prefix, touches only this stack's table and
+ * queues, and writes only its own log group. No data action has a `*` resource.
+ */
+
+export interface PolicyStatement {
+  readonly Sid?: string;
+  readonly Effect: 'Allow' | 'Deny';
+  readonly Principal?: unknown;
+  readonly Action: string | readonly string[];
+  /** Absent only in a trust (assume-role) policy. */
+  readonly Resource?: string | readonly string[];
+  readonly Condition?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+}
+
+export interface PolicyDocument {
+  readonly Version: '2012-10-17';
+  readonly Statement: readonly PolicyStatement[];
+}
+
+export interface FunctionArns {
+  readonly sourceBucket: string;
+  readonly outputBucket: string;
+  readonly claimsTable: string;
+  readonly tileQueue: string;
+  /** The queue whose event source mapping invokes this function (none for the scheduled mosaic sweep). */
+  readonly triggerQueue: string | undefined;
+  readonly logGroup: string;
+}
+
+/** The `s3:prefix` condition that limits ListBucket to some prefixes. */
+function listUnder(bucketArn: string, prefixes: readonly string[], sid: string): PolicyStatement {
+  return {
+    Sid: sid,
+    Effect: 'Allow',
+    Action: 's3:ListBucket',
+    Resource: bucketArn,
+    Condition: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } },
+  };
+}
+
+/** Objects under a prefix of a bucket. */
+function objects(bucketArn: string, prefix: string): string {
+  return `${bucketArn}/${prefix}*`;
+}
+
+/**
+ * The inline policy of one function's role.
+ *
+ * - scene: reads source objects, writes `scenes/` (the scene manifest), sends tile jobs.
+ * - tile: reads source objects, writes `tiles/`, claims and commits in the table.
+ * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists `tiles/`, writes `mosaics/`.
+ *
+ * Writes are `s3:PutObject` only: create-only (`If-None-Match: *`) and repair
+ * (`If-Match`) writes need nothing more, and no function may delete an output.
+ */
+export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePrefix: string): PolicyDocument {
+  const readSource: PolicyStatement[] = [
+    { Sid: 'ReadSourceScenes', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.sourceBucket, sourcePrefix) },
+    listUnder(arns.sourceBucket, [sourcePrefix], 'ListSourceScenes'),
+  ];
+  const logs: PolicyStatement = {
+    Sid: 'WriteOwnLogs',
+    Effect: 'Allow',
+    Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+    Resource: `${arns.logGroup}:*`,
+  };
+  const statements: PolicyStatement[] = [logs];
+  if (arns.triggerQueue !== undefined) {
+    // ChangeMessageVisibility: the handlers hide a failed record for a backoff before its retry.
+    statements.push({
+      Sid: 'ConsumeTriggerQueue',
+      Effect: 'Allow',
+      Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueAttributes'],
+      Resource: arns.triggerQueue,
+    });
+  }
+  switch (role) {
+    case 'scene':
+      statements.push(
+        ...readSource,
+        {
+          Sid: 'WriteSceneManifests',
+          Effect: 'Allow',
+          Action: ['s3:GetObject', 's3:PutObject'],
+          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
+        },
+        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes], 'ListSceneManifests'),
+        { Sid: 'EnqueueTileJobs', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
+      );
+      break;
+    case 'tile':
+      statements.push(
+        ...readSource,
+        {
+          Sid: 'WriteTiles',
+          Effect: 'Allow',
+          Action: ['s3:GetObject', 's3:PutObject'],
+          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.tiles),
+        },
+        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
+        {
+          Sid: 'ClaimAndCommitJobs',
+          Effect: 'Allow',
+          Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:ConditionCheckItem'],
+          Resource: arns.claimsTable,
+        },
+      );
+      break;
+    case 'mosaic':
+      statements.push(
+        {
+          Sid: 'ReadSceneManifests',
+          Effect: 'Allow',
+          Action: 's3:GetObject',
+          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
+        },
+        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
+        {
+          Sid: 'WriteMosaics',
+          Effect: 'Allow',
+          Action: ['s3:GetObject', 's3:PutObject'],
+          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.mosaics),
+        },
+      );
+      break;
+  }
+  return { Version: '2012-10-17', Statement: statements };
+}
+
+/** Lets Lambda assume a function role. */
+export const LAMBDA_ASSUME_ROLE: PolicyDocument = {
+  Version: '2012-10-17',
+  Statement: [{ Effect: 'Allow', Principal: { Service: 'lambda.amazonaws.com' }, Action: 'sts:AssumeRole' }],
+};
+
+/**
+ * Lets S3 deliver one bucket's notifications to a queue, and nothing else:
+ * the source ARN and account conditions stop another account's bucket from
+ * using the queue (the confused-deputy case).
+ */
+export function s3NotificationQueuePolicy(queueArn: string, bucketArn: string, accountId: string): PolicyDocument {
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Sid: 'AllowBucketNotifications',
+        Effect: 'Allow',
+        Principal: { Service: 's3.amazonaws.com' },
+        Action: 'sqs:SendMessage',
+        Resource: queueArn,
+        Condition: { ArnEquals: { 'aws:SourceArn': bucketArn }, StringEquals: { 'aws:SourceAccount': accountId } },
+      },
+    ],
+  };
+}
+
+/** Refuses any request to a bucket that does not use TLS. */
+export function tlsOnlyBucketPolicy(bucketArn: string): PolicyDocument {
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Sid: 'DenyInsecureTransport',
+        Effect: 'Deny',
+        Principal: '*',
+        Action: 's3:*',
+        Resource: [bucketArn, `${bucketArn}/*`],
+        Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+      },
+    ],
+  };
+}

@@ -1,0 +1,386 @@
+import * as cloudwatch from '@pulumi/aws/cloudwatch';
+import * as dynamodb from '@pulumi/aws/dynamodb';
+import { getCallerIdentityOutput } from '@pulumi/aws/getCallerIdentity';
+import * as iam from '@pulumi/aws/iam';
+import * as lambda from '@pulumi/aws/lambda';
+import * as s3 from '@pulumi/aws/s3';
+import * as sns from '@pulumi/aws/sns';
+import * as sqs from '@pulumi/aws/sqs';
+import * as pulumi from '@pulumi/pulumi';
+import {
+  type AwsStackConfig,
+  FUNCTION_ROLES,
+  type FunctionRole,
+  SUPPORT_FUNCTION_MEMORY_MB,
+  SUPPORT_FUNCTION_TIMEOUT_SEC,
+  visibilityFor,
+} from '../common/config.js';
+import { functionEnvironment } from '../common/environment.js';
+import { monitoringPrefix } from '../common/naming.js';
+import { type Archive, LAMBDA_HANDLER } from '../common/packaging.js';
+import type { StandardTags } from '../common/tags.js';
+import { functionPolicy, LAMBDA_ASSUME_ROLE, s3NotificationQueuePolicy, tlsOnlyBucketPolicy } from './policies.js';
+
+export interface AwsTilingStackArgs {
+  readonly config: AwsStackConfig;
+  readonly archives: Readonly<Record<FunctionRole, Archive>>;
+  readonly tags: StandardTags;
+}
+
+/** A queue and the dead-letter queue it redrives to after maxReceiveCount deliveries. */
+interface QueuePair {
+  readonly queue: sqs.Queue;
+  readonly deadLetter: sqs.Queue;
+}
+
+/** The functions an SQS queue triggers; the mosaic sweep runs on a schedule instead. */
+export const QUEUE_TRIGGERED = ['scene', 'tile'] as const;
+export type QueueTriggered = (typeof QUEUE_TRIGGERED)[number];
+
+/** Settings of one Lambda function. */
+interface FunctionSpec {
+  readonly timeoutSec: number;
+  readonly memoryMb: number;
+  /** Records per invocation (queue-triggered functions): 1 for tiles, so each job has the whole timeout to itself. */
+  readonly batchSize?: number;
+}
+
+/**
+ * How often the mosaic sweep runs (functions/aws/handlers/mosaic.handler.ts):
+ * it assembles every scene with a manifest and no mosaic. A run that fails is
+ * not retried by Lambda; the next run is the retry.
+ */
+export const MOSAIC_SCHEDULE = 'rate(5 minutes)';
+
+const DLQ_RETENTION_SEC = 14 * 24 * 3600; // SQS maximum: time to inspect and redrive
+const QUEUE_RETENTION_SEC = 4 * 24 * 3600;
+const LOG_RETENTION_DAYS = 30;
+const LEASE_STOLEN_METRIC = 'LeaseStolen';
+/** Matches the JSON lines JsonTelemetry writes for a commit whose lease was stolen (shared/app/telemetry.ts). */
+export const LEASE_STOLEN_PATTERN = '{ ($.level = "ERROR") && ($.event = "lease-stolen") }';
+
+/**
+ * Tessera on AWS: S3 -> SQS -> Lambda (scene) -> SQS -> Lambda (tile) -> S3,
+ * with DynamoDB claims, a scheduled Lambda sweep that assembles finished
+ * scenes' mosaics, a DLQ behind every queue, and alarms on stolen leases and
+ * dead letters.
+ */
+export class AwsTilingStack extends pulumi.ComponentResource {
+  readonly sourceBucket: s3.Bucket;
+  readonly outputBucket: s3.Bucket;
+  readonly claimsTable: dynamodb.Table;
+  readonly queues: Readonly<Record<QueueTriggered, QueuePair>>;
+  readonly functions: Readonly<Record<FunctionRole, lambda.Function>>;
+  readonly alarmTopic: sns.Topic;
+
+  constructor(name: string, args: AwsTilingStackArgs, opts?: pulumi.ComponentResourceOptions) {
+    super('tessera:aws:TilingStack', name, {}, opts);
+    const { config: cfg, tags } = args;
+    const parent = { parent: this };
+    const account = getCallerIdentityOutput({}, parent);
+
+    const specs: Record<FunctionRole, FunctionSpec> = {
+      scene: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB, batchSize: 10 },
+      tile: { timeoutSec: cfg.lease.functionTimeoutSec, memoryMb: cfg.memoryMb, batchSize: 1 },
+      mosaic: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
+    };
+
+    // Buckets: private, owner-enforced, SSE-S3, TLS only; outputs versioned so repair writes keep history.
+    this.sourceBucket = this.privateBucket(`${name}-sources`, false, tags);
+    this.outputBucket = this.privateBucket(`${name}-outputs`, true, tags);
+
+    // Claims: one item per job, TTL on expires_at (epoch seconds), point-in-time recovery on.
+    this.claimsTable = new dynamodb.Table(
+      `${name}-claims`,
+      {
+        billingMode: 'PAY_PER_REQUEST',
+        hashKey: 'job_id',
+        attributes: [{ name: 'job_id', type: 'S' }],
+        ttl: { attributeName: 'expires_at', enabled: true },
+        pointInTimeRecovery: { enabled: true },
+        tags,
+      },
+      parent,
+    );
+
+    const queues = {} as Record<QueueTriggered, QueuePair>;
+    for (const role of QUEUE_TRIGGERED) {
+      // Six times the function timeout, within SQS's 12 h cap (config.ts, visibilityFor).
+      const visibility = visibilityFor('aws-lambda', specs[role].timeoutSec) ?? specs[role].timeoutSec;
+      queues[role] = this.queuePair(`${name}-${role}`, visibility, cfg.maxReceiveCount, tags);
+    }
+    this.queues = queues;
+
+    // S3 -> SQS: new source scenes, filtered by prefix and suffix.
+    const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, queues.scene.queue, account.accountId, cfg.source);
+
+    const monitoring = monitoringPrefix('aws', cfg.stack);
+    const logGroups = {} as Record<FunctionRole, cloudwatch.LogGroup>;
+    const functions = {} as Record<FunctionRole, lambda.Function>;
+    for (const role of FUNCTION_ROLES) {
+      const spec = specs[role];
+      const logGroup = new cloudwatch.LogGroup(
+        `${name}-${role}`,
+        { name: `${monitoring}/${role}`, retentionInDays: LOG_RETENTION_DAYS, tags },
+        parent,
+      );
+      logGroups[role] = logGroup;
+      const roleResource = new iam.Role(`${name}-${role}`, { assumeRolePolicy: JSON.stringify(LAMBDA_ASSUME_ROLE), tags }, parent);
+      const triggerQueue = role === 'mosaic' ? undefined : queues[role].queue.arn;
+      const policy = new iam.RolePolicy(
+        `${name}-${role}`,
+        {
+          role: roleResource.id,
+          policy: pulumi
+            .all([this.sourceBucket.arn, this.outputBucket.arn, this.claimsTable.arn, queues.tile.queue.arn, triggerQueue, logGroup.arn])
+            .apply(([sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, lg]) =>
+              JSON.stringify(
+                functionPolicy(role, { sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, logGroup: lg }, cfg.source.prefix),
+              ),
+            ),
+        },
+        parent,
+      );
+      const fn = new lambda.Function(
+        `${name}-${role}`,
+        {
+          runtime: 'nodejs20.x',
+          // The bundles are plain JS and WebAssembly (no native modules), so Graviton is safe and cheaper.
+          architectures: ['arm64'],
+          handler: LAMBDA_HANDLER,
+          code: new pulumi.asset.FileArchive(args.archives[role].path),
+          sourceCodeHash: Buffer.from(args.archives[role].sha256, 'hex').toString('base64'),
+          role: roleResource.arn,
+          timeout: spec.timeoutSec,
+          memorySize: spec.memoryMb,
+          environment: {
+            variables: {
+              ...functionEnvironment(cfg, 'aws-lambda', spec.timeoutSec, {
+                claimsTable: this.claimsTable.name,
+                sourceBucket: this.sourceBucket.bucket,
+                outputBucket: this.outputBucket.bucket,
+                tileQueue: queues.tile.queue.url,
+                deadLetterQueue: queues.tile.deadLetter.url,
+              }),
+              NODE_OPTIONS: '--enable-source-maps',
+            },
+          },
+          // Text format: a JSON line written to stdout reaches CloudWatch as-is, so the JSON metric filter can read it.
+          loggingConfig: { logFormat: 'Text', logGroup: logGroup.name },
+          tags,
+        },
+        { parent: this, dependsOn: [policy] },
+      );
+      functions[role] = fn;
+      if (role !== 'mosaic') {
+        new lambda.EventSourceMapping(
+          `${name}-${role}`,
+          {
+            eventSourceArn: queues[role].queue.arn,
+            functionName: fn.arn,
+            batchSize: spec.batchSize ?? 1,
+            // Only the failed records of a batch are retried; the others are deleted.
+            functionResponseTypes: ['ReportBatchItemFailures'],
+          },
+          { parent: this, dependsOn: [policy, sourceNotify] },
+        );
+      }
+    }
+    this.functions = functions;
+
+    // The mosaic sweep: a schedule invokes it; a failed run is left to the next run rather than retried.
+    const schedule = new cloudwatch.EventRule(
+      `${name}-mosaic-sweep`,
+      { description: 'Assemble the mosaic of every finished scene (Tessera)', scheduleExpression: MOSAIC_SCHEDULE, tags },
+      parent,
+    );
+    const invoke = new lambda.Permission(
+      `${name}-mosaic-sweep`,
+      { action: 'lambda:InvokeFunction', function: functions.mosaic.name, principal: 'events.amazonaws.com', sourceArn: schedule.arn },
+      parent,
+    );
+    new lambda.FunctionEventInvokeConfig(
+      `${name}-mosaic-sweep`,
+      { functionName: functions.mosaic.name, maximumRetryAttempts: 0, maximumEventAgeInSeconds: 300 },
+      parent,
+    );
+    new cloudwatch.EventTarget(
+      `${name}-mosaic-sweep`,
+      { rule: schedule.name, arn: functions.mosaic.arn },
+      { parent: this, dependsOn: [invoke] },
+    );
+
+    // Alarms: any stolen lease, and any message in a dead-letter queue.
+    this.alarmTopic = new sns.Topic(`${name}-alarms`, { tags }, parent);
+    if (cfg.alertEmail) {
+      new sns.TopicSubscription(
+        `${name}-alarms-email`,
+        { topic: this.alarmTopic.arn, protocol: 'email', endpoint: cfg.alertEmail },
+        parent,
+      );
+    }
+    const namespace = `Tessera/${cfg.stack}`;
+    for (const role of FUNCTION_ROLES) {
+      new cloudwatch.LogMetricFilter(
+        `${name}-${role}-lease-stolen`,
+        {
+          logGroupName: logGroups[role].name,
+          pattern: LEASE_STOLEN_PATTERN,
+          metricTransformation: { name: LEASE_STOLEN_METRIC, namespace, value: '1', unit: 'Count' },
+        },
+        parent,
+      );
+    }
+    new cloudwatch.MetricAlarm(
+      `${name}-lease-stolen`,
+      {
+        alarmDescription:
+          'A worker committed after its lease was taken over (LeaseStolen). The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
+        namespace,
+        metricName: LEASE_STOLEN_METRIC,
+        statistic: 'Sum',
+        period: 60,
+        evaluationPeriods: 1,
+        comparisonOperator: 'GreaterThanOrEqualToThreshold',
+        threshold: 1,
+        treatMissingData: 'notBreaching',
+        alarmActions: [this.alarmTopic.arn],
+        tags,
+      },
+      parent,
+    );
+    for (const role of QUEUE_TRIGGERED) {
+      new cloudwatch.MetricAlarm(
+        `${name}-${role}-dead-letters`,
+        {
+          alarmDescription: `Messages reached the ${role} dead-letter queue after ${cfg.maxReceiveCount} deliveries: inspect them, fix the cause, then redrive.`,
+          namespace: 'AWS/SQS',
+          metricName: 'ApproximateNumberOfMessagesVisible',
+          dimensions: { QueueName: queues[role].deadLetter.name },
+          statistic: 'Maximum',
+          period: 300,
+          evaluationPeriods: 1,
+          comparisonOperator: 'GreaterThanOrEqualToThreshold',
+          threshold: 1,
+          treatMissingData: 'notBreaching',
+          alarmActions: [this.alarmTopic.arn],
+          tags,
+        },
+        parent,
+      );
+    }
+
+    this.registerOutputs({
+      sourceBucket: this.sourceBucket.bucket,
+      outputBucket: this.outputBucket.bucket,
+      claimsTable: this.claimsTable.name,
+      tileQueueUrl: queues.tile.queue.url,
+      tileDeadLetterQueueUrl: queues.tile.deadLetter.url,
+      functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
+      alarmTopic: this.alarmTopic.arn,
+    });
+  }
+
+  private privateBucket(name: string, versioned: boolean, tags: StandardTags): s3.Bucket {
+    const parent = { parent: this };
+    const bucket = new s3.Bucket(name, { tags }, parent);
+    new s3.BucketOwnershipControls(name, { bucket: bucket.id, rule: { objectOwnership: 'BucketOwnerEnforced' } }, parent);
+    new s3.BucketPublicAccessBlock(
+      name,
+      { bucket: bucket.id, blockPublicAcls: true, blockPublicPolicy: true, ignorePublicAcls: true, restrictPublicBuckets: true },
+      parent,
+    );
+    new s3.BucketServerSideEncryptionConfiguration(
+      name,
+      { bucket: bucket.id, rules: [{ applyServerSideEncryptionByDefault: { sseAlgorithm: 'AES256' }, bucketKeyEnabled: true }] },
+      parent,
+    );
+    new s3.BucketPolicy(name, { bucket: bucket.id, policy: bucket.arn.apply((arn) => JSON.stringify(tlsOnlyBucketPolicy(arn))) }, parent);
+    if (versioned) {
+      new s3.BucketVersioning(name, { bucket: bucket.id, versioningConfiguration: { status: 'Enabled' } }, parent);
+      // Repair writes leave the replaced version behind; keep it a month, then let it go.
+      new s3.BucketLifecycleConfiguration(
+        name,
+        {
+          bucket: bucket.id,
+          rules: [
+            {
+              id: 'expire-replaced-versions',
+              status: 'Enabled',
+              filter: {},
+              noncurrentVersionExpiration: { noncurrentDays: 30 },
+              abortIncompleteMultipartUpload: { daysAfterInitiation: 7 },
+            },
+          ],
+        },
+        parent,
+      );
+    }
+    return bucket;
+  }
+
+  private queuePair(name: string, visibilitySec: number, maxReceiveCount: number, tags: StandardTags): QueuePair {
+    const parent = { parent: this };
+    const deadLetter = new sqs.Queue(
+      `${name}-dlq`,
+      { messageRetentionSeconds: DLQ_RETENTION_SEC, sqsManagedSseEnabled: true, tags },
+      parent,
+    );
+    const queue = new sqs.Queue(
+      name,
+      {
+        visibilityTimeoutSeconds: visibilitySec,
+        messageRetentionSeconds: QUEUE_RETENTION_SEC,
+        sqsManagedSseEnabled: true,
+        redrivePolicy: deadLetter.arn.apply((deadLetterTargetArn) => JSON.stringify({ deadLetterTargetArn, maxReceiveCount })),
+        tags,
+      },
+      parent,
+    );
+    new sqs.RedriveAllowPolicy(
+      `${name}-dlq`,
+      {
+        queueUrl: deadLetter.url,
+        redriveAllowPolicy: queue.arn.apply((arn) => JSON.stringify({ redrivePermission: 'byQueue', sourceQueueArns: [arn] })),
+      },
+      parent,
+    );
+    return { queue, deadLetter };
+  }
+
+  private notifyQueue(
+    name: string,
+    bucket: s3.Bucket,
+    queue: sqs.Queue,
+    accountId: pulumi.Output<string>,
+    filter: { readonly prefix: string; readonly suffix: string },
+  ): s3.BucketNotification {
+    const parent = { parent: this };
+    const access = new sqs.QueuePolicy(
+      name,
+      {
+        queueUrl: queue.url,
+        policy: pulumi
+          .all([queue.arn, bucket.arn, accountId])
+          .apply(([queueArn, bucketArn, account]) => JSON.stringify(s3NotificationQueuePolicy(queueArn, bucketArn, account))),
+      },
+      parent,
+    );
+    return new s3.BucketNotification(
+      name,
+      {
+        bucket: bucket.id,
+        queues: [
+          {
+            queueArn: queue.arn,
+            events: ['s3:ObjectCreated:*'],
+            ...(filter.prefix ? { filterPrefix: filter.prefix } : {}),
+            ...(filter.suffix ? { filterSuffix: filter.suffix } : {}),
+          },
+        ],
+      },
+      // S3 tests delivery when the notification is created: the queue must already accept it.
+      { parent: this, dependsOn: [access] },
+    );
+  }
+}

@@ -1,0 +1,439 @@
+import * as pulumi from '@pulumi/pulumi';
+import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../shared/domain/ceilings.js';
+import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
+
+/**
+ * The typed stack configuration (../../docs/deploy.md lists every key).
+ * Everything a stack may set is read here, once, and validated before any
+ * resource is declared, so a bad value fails `pulumi preview` with a message
+ * that names the key and says what to set instead.
+ */
+
+export const CLOUDS = ['aws', 'gcp', 'azure'] as const;
+export type Cloud = (typeof CLOUDS)[number];
+
+export const AZURE_PLANS = ['consumption', 'flex'] as const;
+export type AzurePlan = (typeof AZURE_PLANS)[number];
+
+export const GCP_TILE_TRIGGERS = ['event', 'http'] as const;
+export type GcpTileTrigger = (typeof GCP_TILE_TRIGGERS)[number];
+
+/** The functions every cloud deploys. */
+export const FUNCTION_ROLES = ['scene', 'tile', 'mosaic'] as const;
+export type FunctionRole = (typeof FUNCTION_ROLES)[number];
+
+/**
+ * Timeout of the scene (fan-out) and mosaic functions. They read a header or
+ * a listing and write one small object, so five minutes is generous, and it is
+ * under every platform's ceiling (the smallest, event-driven GCF, is 540 s).
+ */
+export const SUPPORT_FUNCTION_TIMEOUT_SEC = 300;
+/** Memory of the scene and mosaic functions (Azure: the app's plan decides). */
+export const SUPPORT_FUNCTION_MEMORY_MB = 1024;
+/** SQS caps a visibility timeout at 12 hours. */
+export const SQS_MAX_VISIBILITY_SEC = 43_200;
+/** AWS's advice for queues feeding Lambda: visibility of six times the function timeout. */
+export const SQS_VISIBILITY_FACTOR = 6;
+/** Pub/Sub caps an ack deadline (for push: the request timeout too) at 600 s. */
+export const PUBSUB_MAX_ACK_DEADLINE_SEC = 600;
+/** Flex Consumption instance sizes, in MB. */
+export const FLEX_INSTANCE_MEMORY_MB = [512, 2048, 4096] as const;
+
+/** The keys this program reads, each with what it means; anything else under `tessera:` is refused as a typo. */
+export const CONFIG_KEYS = {
+  cloud: 'aws | gcp | azure (required)',
+  region: "provider region code (required), e.g. eu-west-1; also set the provider's own key",
+  functionTimeoutSeconds: 'tile worker timeout in seconds; at most the platform ceiling',
+  leaseSeconds: 'claim lease in seconds; must be longer than the ceiling (default from shared/domain/ceilings.ts)',
+  memoryMb: 'tile worker memory in MB',
+  azurePlan: 'azure only: consumption | flex',
+  azureStorageAccountName: 'azure only: storage account name override (3-24 lowercase letters and digits)',
+  gcpTileTrigger: 'gcp only: event | http',
+  claimsCollection: 'gcp only: Firestore collection holding claim rows',
+  sourcePrefix: 'only source objects under this prefix start a scene',
+  sourceSuffix: 'only source objects with this suffix start a scene',
+  tilePx: 'tile edge in pixels',
+  pipelineVersion: 'processing pipeline version; bumping it changes every job key',
+  expression: 'band-math expression evaluated per pixel',
+  maxReceiveCount:
+    'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',
+  retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
+  alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
+  archiveDir: 'folder holding the build:functions archives (default: dist/ at the repository root)',
+} as const;
+export type ConfigKey = keyof typeof CONFIG_KEYS;
+
+/** The provider key that must agree with `tessera:region`, per cloud. */
+export const PROVIDER_REGION_KEY: Readonly<Record<Cloud, string>> = {
+  aws: 'aws:region',
+  gcp: 'gcp:region',
+  azure: 'azure-native:location',
+};
+
+interface CommonStackConfig {
+  readonly stack: string;
+  readonly region: string;
+  /** The platform the tile worker runs on; its ceiling sizes the lease. */
+  readonly platform: Platform;
+  /** Tile worker timeout, its ceiling and the lease (validated by resolveLease). */
+  readonly lease: LeaseConfig;
+  readonly memoryMb: number;
+  readonly maxReceiveCount: number;
+  readonly source: { readonly prefix: string; readonly suffix: string };
+  readonly params: ProcessingParams;
+  readonly retentionSec: number;
+  readonly alertEmail: string | undefined;
+  readonly archiveDir: string;
+}
+
+export interface AwsStackConfig extends CommonStackConfig {
+  readonly cloud: 'aws';
+  readonly platform: 'aws-lambda';
+  /** Visibility timeout of the tile queue: six times the function timeout, within SQS's 12 h cap. */
+  readonly tileQueueVisibilitySec: number;
+}
+
+export interface GcpStackConfig extends CommonStackConfig {
+  readonly cloud: 'gcp';
+  readonly platform: 'gcf2-event' | 'gcf2-http';
+  readonly project: string;
+  readonly tileTrigger: GcpTileTrigger;
+  readonly claimsCollection: string;
+  /** Ack deadline of the tile push subscription (also its request timeout). */
+  readonly ackDeadlineSec: number;
+}
+
+export interface AzureStackConfig extends CommonStackConfig {
+  readonly cloud: 'azure';
+  readonly platform: 'azure-consumption' | 'azure-flex';
+  readonly plan: AzurePlan;
+  readonly storageAccountName: string | undefined;
+  /** The host's pause before retrying a failed queue message (host.json extensions.queues.visibilityTimeout). */
+  readonly retryVisibilitySec: number;
+}
+
+/** The Functions host's retry pause that host.json ships with (functions/azure/host.json). */
+export const AZURE_DEFAULT_RETRY_VISIBILITY_SEC = 330;
+
+/**
+ * The host retries a failed queue message after a fixed pause, not after the
+ * lease. A message whose attempt died holding the lease is redelivered, at the
+ * earliest, when that invocation timed out: with `lease - timeout` of the lease
+ * left. The remaining `maxDequeueCount - 2` pauses must outlast it, or the
+ * message reaches the poison queue while the lease still blocks it.
+ */
+export function azureRetryVisibilitySec(leaseSec: number, timeoutSec: number, maxDequeueCount: number): number {
+  const rest = leaseSec - timeoutSec;
+  return Math.max(AZURE_DEFAULT_RETRY_VISIBILITY_SEC, Math.ceil((rest + 1) / Math.max(1, maxDequeueCount - 2)));
+}
+
+export type StackConfig = AwsStackConfig | GcpStackConfig | AzureStackConfig;
+
+/** A stack configuration that cannot be deployed. The message lists every problem and what to set. */
+export class StackConfigError extends Error {
+  readonly code = 'STACK_CONFIG';
+  constructor(
+    readonly stackName: string,
+    readonly problems: readonly string[],
+  ) {
+    super(`stack ${stackName} cannot be deployed:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'StackConfigError';
+  }
+}
+
+export interface ParseContext {
+  /** The Pulumi stack name (used in messages and names). */
+  readonly stack: string;
+  /** Where `npm run build:functions` writes the archives, unless `tessera:archiveDir` says otherwise. */
+  readonly defaultArchiveDir: string;
+}
+
+const TESSERA = 'tessera:';
+
+/**
+ * Parse and validate a stack's whole configuration. Pure: takes the flat
+ * key/value map Pulumi hands a program (`tessera:cloud` -> `aws`; numbers
+ * arrive as strings) and collects every problem before throwing one
+ * {@link StackConfigError}, so a newcomer fixes a stack file in one pass.
+ *
+ * @example
+ * parseStackConfig({ 'tessera:cloud': 'aws', 'tessera:region': 'eu-west-1', 'aws:region': 'eu-west-1' },
+ *   { stack: 'aws-eu-west-1', defaultArchiveDir: 'dist' }).lease.leaseSec // 1200
+ */
+export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: ParseContext): StackConfig {
+  const problems: string[] = [];
+  const key = (name: ConfigKey): string => `${TESSERA}${name}`;
+  const get = (name: ConfigKey): string | undefined => {
+    const v = values[key(name)];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const set = (name: ConfigKey, example: string | number): string => `pulumi config set ${key(name)} ${example}`;
+  const int = (name: ConfigKey, range: { min: number; max: number }, example: number): number | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return undefined;
+    const v = Number(raw);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(v) || v < range.min || v > range.max) {
+      problems.push(
+        `${key(name)} must be a whole number from ${range.min} to ${range.max}, got ${JSON.stringify(raw)}; e.g. \`${set(name, example)}\``,
+      );
+      return undefined;
+    }
+    return v;
+  };
+  const oneOf = <T extends string>(name: ConfigKey, allowed: readonly T[], fallback: T | undefined): T | undefined => {
+    const raw = get(name);
+    if (raw === undefined) return fallback;
+    if ((allowed as readonly string[]).includes(raw)) return raw as T;
+    problems.push(`${key(name)} must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}; e.g. \`${set(name, allowed[0] ?? '')}\``);
+    return undefined;
+  };
+
+  for (const k of Object.keys(values)) {
+    if (!k.startsWith(TESSERA)) continue;
+    const name = k.slice(TESSERA.length);
+    if (!Object.hasOwn(CONFIG_KEYS, name)) {
+      const hint = closestKey(name);
+      problems.push(`${k} is not a Tessera setting${hint ? `; did you mean ${TESSERA}${hint}?` : ''} (known keys: docs/deploy.md)`);
+    }
+  }
+
+  const cloud = oneOf('cloud', CLOUDS, undefined);
+  if (get('cloud') === undefined)
+    problems.push(`${key('cloud')} is required: one of ${CLOUDS.join(', ')}; e.g. \`${set('cloud', 'aws')}\``);
+  const region = get('region');
+  if (region === undefined)
+    problems.push(`${key('region')} is required (the provider region code); e.g. \`${set('region', 'eu-west-1')}\``);
+  if (cloud && region) {
+    const providerKey = PROVIDER_REGION_KEY[cloud];
+    const providerRegion = values[providerKey];
+    if (providerRegion === undefined || providerRegion === '') {
+      problems.push(
+        `${providerKey} is not set; set it to the same region as ${key('region')}: \`pulumi config set ${providerKey} ${region}\``,
+      );
+    } else if (providerRegion !== region) {
+      problems.push(
+        `${providerKey} is ${JSON.stringify(providerRegion)} but ${key('region')} is ${JSON.stringify(region)}; they must agree, e.g. \`pulumi config set ${providerKey} ${region}\``,
+      );
+    }
+  }
+  for (const [name, only] of [
+    ['azurePlan', 'azure'],
+    ['azureStorageAccountName', 'azure'],
+    ['gcpTileTrigger', 'gcp'],
+    ['claimsCollection', 'gcp'],
+  ] as const) {
+    if (cloud && cloud !== only && get(name) !== undefined)
+      problems.push(`${key(name)} applies to ${only} stacks only; remove it from this ${cloud} stack`);
+  }
+
+  const azurePlan = cloud === 'azure' ? oneOf('azurePlan', AZURE_PLANS, 'consumption') : undefined;
+  if (cloud === 'azure' && get('azurePlan') === 'premium') {
+    // oneOf already refused it; say why premium is not on the list.
+    problems.push(
+      `${key('azurePlan')} premium is not deployed by this program (it needs an Azure Files content share); use flex for jobs longer than 10 minutes`,
+    );
+  }
+  const gcpTrigger = cloud === 'gcp' ? oneOf('gcpTileTrigger', GCP_TILE_TRIGGERS, 'event') : undefined;
+  const platform = platformOf(cloud, azurePlan, gcpTrigger);
+
+  const timeout = int('functionTimeoutSeconds', { min: 1, max: 86_400 }, platform ? (CEILINGS[platform].ceilingSec ?? 1800) : 900);
+  const leaseSec = int('leaseSeconds', { min: 1, max: 7 * 86_400 }, platform ? (CEILINGS[platform].defaultLeaseSec ?? 2100) : 1200);
+  let lease: LeaseConfig | undefined;
+  let visibility: number | undefined;
+  if (platform && !problems.some((p) => p.includes(key('functionTimeoutSeconds')) || p.includes(key('leaseSeconds')))) {
+    try {
+      const plain = resolveLease({ platform, functionTimeoutSec: timeout, leaseSec });
+      visibility = visibilityFor(platform, plain.functionTimeoutSec);
+      lease = resolveLease({ platform, functionTimeoutSec: timeout, leaseSec, visibilityTimeoutSec: visibility });
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      // resolveLease refuses either a timeout above the ceiling ("exceeds") or a lease at or below it.
+      const which: ConfigKey = /exceeds/.test(msg) ? 'functionTimeoutSeconds' : 'leaseSeconds';
+      problems.push(`${key(which)}: ${msg}. Change it with \`pulumi config set ${key(which)} <seconds>\` or remove it to use the default`);
+    }
+  }
+
+  const memoryMb = int('memoryMb', { min: 128, max: 32_768 }, 2048) ?? defaultMemoryMb(platform);
+  if (platform && memoryMb !== undefined) {
+    const max = CEILINGS[platform].maxMemoryMb;
+    if (memoryMb > max)
+      problems.push(
+        `${key('memoryMb')} ${memoryMb} exceeds the ${CEILINGS[platform].label} maximum of ${max} MB; set it to ${max} or less`,
+      );
+    if (platform === 'azure-flex' && !(FLEX_INSTANCE_MEMORY_MB as readonly number[]).includes(memoryMb)) {
+      problems.push(
+        `${key('memoryMb')} on Flex Consumption must be an instance size: ${FLEX_INSTANCE_MEMORY_MB.join(', ')}; got ${memoryMb}`,
+      );
+    }
+  }
+
+  // SQS allows 1-1000; Pub/Sub 5-100; the Azure host needs at least 3 (one retry after a lease-holding attempt died).
+  const receiveRange = cloud === 'gcp' ? { min: 5, max: 100 } : cloud === 'aws' ? { min: 1, max: 1000 } : { min: 3, max: 100 };
+  const maxReceiveCount = int('maxReceiveCount', receiveRange, cloud === 'gcp' ? 5 : 3) ?? (cloud === 'aws' ? 3 : 5); // Pub/Sub allows 5-100; Azure's own default is 5
+
+  const prefix = get('sourcePrefix') ?? 'scenes/';
+  const suffix = get('sourceSuffix') ?? '.tif';
+  if (prefix.startsWith('/'))
+    problems.push(`${key('sourcePrefix')} must not start with "/" (object keys have no leading slash), got ${JSON.stringify(prefix)}`);
+  if (prefix.startsWith('tiles/') || prefix.startsWith('mosaics/')) {
+    problems.push(`${key('sourcePrefix')} ${JSON.stringify(prefix)} collides with an output prefix; pick another, e.g. scenes/`);
+  }
+
+  const tilePx = int('tilePx', { min: 1, max: 1_000_000 }, 512) ?? (DEFAULT_PARAMS.tile_px as number);
+  const params: ProcessingParams = {
+    ...DEFAULT_PARAMS,
+    version: get('pipelineVersion') ?? DEFAULT_PARAMS.version,
+    tile_px: tilePx,
+    expression: get('expression') ?? DEFAULT_PARAMS.expression,
+  };
+  try {
+    tilingParams(params);
+  } catch (e) {
+    problems.push(`processing parameters (${key('tilePx')}, ${key('expression')}): ${e instanceof Error ? e.message : String(e)}`);
+  }
+
+  const retentionSec = int('retentionSeconds', { min: 60, max: 10 * 365 * 86_400 }, DEFAULT_RETENTION_SEC) ?? DEFAULT_RETENTION_SEC;
+  if (lease && retentionSec <= lease.leaseSec) {
+    problems.push(
+      `${key('retentionSeconds')} ${retentionSec} must be longer than the lease of ${lease.leaseSec} s, or a live claim row could expire`,
+    );
+  }
+
+  const alertEmail = get('alertEmail');
+  if (alertEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alertEmail)) {
+    problems.push(`${key('alertEmail')} must be an e-mail address, got ${JSON.stringify(alertEmail)}`);
+  }
+
+  const project = values['gcp:project'];
+  if (cloud === 'gcp' && !project)
+    problems.push('gcp:project is not set; set it to the project to deploy into: `pulumi config set gcp:project <project-id>`');
+  const claimsCollection = get('claimsCollection') ?? 'claims';
+  if (cloud === 'gcp' && !/^[A-Za-z0-9_-]{1,100}$/.test(claimsCollection)) {
+    problems.push(`${key('claimsCollection')} must be 1-100 letters, digits, _ or -, got ${JSON.stringify(claimsCollection)}`);
+  }
+  const storageAccountName = get('azureStorageAccountName');
+  if (storageAccountName !== undefined && !/^[a-z0-9]{3,24}$/.test(storageAccountName)) {
+    problems.push(`${key('azureStorageAccountName')} must be 3-24 lowercase letters and digits, got ${JSON.stringify(storageAccountName)}`);
+  }
+
+  if (problems.length > 0 || !cloud || !region || !platform || !lease || memoryMb === undefined) {
+    throw new StackConfigError(ctx.stack, problems.length > 0 ? problems : ['the configuration is incomplete']);
+  }
+  const common = {
+    stack: ctx.stack,
+    region,
+    lease,
+    memoryMb,
+    maxReceiveCount,
+    source: { prefix, suffix },
+    params,
+    retentionSec,
+    alertEmail,
+    archiveDir: get('archiveDir') ?? ctx.defaultArchiveDir,
+  };
+  switch (cloud) {
+    case 'aws':
+      return { ...common, cloud, platform: 'aws-lambda', tileQueueVisibilitySec: visibility ?? lease.functionTimeoutSec };
+    case 'gcp':
+      return {
+        ...common,
+        cloud,
+        platform: platform as GcpStackConfig['platform'],
+        project: project as string,
+        tileTrigger: gcpTrigger ?? 'event',
+        claimsCollection,
+        ackDeadlineSec: PUBSUB_MAX_ACK_DEADLINE_SEC,
+      };
+    case 'azure':
+      return {
+        ...common,
+        cloud,
+        platform: platform as AzureStackConfig['platform'],
+        plan: azurePlan ?? 'consumption',
+        storageAccountName,
+        retryVisibilitySec: azureRetryVisibilitySec(lease.leaseSec, lease.functionTimeoutSec, maxReceiveCount),
+      };
+  }
+}
+
+/** The platform id (shared/domain/ceilings.ts) of a cloud's tile worker. */
+export function platformOf(
+  cloud: Cloud | undefined,
+  plan: AzurePlan | undefined,
+  trigger: GcpTileTrigger | undefined,
+): Platform | undefined {
+  switch (cloud) {
+    case 'aws':
+      return 'aws-lambda';
+    case 'gcp':
+      return trigger === 'http' ? 'gcf2-http' : trigger === 'event' ? 'gcf2-event' : undefined;
+    case 'azure':
+      return plan === 'flex' ? 'azure-flex' : plan === 'consumption' ? 'azure-consumption' : undefined;
+    case undefined:
+      return undefined;
+  }
+}
+
+/**
+ * The queue visibility the tile trigger gives a running job, where the
+ * platform lets us choose one that resolveLease can check against the timeout.
+ * - SQS: six times the timeout (AWS's advice, and room for Lambda's own retries), capped at 12 h.
+ * - Pub/Sub push, event mode: the 600 s maximum ack deadline, which covers the 540 s ceiling.
+ * - Pub/Sub push, HTTP mode (timeout up to 3,600 s) and Azure queues: no check here.
+ *   Pub/Sub cannot hold a push longer than 600 s; the Functions host renews a queue message's
+ *   visibility while the function runs. docs/deploy.md says what each means.
+ */
+export function visibilityFor(platform: Platform, timeoutSec: number): number | undefined {
+  switch (platform) {
+    case 'aws-lambda':
+      return Math.min(SQS_VISIBILITY_FACTOR * timeoutSec, SQS_MAX_VISIBILITY_SEC);
+    case 'gcf2-event':
+      return PUBSUB_MAX_ACK_DEADLINE_SEC;
+    default:
+      return undefined;
+  }
+}
+
+function defaultMemoryMb(platform: Platform | undefined): number | undefined {
+  if (platform === undefined) return undefined;
+  // Consumption has one size (1.5 GB); everywhere else 2 GB holds a 512 px float32 tile and its COG encoder with room.
+  return platform === 'azure-consumption' ? 1536 : 2048;
+}
+
+function closestKey(name: string): string | undefined {
+  let best: { key: string; d: number } | undefined;
+  for (const k of Object.keys(CONFIG_KEYS)) {
+    const d = editDistance(name.toLowerCase(), k.toLowerCase());
+    if (d <= 3 && (!best || d < best.d)) best = { key: k, d };
+  }
+  return best?.key;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/**
+ * Read the current stack's configuration from the Pulumi runtime and parse it.
+ * A failure is raised as a `pulumi.RunError`, which the CLI prints without a
+ * stack trace: the message is what the user needs.
+ */
+export function readStackConfig(defaultArchiveDir: string): StackConfig {
+  const stack = pulumi.getStack();
+  try {
+    return parseStackConfig(pulumi.runtime.allConfig(), { stack, defaultArchiveDir });
+  } catch (e) {
+    if (e instanceof StackConfigError) throw new pulumi.RunError(e.message);
+    throw e;
+  }
+}

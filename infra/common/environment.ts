@@ -1,0 +1,79 @@
+import type * as pulumi from '@pulumi/pulumi';
+import { canonicalJson } from '../../shared/domain/canonical-json.js';
+import type { Platform } from '../../shared/domain/ceilings.js';
+import { outputKeys } from '../../shared/domain/job-key.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
+import type { StackConfig } from './config.js';
+
+/**
+ * The prefixes of the output bucket, one per writer. They come from
+ * shared/domain/job-key.ts (outputKeys); a unit test keeps the two in step.
+ * IAM grants each function write access to its own prefix only.
+ */
+export const OUTPUT_PREFIXES = {
+  tiles: 'tiles/',
+  scenes: 'scenes/',
+  mosaics: 'mosaics/',
+} as const;
+
+/** Keys a tile write notification must match to be worth a mosaic attempt. */
+export const TILE_OBJECT_SUFFIX = '.tif';
+
+/** True when the prefixes above are the ones outputKeys produces (checked by test/infra). */
+export function outputPrefixesMatchDomain(): boolean {
+  const w = { row: 0, col: 0 };
+  return (
+    outputKeys.tile('k', w).startsWith(OUTPUT_PREFIXES.tiles) &&
+    outputKeys.tile('k', w).endsWith(TILE_OBJECT_SUFFIX) &&
+    outputKeys.sceneManifest('k').startsWith(OUTPUT_PREFIXES.scenes) &&
+    outputKeys.mosaic('k').startsWith(OUTPUT_PREFIXES.mosaics)
+  );
+}
+
+/** The resources of this stack a function talks to, as the cloud names them. */
+export interface RuntimeResources {
+  /** DynamoDB table / Firestore collection / Azure table. */
+  readonly claimsTable: pulumi.Input<string>;
+  readonly sourceBucket: pulumi.Input<string>;
+  readonly outputBucket: pulumi.Input<string>;
+  /** SQS queue URL / Pub/Sub topic name / Azure queue name. */
+  readonly tileQueue: pulumi.Input<string>;
+  /** SQS DLQ URL / Pub/Sub dead-letter topic name / Azure poison queue name. */
+  readonly deadLetterQueue: pulumi.Input<string>;
+  readonly azureStorageAccount?: pulumi.Input<string>;
+  readonly gcpProject?: pulumi.Input<string>;
+}
+
+/**
+ * A function's environment, keyed by the names in shared/domain/runtime-config.ts
+ * (ENV), which is also what the handlers parse with parseRuntimeConfig: infra
+ * and functions cannot disagree on a variable name.
+ *
+ * @param platform the platform of *this* function (the scene trigger of a GCP
+ *   stack is event-driven even when its tile worker is HTTP-triggered).
+ * @param timeoutSec this function's configured timeout.
+ */
+export function functionEnvironment(
+  cfg: StackConfig,
+  platform: Platform,
+  timeoutSec: number,
+  resources: RuntimeResources,
+): Record<string, pulumi.Input<string>> {
+  const env: Record<string, pulumi.Input<string>> = {
+    [ENV.platform]: platform,
+    [ENV.claimsTable]: resources.claimsTable,
+    [ENV.sourceBucket]: resources.sourceBucket,
+    [ENV.outputBucket]: resources.outputBucket,
+    [ENV.tileQueue]: resources.tileQueue,
+    [ENV.deadLetterQueue]: resources.deadLetterQueue,
+    [ENV.sourcePrefix]: cfg.source.prefix,
+    [ENV.sourceSuffix]: cfg.source.suffix,
+    [ENV.functionTimeoutSeconds]: String(timeoutSec),
+    [ENV.leaseSeconds]: String(cfg.lease.leaseSec),
+    [ENV.retentionSeconds]: String(cfg.retentionSec),
+    [ENV.params]: canonicalJson(cfg.params),
+  };
+  if (resources.azureStorageAccount !== undefined) env[ENV.azureStorageAccount] = resources.azureStorageAccount;
+  if (resources.gcpProject !== undefined) env[ENV.gcpProject] = resources.gcpProject;
+  return env;
+}

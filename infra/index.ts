@@ -1,0 +1,84 @@
+import * as pulumi from '@pulumi/pulumi';
+import { readStackConfig } from './common/config.js';
+import { archivesFor, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from './common/packaging.js';
+import { standardTags } from './common/tags.js';
+
+/**
+ * The Tessera Pulumi program. One program, one stack per cloud and region
+ * (`Pulumi.<cloud>-<region>.yaml`): `tessera:cloud` picks the component.
+ *
+ * Each cloud's component is imported only when its stack asks for it, so a
+ * stack (and a test) loads one cloud's SDK, not three.
+ *
+ * Pulumi calls the default export and publishes what it returns as the stack
+ * outputs. It must stay the only export: Pulumi refuses a module with both.
+ */
+export default async function main(): Promise<Record<string, unknown>> {
+  const cfg = readStackConfig(DEFAULT_ARCHIVE_DIR);
+  const tags = standardTags(cfg.stack, cfg.cloud);
+  const common = {
+    cloud: cfg.cloud,
+    region: cfg.region,
+    platform: cfg.platform,
+    functionTimeoutSeconds: cfg.lease.functionTimeoutSec,
+    leaseSeconds: cfg.lease.leaseSec,
+    leaseMustExceedSeconds: cfg.lease.ceilingSec,
+  };
+  switch (cfg.cloud) {
+    case 'aws': {
+      const archives = required(() => archivesFor('aws', cfg.archiveDir));
+      const { AwsTilingStack } = await import('./aws/tiling-stack.js');
+      const stack = new AwsTilingStack('tessera', { config: cfg, archives, tags });
+      return {
+        ...common,
+        sourceBucket: stack.sourceBucket.bucket,
+        outputBucket: stack.outputBucket.bucket,
+        claimsTable: stack.claimsTable.name,
+        tileQueueUrl: stack.queues.tile.queue.url,
+        tileQueueVisibilitySeconds: cfg.tileQueueVisibilitySec,
+        alarmTopic: stack.alarmTopic.arn,
+      };
+    }
+    case 'gcp': {
+      const archive = required(() => archivesFor('gcp', cfg.archiveDir));
+      const { GcpTilingStack } = await import('./gcp/tiling-stack.js');
+      const stack = new GcpTilingStack('tessera', { config: cfg, archive, tags });
+      return {
+        ...common,
+        project: cfg.project,
+        sourceBucket: stack.sourceBucket.name,
+        outputBucket: stack.outputBucket.name,
+        claimsCollection: cfg.claimsCollection,
+        tileTopic: stack.tileTopic.name,
+        deadLetterTopic: stack.deadLetterTopic.name,
+        tileAckDeadlineSeconds: cfg.ackDeadlineSec,
+      };
+    }
+    case 'azure': {
+      const archive = required(() => archivesFor('azure', cfg.archiveDir));
+      const { AzureTilingStack } = await import('./azure/tiling-stack.js');
+      const stack = new AzureTilingStack('tessera', { config: cfg, archive, tags });
+      return {
+        ...common,
+        plan: cfg.plan,
+        resourceGroup: stack.resourceGroup.name,
+        storageAccount: stack.storageAccount.name,
+        functionApp: stack.functionApp.name,
+        tileQueue: stack.tileQueueName,
+        poisonQueue: stack.poisonQueueName,
+        // After `pulumi up`: Flex needs its package pushed; Consumption needs its triggers synced (docs/deploy.md).
+        nextStep: cfg.plan === 'flex' ? stack.deployCommand : stack.syncTriggersCommand,
+      };
+    }
+  }
+}
+
+/** Turn a missing archive into a clean CLI error (no stack trace), and let anything else through. */
+function required<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (e) {
+    if (e instanceof MissingArchiveError) throw new pulumi.RunError(e.message);
+    throw e;
+  }
+}
