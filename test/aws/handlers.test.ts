@@ -1,6 +1,6 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import type { S3Event, SQSEvent } from 'aws-lambda';
+import type { Context, S3Event, SQSEvent } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
@@ -12,7 +12,7 @@ import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { dynamoDbClient, s3Client } from './clients.js';
-import { createTestStack, drain, pollOnce, receiveEvent, TEST_PARAMS, type TestStack } from './stack.js';
+import { createTestRuntime, createTestStack, drain, pollOnce, receiveEvent, TEST_PARAMS, type TestStack } from './stack.js';
 
 const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
 const GRID = tileGrid(SCENE.width, SCENE.height, 48);
@@ -196,13 +196,61 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
     it('a poison message ends in the real dead-letter queue after maxReceiveCount receives; the good ones are done', async () => {
       const stack = await stackWithJobs(2);
-      const rt = stack.runtime();
+      const logs: string[] = [];
+      const rt = stack.runtime({ logs });
       await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
       const { records } = await drain(stack.tiles, createTileHandler(rt));
       expect(records).toBe(GRID.count + 2); // four good jobs once, the poison twice
       expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 2, written: GRID.count, committed: GRID.count });
       expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
       expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
+      // The poison came back at once because the handler made it visible (the queue would hide it 30 s).
+      expect(logsOf(logs).filter((l) => l.event === 'visibility-change-failed')).toEqual([]);
+    });
+
+    it('reports a record that failed transiently, releases its claim, and the redelivery writes it', async () => {
+      const stack = await stackWithJobs();
+      const healthy = stack.runtime();
+      let failPuts = true;
+      const s3 = s3Client();
+      const flaky = {
+        send: (command: unknown) => {
+          if (failPuts && command instanceof PutObjectCommand) {
+            return Promise.reject(
+              Object.assign(new Error('We encountered an internal error.'), { name: 'InternalError', $metadata: { httpStatusCode: 500 } }),
+            );
+          }
+          return (s3.send as (c: unknown) => Promise<unknown>)(command);
+        },
+      } as unknown as typeof s3;
+      const rt = createTestRuntime(stack, { ...healthy.clients, s3: flaky });
+      const event = await receiveEvent(stack.tiles, 1);
+      const job = parseTileJob(event.Records[0]?.body ?? '');
+      expect(await createTileHandler(rt)(event)).toEqual({ batchItemFailures: [{ itemIdentifier: event.Records[0]?.messageId }] });
+      expect(rt.backend.telemetry.counters()).toMatchObject({ failed: 1, poison: 0, written: 0 });
+      const released = await rt.backend.claims.get(job.jobKey);
+      expect(released?.state).toBe('CLAIMED');
+      expect(released?.leaseUntil).toBeLessThan(Date.now());
+
+      failPuts = false;
+      const redelivered = { Records: event.Records.map((r) => ({ ...r, attributes: { ...r.attributes, ApproximateReceiveCount: '2' } })) };
+      expect(await createTileHandler(rt)(redelivered)).toEqual({ batchItemFailures: [] });
+      expect(await rt.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED' });
+    });
+
+    it('hands back, unprocessed, the records it has no time left to start', async () => {
+      const stack = await stackWithJobs();
+      const rt = stack.runtime();
+      const event = await receiveEvent(stack.tiles, 2);
+      expect(event.Records).toHaveLength(2);
+      const nearTimeout = { getRemainingTimeInMillis: () => 5_000 } as Context;
+      const response = await createTileHandler(rt)(event, nearTimeout);
+      expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(event.Records.map((r) => r.messageId).sort());
+      expect(rt.backend.telemetry.counters()).toMatchObject({ claimed: 0, failed: 0, poison: 0 });
+      // Handed back visible at once: another invocation can take them now.
+      expect((await receiveEvent(stack.tiles, 10)).Records.map((r) => r.messageId)).toEqual(
+        expect.arrayContaining(event.Records.map((r) => r.messageId)),
+      );
     });
   });
 

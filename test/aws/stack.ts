@@ -7,7 +7,7 @@ import {
   ReceiveMessageCommand,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { type AwsRuntime, composeAws } from '../../functions/aws/compose.js';
+import { type AwsClients, type AwsRuntime, composeAws } from '../../functions/aws/compose.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS, ENV } from '../../shared/domain/runtime-config.js';
@@ -56,12 +56,11 @@ export interface TestStack {
   readonly tilesDlq: TestQueue;
   readonly scenes: TestQueue;
   /** A runtime composed from `env` like the Lambda one, with clients pointed at the emulators. */
-  runtime(options?: {
-    owner?: string;
-    clock?: Clock;
-    logs?: string[];
-  }): AwsRuntime & { readonly backend: { readonly telemetry: JsonTelemetry } };
+  runtime(options?: { owner?: string; clock?: Clock; logs?: string[] }): TestRuntime;
 }
+
+/** A composed runtime whose telemetry keeps counters the tests read. */
+export type TestRuntime = AwsRuntime & { readonly backend: { readonly telemetry: JsonTelemetry } };
 
 /**
  * A fresh AWS stack in the emulators, shaped like infra/'s: source and output
@@ -98,7 +97,6 @@ export async function createTestStack(options: { maxReceiveCount?: number; param
     [ENV.functionTimeoutSeconds]: '900',
     [ENV.params]: JSON.stringify(options.params ?? TEST_PARAMS),
   };
-  const e = awsEndpoints();
   return {
     env,
     sourceBucket,
@@ -107,16 +105,24 @@ export async function createTestStack(options: { maxReceiveCount?: number; param
     tiles: tileQueues.queue,
     tilesDlq: tileQueues.dlq as TestQueue,
     scenes: sceneQueues.queue,
-    runtime: (o = {}) => {
-      const telemetry = new JsonTelemetry((line) => o.logs?.push(line));
-      return composeAws(env, {
-        clients: { dynamodb: dynamoDbClient(e), s3: s3Client(e), sqs: sqsClient(e) },
-        telemetry,
-        owner: o.owner ?? 'worker-a',
-        ...(o.clock ? { clock: o.clock } : {}),
-      }) as AwsRuntime & { readonly backend: { readonly telemetry: JsonTelemetry } };
-    },
+    runtime: (o = {}) => createTestRuntime({ env }, emulatorClients(), o),
   };
+}
+
+/** Clients pointed at the emulators. */
+export function emulatorClients(): AwsClients {
+  const e = awsEndpoints();
+  return { dynamodb: dynamoDbClient(e), s3: s3Client(e), sqs: sqsClient(e) };
+}
+
+/** A runtime composed from the stack's environment like the Lambda one, with the given clients (fault injection). */
+export function createTestRuntime(
+  stack: Pick<TestStack, 'env'>,
+  clients: AwsClients,
+  o: { owner?: string; clock?: Clock; logs?: string[] } = {},
+): TestRuntime {
+  const telemetry = new JsonTelemetry((line) => o.logs?.push(line));
+  return composeAws(stack.env, { clients, telemetry, owner: o.owner ?? 'worker-a', ...(o.clock ? { clock: o.clock } : {}) }) as TestRuntime;
 }
 
 /** An SQS record exactly as the Lambda event source mapping builds it from a received message. */

@@ -1,4 +1,4 @@
-import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchItemFailure, SQSRecord } from 'aws-lambda';
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
 import { assertNever } from '../../../shared/domain/claim.js';
@@ -45,7 +45,6 @@ export const receiveCountOf = (record: SQSRecord): number => Number(record.attri
  */
 export class SqsBatch {
   readonly #failed: FailedRecord[] = [];
-  static readonly #queueUrls = new Map<string, Promise<string | undefined>>();
 
   constructor(
     private readonly sqs: SqsSender,
@@ -70,8 +69,7 @@ export class SqsBatch {
 
   async #changeVisibility(arn: string, failed: readonly FailedRecord[]): Promise<void> {
     try {
-      const url = await this.#queueUrl(arn);
-      if (url === undefined) return;
+      const url = queueUrlOf(arn);
       for (let i = 0; i < failed.length; i += 10) {
         const out = await this.sqs.send(
           new ChangeMessageVisibilityBatchCommand({
@@ -89,23 +87,21 @@ export class SqsBatch {
       this.telemetry.log('WARN', 'visibility-change-failed', { queue: arn, error });
     }
   }
+}
 
-  /** The queue URL of an event source ARN (arn:aws:sqs:region:account:name), looked up once per queue. */
-  #queueUrl(arn: string): Promise<string | undefined> {
-    let url = SqsBatch.#queueUrls.get(arn);
-    if (!url) {
-      const [, , , , account, name] = arn.split(':');
-      url = this.sqs
-        .send(new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }))
-        .then((out) => out.QueueUrl)
-        .catch((error: unknown) => {
-          SqsBatch.#queueUrls.delete(arn);
-          throw error;
-        });
-      SqsBatch.#queueUrls.set(arn, url);
-    }
-    return url;
+/**
+ * The queue URL of an event source ARN (`arn:<partition>:sqs:<region>:<account>:<name>`),
+ * built rather than looked up, so the function needs no sqs:GetQueueUrl. The
+ * SQS client sends to its own endpoint (regional, or the emulator's when one
+ * is configured) and the service finds the queue by account and name.
+ */
+export function queueUrlOf(arn: string): string {
+  const [prefix, partition, service, region, account, name] = arn.split(':');
+  if (prefix !== 'arn' || service !== 'sqs' || !region || !account || !name) {
+    throw new Error(`event source ${JSON.stringify(arn)} is not an SQS queue ARN`);
   }
+  const domain = partition === 'aws-cn' ? 'amazonaws.com.cn' : 'amazonaws.com';
+  return `https://sqs.${region}.${domain}/${account}/${name}`;
 }
 
 /** Time to keep in hand at the end of an invocation: records not started by then are handed back, not cut off mid-write. */
