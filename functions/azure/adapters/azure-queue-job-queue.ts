@@ -28,6 +28,14 @@ export const encodeMessageText = (body: string): string => Buffer.from(body, 'ut
 /** The inverse of {@link encodeMessageText}. */
 export const decodeMessageText = (text: string): string => Buffer.from(text, 'base64').toString('utf8');
 
+/** A delivery with the Storage Queue metadata the Functions host passes to a queue trigger. */
+export interface AzureDelivery extends Delivery {
+  readonly popReceipt: string;
+  readonly insertedOn: Date;
+  readonly expiresOn: Date;
+  readonly nextVisibleOn: Date;
+}
+
 export interface AzureQueueJobQueueOptions {
   /** Where messages go after too many dequeues: the host uses `<queue>-poison` on the same account. */
   readonly poison: QueueClient;
@@ -122,7 +130,7 @@ export class AzureQueueJobQueue implements PullQueue {
     await Promise.all(Array.from({ length: Math.min(SEND_CONCURRENCY, texts.length) }, worker));
   }
 
-  async receive(max: number, visibilityMs: number): Promise<Delivery[]> {
+  async receive(max: number, visibilityMs: number): Promise<AzureDelivery[]> {
     const numberOfMessages = Math.max(1, Math.min(RECEIVE_BATCH, Math.floor(max)));
     // The service counts visibility in whole seconds; rounding up never shortens what the caller asked for.
     const visibilityTimeout = Math.max(1, Math.ceil(visibilityMs / 1000));
@@ -132,7 +140,7 @@ export class AzureQueueJobQueue implements PullQueue {
     } catch (e) {
       throw this.failed('receive', e);
     }
-    const deliveries: Delivery[] = [];
+    const deliveries: AzureDelivery[] = [];
     for (const item of items) {
       if (item.dequeueCount > this.maxDequeueCount) {
         // Earlier attempts died without acking or releasing (a crash, a timeout): the host poisons these on sight.
@@ -141,7 +149,16 @@ export class AzureQueueJobQueue implements PullQueue {
       }
       const body = decodeMessageText(item.messageText);
       this.popReceipts.set(item.messageId, item.popReceipt);
-      deliveries.push({ deliveryId: item.messageId, jobKey: jobKeyOf(body), body, receiveCount: item.dequeueCount });
+      deliveries.push({
+        deliveryId: item.messageId,
+        jobKey: jobKeyOf(body),
+        body,
+        receiveCount: item.dequeueCount,
+        popReceipt: item.popReceipt,
+        insertedOn: item.insertedOn,
+        expiresOn: item.expiresOn,
+        nextVisibleOn: item.nextVisibleOn,
+      });
     }
     return deliveries;
   }

@@ -1,0 +1,275 @@
+import { hostname } from 'node:os';
+import { TableClient } from '@azure/data-tables';
+import type { InvocationContext } from '@azure/functions';
+import { DefaultAzureCredential } from '@azure/identity';
+import { BlobServiceClient } from '@azure/storage-blob';
+import { QueueServiceClient } from '@azure/storage-queue';
+import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
+import { LeaseConfigError } from '../../shared/domain/errors.js';
+import { ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import type { Clock } from '../../shared/ports/clock.port.js';
+import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
+import { AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
+import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
+
+/**
+ * The Azure backend's one wiring point: environment to clients to adapters.
+ * Handlers get an {@link AzureRuntime} and never build clients themselves.
+ */
+
+/**
+ * The app-setting prefix the queue trigger binding connects with: either a
+ * connection string in `TESSERA_STORAGE` (Azurite, local runs) or identity
+ * settings such as `TESSERA_STORAGE__accountName` (production, managed identity).
+ */
+export const TRIGGER_CONNECTION = 'TESSERA_STORAGE';
+
+/** host.json `functionTimeout`, in seconds: the Consumption ceiling. Flex/Premium override it (see {@link HOST_TIMEOUT_SETTING}). */
+export const HOST_JSON_FUNCTION_TIMEOUT_SEC = 600;
+/** host.json `extensions.queues.maxDequeueCount`: the host's default, written out. */
+export const HOST_JSON_MAX_DEQUEUE_COUNT = DEFAULT_MAX_DEQUEUE_COUNT;
+/** host.json `extensions.queues.visibilityTimeout`, in seconds: the pause before the host retries a failed message. */
+export const HOST_JSON_RETRY_VISIBILITY_SEC = 330;
+
+/** App settings that override host.json values (the host maps `__` to nesting). */
+export const HOST_TIMEOUT_SETTING = 'AzureFunctionsJobHost__functionTimeout';
+export const HOST_MAX_DEQUEUE_SETTING = 'AzureFunctionsJobHost__extensions__queues__maxDequeueCount';
+export const HOST_RETRY_VISIBILITY_SETTING = 'AzureFunctionsJobHost__extensions__queues__visibilityTimeout';
+
+/** The timer schedule of the claim-row cleanup (NCRONTAB with seconds): hourly, off the top of the hour. */
+export const CLEANUP_SCHEDULE = '0 7 * * * *';
+
+/** The concrete adapters (the cleanup needs `deleteExpired`, tests need the pull side of the queue). */
+export interface AzureBackend extends Backend {
+  readonly claims: AzureTableClaimStore;
+  readonly sources: AzureBlobObjectStore;
+  readonly outputs: AzureBlobObjectStore;
+  readonly queue: AzureQueueJobQueue;
+}
+
+export interface AzureRuntime {
+  readonly config: RuntimeConfig;
+  readonly backend: AzureBackend;
+  readonly settings: WorkerSettings;
+  /** The host's effective function timeout and retry settings, checked against the lease. */
+  readonly host: HostSettings;
+}
+
+export interface HostSettings {
+  readonly functionTimeoutSec: number;
+  readonly maxDequeueCount: number;
+  readonly retryVisibilitySec: number;
+}
+
+/** SDK clients for one storage account. */
+export interface AzureClients {
+  readonly blob: BlobServiceClient;
+  readonly queue: QueueServiceClient;
+  table(name: string): TableClient;
+}
+
+export interface ComposeOptions {
+  /** Injected clients (tests: Azurite); default from `TESSERA_AZURE_STORAGE_ACCOUNT`. */
+  readonly clients?: AzureClients | undefined;
+  readonly clock?: Clock | undefined;
+  readonly telemetry?: Telemetry | undefined;
+  /** The worker identity in claim rows; default the instance id (or host name) and process id. */
+  readonly owner?: string | undefined;
+}
+
+/**
+ * Clients from `TESSERA_AZURE_STORAGE_ACCOUNT`: a connection string (it
+ * contains `=`; Azurite, local runs) or an account name reached with the
+ * function's managed identity (DefaultAzureCredential).
+ */
+export function azureClients(storage: string): AzureClients {
+  if (storage.includes('=')) {
+    // Azurite speaks plain HTTP; the SDK refuses shared-key auth over HTTP unless told otherwise.
+    const insecure = /(^|;)\s*DefaultEndpointsProtocol\s*=\s*http\s*(;|$)/i.test(storage) || /Endpoint\s*=\s*http:/i.test(storage);
+    return {
+      blob: BlobServiceClient.fromConnectionString(storage),
+      queue: QueueServiceClient.fromConnectionString(storage),
+      table: (name) => TableClient.fromConnectionString(storage, name, { allowInsecureConnection: insecure }),
+    };
+  }
+  if (!/^[a-z0-9]{3,24}$/.test(storage)) {
+    throw new LeaseConfigError(
+      `${ENV.azureStorageAccount} must be a storage account name (3-24 lowercase letters and digits) or a connection string, got ${JSON.stringify(storage.slice(0, 40))}`,
+    );
+  }
+  const credential = new DefaultAzureCredential();
+  return {
+    blob: new BlobServiceClient(`https://${storage}.blob.core.windows.net`, credential),
+    queue: new QueueServiceClient(`https://${storage}.queue.core.windows.net`, credential),
+    table: (name) => new TableClient(`https://${storage}.table.core.windows.net`, name, credential),
+  };
+}
+
+/**
+ * The host settings in effect: host.json's values unless an app setting
+ * overrides them (how Flex Consumption and Premium raise the timeout).
+ */
+export function hostSettings(env: Readonly<Record<string, string | undefined>>): HostSettings {
+  const timeout = env[HOST_TIMEOUT_SETTING];
+  const dequeues = env[HOST_MAX_DEQUEUE_SETTING];
+  const visibility = env[HOST_RETRY_VISIBILITY_SETTING];
+  return {
+    functionTimeoutSec: timeout ? parseTimeSpan(HOST_TIMEOUT_SETTING, timeout) : HOST_JSON_FUNCTION_TIMEOUT_SEC,
+    maxDequeueCount: dequeues ? positiveInt(HOST_MAX_DEQUEUE_SETTING, dequeues) : HOST_JSON_MAX_DEQUEUE_COUNT,
+    retryVisibilitySec: visibility ? parseTimeSpan(HOST_RETRY_VISIBILITY_SETTING, visibility) : HOST_JSON_RETRY_VISIBILITY_SEC,
+  };
+}
+
+/**
+ * Check that the host cannot outlive the lease, and that a message whose
+ * earlier attempt died holding the lease gets a retry after that lease ends.
+ *
+ * The second matters because a failed Storage Queue message is retried after
+ * the host's fixed `visibilityTimeout`, not after the delay the core asks for.
+ * A redelivery arrives at the earliest when the dead attempt's invocation
+ * ended, i.e. with at most `lease - timeout` of the lease left; the attempts
+ * after it are `visibilityTimeout` apart, so the remaining
+ * `maxDequeueCount - 2` gaps must cover that rest.
+ */
+export function checkHostAgainstLease(config: RuntimeConfig, host: HostSettings): void {
+  if (config.leaseSec <= host.functionTimeoutSec) {
+    throw new LeaseConfigError(
+      `the Functions host lets an invocation run ${host.functionTimeoutSec} s but the lease is ${config.leaseSec} s: ` +
+        `set ${ENV.leaseSeconds} above ${host.functionTimeoutSec} s, or lower functionTimeout (host.json or ${HOST_TIMEOUT_SETTING})`,
+    );
+  }
+  if (config.functionTimeoutSec !== host.functionTimeoutSec) {
+    throw new LeaseConfigError(
+      `${ENV.functionTimeoutSeconds} is ${config.functionTimeoutSec} s but the Functions host timeout is ${host.functionTimeoutSec} s: ` +
+        `set ${HOST_TIMEOUT_SETTING} to ${formatTimeSpan(config.functionTimeoutSec)} (Flex/Premium) or ${ENV.functionTimeoutSeconds} to ${host.functionTimeoutSec}`,
+    );
+  }
+  const rest = config.leaseSec - host.functionTimeoutSec;
+  const covered = (host.maxDequeueCount - 2) * host.retryVisibilitySec;
+  if (covered <= rest) {
+    throw new LeaseConfigError(
+      `a message whose attempt died holding its lease gets ${host.maxDequeueCount - 2} more retries ${host.retryVisibilitySec} s apart ` +
+        `(${covered} s), not enough to outlast the ${rest} s of lease left after the ${host.functionTimeoutSec} s timeout: ` +
+        `raise ${HOST_RETRY_VISIBILITY_SETTING} to at least ${formatTimeSpan(Math.ceil((rest + 1) / Math.max(1, host.maxDequeueCount - 2)))} or maxDequeueCount`,
+    );
+  }
+}
+
+/**
+ * Build the runtime from the function's environment. Throws one
+ * LeaseConfigError naming every missing or inconsistent setting.
+ *
+ * @example
+ * const rt = composeAzure(process.env);
+ * await fanOutScene(rt.backend, { source, params: rt.config.params });
+ */
+export function composeAzure(env: Readonly<Record<string, string | undefined>>, options: ComposeOptions = {}): AzureRuntime {
+  const config = parseRuntimeConfig(env);
+  if (!config.platform.startsWith('azure-')) {
+    throw new LeaseConfigError(
+      `${ENV.platform} is ${config.platform}, but these are the Azure functions: use azure-consumption, azure-flex or azure-premium`,
+    );
+  }
+  if (config.deadLetterQueue !== undefined && config.deadLetterQueue !== poisonQueueName(config.tileQueue)) {
+    throw new LeaseConfigError(
+      `${ENV.deadLetterQueue} is ${config.deadLetterQueue}, but the Functions host always moves poison messages to ${poisonQueueName(config.tileQueue)}: ` +
+        'unset it or make it match',
+    );
+  }
+  const host = hostSettings(env);
+  checkHostAgainstLease(config, host);
+  let clients = options.clients;
+  if (!clients) {
+    const storage = env[ENV.azureStorageAccount];
+    if (!storage)
+      throw new LeaseConfigError(
+        `${ENV.azureStorageAccount} is not set: give the storage account name or, for Azurite, a connection string`,
+      );
+    clients = azureClients(storage);
+  }
+  const clock = options.clock ?? systemClock;
+  const backend: AzureBackend = {
+    claims: new AzureTableClaimStore(clients.table(config.claimsTable)),
+    sources: new AzureBlobObjectStore(clients.blob.getContainerClient(config.sourceBucket)),
+    outputs: new AzureBlobObjectStore(clients.blob.getContainerClient(config.outputBucket)),
+    queue: AzureQueueJobQueue.onAccount(clients.queue, config.tileQueue, host.maxDequeueCount),
+    clock,
+    telemetry: options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock }),
+  };
+  const owner = options.owner ?? `${(env.WEBSITE_INSTANCE_ID ?? hostname()).slice(0, 16)}:${process.pid}`;
+  return { config, backend, host, settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 } };
+}
+
+let runtime: AzureRuntime | undefined;
+
+/** The process-wide runtime, composed from `process.env` on first use (a warm instance reuses its clients). */
+export function azureRuntime(): AzureRuntime {
+  runtime ??= composeAzure(process.env);
+  return runtime;
+}
+
+/**
+ * Telemetry for one invocation: each JSON line goes to the invocation's log at
+ * the matching level (so Application Insights sees ERROR as an error and can
+ * alert on `lease-stolen`), counters accumulate in the runtime's telemetry.
+ */
+export class InvocationTelemetry implements Telemetry {
+  constructor(
+    private readonly context: InvocationContext,
+    private readonly counters: Telemetry,
+    private readonly clock: Clock,
+  ) {}
+
+  log(level: LogLevel, event: string, fields: Readonly<Record<string, unknown>> = {}): void {
+    const line = JSON.stringify(
+      { time: new Date(this.clock.now()).toISOString(), level, event, invocationId: this.context.invocationId, ...fields },
+      (_key, value: unknown) =>
+        value instanceof Error ? { name: value.name, message: value.message, ...('code' in value ? { code: value.code } : {}) } : value,
+    );
+    switch (level) {
+      case 'ERROR':
+        this.context.error(line);
+        break;
+      case 'WARN':
+        this.context.warn(line);
+        break;
+      case 'INFO':
+        this.context.info(line);
+        break;
+      case 'DEBUG':
+        this.context.debug(line);
+        break;
+    }
+  }
+
+  count(counter: Counter, n = 1): void {
+    this.counters.count(counter, n);
+  }
+}
+
+/** The runtime's backend with this invocation's telemetry. */
+export function invocationBackend(rt: AzureRuntime, context: InvocationContext): AzureBackend {
+  return { ...rt.backend, telemetry: new InvocationTelemetry(context, rt.backend.telemetry, rt.backend.clock) };
+}
+
+/** `hh:mm:ss` or `d.hh:mm:ss` (a .NET TimeSpan, as host.json writes durations) to seconds. */
+export function parseTimeSpan(name: string, value: string): number {
+  const m = /^(?:(\d+)\.)?(\d{1,2}):(\d{2}):(\d{2})$/.exec(value.trim());
+  if (!m) throw new LeaseConfigError(`${name} must be a duration like 00:10:00, got ${JSON.stringify(value)}`);
+  const [, d, h, min, s] = m;
+  return Number(d ?? 0) * 86_400 + Number(h) * 3600 + Number(min) * 60 + Number(s);
+}
+
+/** Seconds to `hh:mm:ss`. */
+export function formatTimeSpan(seconds: number): string {
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${pad(Math.floor(seconds / 3600))}:${pad(Math.floor((seconds % 3600) / 60))}:${pad(seconds % 60)}`;
+}
+
+function positiveInt(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new LeaseConfigError(`${name} must be a positive whole number, got ${JSON.stringify(value)}`);
+  return n;
+}

@@ -1,0 +1,63 @@
+import type { EventGridEvent } from '@azure/functions';
+import { InvalidEventError } from '../../../shared/domain/errors.js';
+
+/** The Event Grid event type of a committed blob (Put Blob, Put Block List, Copy Blob, Flush With Close). */
+export const BLOB_CREATED = 'Microsoft.Storage.BlobCreated';
+
+const SUBJECT = /^\/blobServices\/default\/containers\/([^/]+)\/blobs\/(.+)$/s;
+
+/** What a BlobCreated event says about the blob. */
+export interface BlobCreated {
+  readonly container: string;
+  /** The blob name exactly as stored: NOT URL-decoded (see {@link parseBlobCreated}). */
+  readonly key: string;
+  /** The blob's ETag in the form the Blob service returns it in headers (quoted), so it equals a head's version. */
+  readonly etag: string;
+  /** The storage operation: PutBlob, PutBlockList, CopyBlob, FlushWithClose, CreateFile (ADLS, empty), ... */
+  readonly api: string | undefined;
+  readonly contentLength: number | undefined;
+}
+
+/**
+ * Read a BlobCreated event (Event Grid schema, as the v4 Event Grid trigger
+ * passes it). Throws InvalidEventError for anything else.
+ *
+ * The blob name comes from the subject,
+ * `/blobServices/default/containers/<container>/blobs/<name>`, where Event
+ * Grid writes the name as stored, unencoded: a blob named `a+b.tif` or
+ * `a%2Fb.tif` appears literally. Decoding it the way S3 notification keys are
+ * decoded (`+` as space, `%2F` as `/`) would name another blob and give a
+ * different job key, so it is not decoded.
+ *
+ * Event Grid writes `data.eTag` without the quotes the Blob service puts
+ * around ETag headers (`0x8D4BCC2E4835CD0`); it is quoted here so the version
+ * token in job keys is the same whether it came from an event or a head.
+ */
+export function parseBlobCreated(event: EventGridEvent): BlobCreated {
+  if (typeof event !== 'object' || event === null) throw new InvalidEventError('Event Grid event is not an object');
+  if (event.eventType !== BLOB_CREATED) {
+    throw new InvalidEventError(`Event Grid event ${event.id} is ${JSON.stringify(event.eventType)}, not ${BLOB_CREATED}`);
+  }
+  const m = typeof event.subject === 'string' ? SUBJECT.exec(event.subject) : null;
+  if (!m) {
+    throw new InvalidEventError(
+      `Event Grid event ${event.id} has subject ${JSON.stringify(event.subject)}, not /blobServices/default/containers/<container>/blobs/<name>`,
+    );
+  }
+  const data = (typeof event.data === 'object' && event.data !== null ? event.data : {}) as Record<string, unknown>;
+  const raw = data.eTag;
+  if (typeof raw !== 'string' || raw.length === 0)
+    throw new InvalidEventError(`Event Grid event ${event.id} has no data.eTag; the job key needs it`);
+  return {
+    container: m[1] as string,
+    key: m[2] as string,
+    etag: quoteEtag(raw),
+    api: typeof data.api === 'string' ? data.api : undefined,
+    contentLength: typeof data.contentLength === 'number' ? data.contentLength : undefined,
+  };
+}
+
+/** `0x8D...` to `"0x8D..."`; an already quoted (or weak `W/"..."`) ETag is kept. */
+export function quoteEtag(etag: string): string {
+  return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;
+}

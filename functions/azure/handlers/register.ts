@@ -1,0 +1,30 @@
+import { app } from '@azure/functions';
+import { ENV } from '../../../shared/domain/runtime-config.js';
+import { CLEANUP_SCHEDULE, TRIGGER_CONNECTION } from '../compose.js';
+import { makeCleanupHandler } from './cleanup.handler.js';
+import { makeMosaicHandler } from './mosaic.handler.js';
+import { makeSceneHandler } from './scene.handler.js';
+import { makeTileHandler } from './tile.handler.js';
+
+/** The parts of `app` this module registers with (a narrow seam so tests can check the registrations). */
+export interface FunctionRegistrar {
+  eventGrid: typeof app.eventGrid;
+  storageQueue: typeof app.storageQueue;
+  timer: typeof app.timer;
+}
+
+/**
+ * Register every Tessera function of the Azure app (the v4 programming model
+ * discovers functions by the registrations this module makes at load).
+ * Names match infra/common/packaging.ts AZURE_FUNCTION_NAMES; the cleanup
+ * timer needs no infrastructure of its own.
+ *
+ * The queue name is a binding expression (`%TESSERA_TILE_QUEUE%`) resolved by
+ * the host from app settings, so the trigger and the sender read one setting.
+ */
+export function registerFunctions(registrar: FunctionRegistrar = app): void {
+  registrar.eventGrid('scene', { handler: makeSceneHandler() });
+  registrar.storageQueue('tile', { queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION, handler: makeTileHandler() });
+  registrar.eventGrid('mosaic', { handler: makeMosaicHandler() });
+  registrar.timer('cleanup', { schedule: CLEANUP_SCHEDULE, handler: makeCleanupHandler() });
+}

@@ -1,0 +1,81 @@
+import type { InvocationContext, StorageQueueHandler } from '@azure/functions';
+import { type DeliveryVerdict, handleTileDelivery } from '../../../shared/app/deliveries.js';
+import { canonicalJson } from '../../../shared/domain/canonical-json.js';
+import { assertNever } from '../../../shared/domain/claim.js';
+import { InvalidEventError } from '../../../shared/domain/errors.js';
+import { type AzureRuntime, azureRuntime, invocationBackend } from '../compose.js';
+
+/**
+ * The message text a queue trigger received. The host base64-decodes the
+ * message, and the v4 library hands a JSON message over already parsed, so a
+ * tile job arrives as an object: it is serialised back canonically, which
+ * reproduces the text fan-out sent (toJobMessage writes canonical JSON).
+ *
+ * `triggerMetadata.queueTrigger` is NOT used: the library camel-cases the keys
+ * of parsed metadata objects, which would turn band names such as `B04` into `b04`.
+ */
+export function queueMessageText(queueEntry: unknown): string {
+  if (typeof queueEntry === 'string') return queueEntry;
+  if (Buffer.isBuffer(queueEntry)) return queueEntry.toString('utf8');
+  if (typeof queueEntry === 'object' && queueEntry !== null) {
+    try {
+      return canonicalJson(queueEntry);
+    } catch {
+      return JSON.stringify(queueEntry);
+    }
+  }
+  // A bare number or boolean: not a tile job, and parseTileJob will say so.
+  return JSON.stringify(queueEntry) ?? '';
+}
+
+/**
+ * The tile worker: a Storage Queue trigger running one tile job through the
+ * three gates (shared/app/deliveries.ts).
+ *
+ * Verdicts map onto the host's own retry machinery:
+ * - `ack` (written, already-present, claim-rejected, lease-stolen) returns
+ *   normally, and the host deletes the message;
+ * - `retry` and `poison` throw, and the host makes the message visible again
+ *   after host.json's `visibilityTimeout`; the attempt that fails with
+ *   dequeueCount = `maxDequeueCount` (5) sends it to `<queue>-poison`.
+ *   A poison message therefore costs five cheap attempts (parsing fails
+ *   before any claim), and nothing is ever half-written: outputs are
+ *   create-only and a failed attempt gives its claim back.
+ *
+ * The delivery id in claim owners is the queue message id, which every
+ * redelivery of the message keeps.
+ */
+export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQueueHandler<unknown> {
+  return async (queueEntry: unknown, context: InvocationContext): Promise<DeliveryVerdict> => {
+    const runtime = rt();
+    const backend = invocationBackend(runtime, context);
+    const meta = context.triggerMetadata ?? {};
+    const deliveryId = typeof meta.id === 'string' && meta.id !== '' ? meta.id : undefined;
+    if (deliveryId === undefined) {
+      throw new InvalidEventError('queue trigger metadata has no message id: is this function bound to a Storage Queue trigger?');
+    }
+    const dequeueCount = Number(meta.dequeueCount);
+    const verdict = await handleTileDelivery(backend, runtime.settings, {
+      body: queueMessageText(queueEntry),
+      deliveryId,
+      receiveCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : undefined,
+    });
+    switch (verdict.kind) {
+      case 'ack':
+        return verdict;
+      case 'retry':
+      case 'poison':
+        if (dequeueCount >= runtime.host.maxDequeueCount) {
+          backend.telemetry.log('ERROR', 'moving-to-poison-queue', {
+            deliveryId,
+            dequeueCount,
+            verdict: verdict.kind,
+            error: verdict.error,
+          });
+        }
+        throw verdict.error;
+      default:
+        return assertNever(verdict, 'delivery verdict');
+    }
+  };
+}

@@ -1,0 +1,127 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  azureClients,
+  CLEANUP_SCHEDULE,
+  composeAzure,
+  HOST_JSON_FUNCTION_TIMEOUT_SEC,
+  HOST_JSON_MAX_DEQUEUE_COUNT,
+  HOST_JSON_RETRY_VISIBILITY_SEC,
+  HOST_RETRY_VISIBILITY_SETTING,
+  HOST_TIMEOUT_SETTING,
+  parseTimeSpan,
+  TRIGGER_CONNECTION,
+} from '../../functions/azure/compose.js';
+import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
+import { LeaseConfigError } from '../../shared/domain/errors.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
+
+const HOST_JSON = JSON.parse(readFileSync(new URL('../../functions/azure/host.json', import.meta.url), 'utf8'));
+
+const env = (extra: Record<string, string> = {}): Record<string, string> => ({
+  [ENV.platform]: 'azure-consumption',
+  [ENV.claimsTable]: 'claims',
+  [ENV.sourceBucket]: 'scenes',
+  [ENV.outputBucket]: 'outputs',
+  [ENV.tileQueue]: 'tiles',
+  [ENV.azureStorageAccount]: 'tesseradata',
+  ...extra,
+});
+
+describe('Azure wiring (compose.ts, host.json)', () => {
+  describe('host.json', () => {
+    it('sets functionTimeout to the Consumption ceiling the lease default is sized against', () => {
+      expect(parseTimeSpan('functionTimeout', HOST_JSON.functionTimeout)).toBe(HOST_JSON_FUNCTION_TIMEOUT_SEC);
+      expect(HOST_JSON_FUNCTION_TIMEOUT_SEC).toBe(600);
+    });
+
+    it('sets the queue poison threshold, retry pause and base64 encoding the adapters and handlers assume', () => {
+      expect(HOST_JSON.extensions.queues.maxDequeueCount).toBe(HOST_JSON_MAX_DEQUEUE_COUNT);
+      expect(HOST_JSON_MAX_DEQUEUE_COUNT).toBe(5);
+      expect(parseTimeSpan('visibilityTimeout', HOST_JSON.extensions.queues.visibilityTimeout)).toBe(HOST_JSON_RETRY_VISIBILITY_SEC);
+      expect(HOST_JSON.extensions.queues.messageEncoding).toBe('base64');
+    });
+  });
+
+  describe('composeAzure', () => {
+    it('gives Consumption a 900 s lease over the 600 s host timeout', () => {
+      const rt = composeAzure(env());
+      expect(rt.config).toMatchObject({ functionTimeoutSec: 600, leaseSec: 900 });
+      expect(rt.host).toEqual({ functionTimeoutSec: 600, maxDequeueCount: 5, retryVisibilitySec: 330 });
+      expect(rt.settings.leaseMs).toBe(900_000);
+      expect(rt.backend.queue.poisonQueueName).toBe('tiles-poison');
+    });
+
+    it('refuses Flex Consumption until the host timeout is raised to match, then sizes the lease above it', () => {
+      expect(() => composeAzure(env({ [ENV.platform]: 'azure-flex' }))).toThrow(new RegExp(HOST_TIMEOUT_SETTING));
+      const rt = composeAzure(env({ [ENV.platform]: 'azure-flex', [HOST_TIMEOUT_SETTING]: '00:30:00' }));
+      expect(rt.config).toMatchObject({ functionTimeoutSec: 1800, leaseSec: 2100 });
+    });
+
+    it('refuses a lease so long that a message whose attempt died would reach the poison queue before the lease ends', () => {
+      expect(() => composeAzure(env({ [ENV.leaseSeconds]: '3600' }))).toThrow(new RegExp(HOST_RETRY_VISIBILITY_SETTING));
+      expect(composeAzure(env({ [ENV.leaseSeconds]: '3600', [HOST_RETRY_VISIBILITY_SETTING]: '00:20:00' })).config.leaseSec).toBe(3600);
+    });
+
+    it.each([
+      ['another platform', { [ENV.platform]: 'aws-lambda' }, /azure-consumption/],
+      ['a dead-letter queue the host would not use', { [ENV.deadLetterQueue]: 'elsewhere' }, /tiles-poison/],
+      [
+        'a storage setting that is neither an account name nor a connection string',
+        { [ENV.azureStorageAccount]: 'Not An Account' },
+        /storage account name/,
+      ],
+      ['a malformed host timeout override', { [HOST_TIMEOUT_SETTING]: '10 minutes' }, /00:10:00/],
+    ])('refuses %s with a LeaseConfigError that says what to set', (_label, extra, message) => {
+      expect(() => composeAzure(env(extra))).toThrow(LeaseConfigError);
+      expect(() => composeAzure(env(extra))).toThrow(message);
+    });
+  });
+
+  describe('azureClients', () => {
+    it('reaches an account by name over HTTPS with the managed identity', () => {
+      const c = azureClients('tesseradata');
+      expect(c.blob.url).toBe('https://tesseradata.blob.core.windows.net/');
+      expect(c.queue.url).toBe('https://tesseradata.queue.core.windows.net');
+      expect(c.table('claims').url).toBe('https://tesseradata.table.core.windows.net');
+    });
+
+    it('reaches Azurite through a connection string', () => {
+      const cs =
+        'DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;' +
+        'QueueEndpoint=http://127.0.0.1:2/devstoreaccount1;TableEndpoint=http://127.0.0.1:3/devstoreaccount1';
+      const c = azureClients(cs);
+      expect(c.blob.url).toBe('http://127.0.0.1:1/devstoreaccount1');
+      expect(c.table('claims').url).toBe('http://127.0.0.1:3/devstoreaccount1');
+    });
+  });
+
+  it('registers scene, tile, mosaic and cleanup with the triggers infra and host.json expect', () => {
+    const seen: { kind: string; name: string; options: Record<string, unknown> }[] = [];
+    const record =
+      (kind: string) =>
+      (name: string, options: object): void => {
+        seen.push({ kind, name, options: options as Record<string, unknown> });
+      };
+    registerFunctions({
+      eventGrid: record('eventGrid'),
+      storageQueue: record('storageQueue'),
+      timer: record('timer'),
+    } as FunctionRegistrar);
+    expect(seen.map((s) => [s.kind, s.name])).toEqual([
+      ['eventGrid', 'scene'],
+      ['storageQueue', 'tile'],
+      ['eventGrid', 'mosaic'],
+      ['timer', 'cleanup'],
+    ]);
+    expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION });
+    expect(seen[3]?.options).toMatchObject({ schedule: CLEANUP_SCHEDULE });
+    for (const s of seen) expect(typeof s.options.handler).toBe('function');
+  });
+
+  it('parses host.json durations, days included', () => {
+    expect(parseTimeSpan('t', '00:05:30')).toBe(330);
+    expect(parseTimeSpan('t', '1.02:00:00')).toBe(93_600);
+    expect(() => parseTimeSpan('t', '5m')).toThrow(LeaseConfigError);
+  });
+});
