@@ -43,8 +43,16 @@ export const ARCHIVES = {
 /** Lambda handler string: the bundle is `index.mjs` exporting `handler`. */
 export const LAMBDA_HANDLER = 'index.handler';
 
-/** functions-framework names the GCP bundle registers (`functions.cloudEvent('<name>', ...)`). */
-export const GCP_ENTRY_POINTS: Readonly<Record<FunctionRole, string>> = { scene: 'scene', tile: 'tile', mosaic: 'mosaic' };
+/**
+ * functions-framework names the GCP bundle registers: `cloudEvent` for the
+ * scene (Eventarc) and tile (Pub/Sub push) functions, `http` for the mosaic
+ * sweep (Cloud Scheduler). build:functions checks the bundle against these.
+ */
+export const GCP_ENTRY_POINTS: Readonly<Record<FunctionRole, string>> = {
+  scene: 'tesseraScene',
+  tile: 'tesseraTile',
+  mosaic: 'tesseraMosaic',
+};
 
 /** Function names the Azure bundle registers (`app.storageQueue('scene', ...)` and so on). */
 export const AZURE_FUNCTION_NAMES: Readonly<Record<FunctionRole, string>> = { scene: 'scene', tile: 'tile', mosaic: 'mosaic' };

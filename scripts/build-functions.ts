@@ -1,0 +1,461 @@
+/**
+ * `npm run build:functions [-- aws gcp azure] [--out <dir>]`
+ *
+ * Bundles each cloud's handlers with esbuild (Node 20, ESM) into the archive
+ * its platform takes, and prints the sizes. The infra program deploys these
+ * archives (infra/common/packaging.ts holds the paths both sides use).
+ *
+ * - AWS: one Lambda zip per function (dist/aws/{scene,tile,mosaic}.zip), each
+ *   `index.mjs` exporting `handler` (Lambda handler `index.handler`).
+ * - GCP: dist/gcp/source.zip, a Cloud Functions source: `index.js` plus a
+ *   package.json (`main`, `type: module`, the functions-framework dependency
+ *   that Cloud Build installs and that the bundle must share, so it is external).
+ * - Azure: dist/azure/app.zip, a run-from-package app: host.json, package.json
+ *   (`main: dist/index.js`) and the bundle. `@azure/functions-core` is the only
+ *   external: the Functions worker provides it.
+ *
+ * Nothing else is external, and the local backend's native SQLite driver
+ * (better-sqlite3) must not reach a cloud bundle: the build fails if it does.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build, type Metafile, type Plugin } from 'esbuild';
+import { ZipFile } from 'yazl';
+import { CLOUDS, type Cloud, FUNCTION_ROLES } from '../infra/common/config.js';
+import {
+  ARCHIVES,
+  AZURE_FUNCTION_NAMES,
+  AZURE_QUEUES,
+  AZURE_TRIGGER_CONNECTION,
+  GCP_ENTRY_POINTS,
+  HANDLER_ENTRIES,
+  REPO_ROOT,
+} from '../infra/common/packaging.js';
+import { ENV } from '../shared/domain/runtime-config.js';
+
+/** Packages that only the local backend may use. */
+const LOCAL_ONLY = ['better-sqlite3'];
+/** A fixed timestamp for every zip entry: the same code gives the same bytes, so Pulumi sees no change. */
+const ZIP_MTIME = new Date('2020-01-01T00:00:00Z');
+/** Lambda refuses a directly uploaded zip above 50 MB. */
+const LAMBDA_DIRECT_UPLOAD_LIMIT = 50 * 1024 * 1024;
+
+/** The build cannot go on: the message says what is missing or wrong. */
+export class BuildError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BuildError';
+  }
+}
+
+export interface BuildOptions {
+  /** Repository root the entry points are relative to. */
+  readonly root: string;
+  /** Where the archives go (default `<root>/dist`). */
+  readonly outDir: string;
+  readonly clouds: readonly Cloud[];
+  /**
+   * Load each bundle once (in a child process, without credentials) and check
+   * it exports or registers what infra/ deploys. Default true.
+   */
+  readonly verify?: boolean;
+}
+
+export interface BuiltArchive {
+  readonly cloud: Cloud;
+  readonly path: string;
+  readonly bytes: number;
+  /** Files in the zip, in order. */
+  readonly entries: readonly string[];
+}
+
+/** Entry points (relative to the root) a cloud's build needs. */
+export function requiredEntries(cloud: Cloud): string[] {
+  switch (cloud) {
+    case 'aws':
+      return FUNCTION_ROLES.map((role) => HANDLER_ENTRIES.aws[role]);
+    case 'gcp':
+      return [HANDLER_ENTRIES.gcp];
+    case 'azure':
+      return [HANDLER_ENTRIES.azure, HANDLER_ENTRIES.azureHostJson];
+  }
+}
+
+/** Refuses local-only packages with a message that names the importer. */
+const refuseLocalOnly: Plugin = {
+  name: 'tessera-refuse-local-only',
+  setup(b) {
+    const filter = new RegExp(`^(${LOCAL_ONLY.join('|')})(/|$)`);
+    b.onResolve({ filter }, (args) => ({
+      errors: [
+        {
+          text: `${args.path} is the local backend's native SQLite driver and cannot run in a cloud function; ${relative(REPO_ROOT, args.importer) || args.importer} imports it (cloud handlers must not import functions/local/)`,
+        },
+      ],
+    }));
+  },
+};
+
+/**
+ * ESM output still meets CommonJS dependencies that call `require` (esbuild
+ * leaves calls it cannot resolve, e.g. of Node built-ins, to a runtime
+ * `require`); this gives them the one Node gives a CommonJS module.
+ * `__dirname` and `__filename` are replaced by their `import.meta` equivalents
+ * (Node >= 20.11) instead of being declared here, because bundled ES modules
+ * often declare their own and a second declaration would not parse.
+ */
+const ESM_REQUIRE_SHIM =
+  "import { createRequire as __tesseraCreateRequire } from 'node:module';\nconst require = __tesseraCreateRequire(import.meta.url);";
+
+interface Bundle {
+  readonly code: Uint8Array;
+  readonly map: Uint8Array;
+  readonly inputs: readonly string[];
+}
+
+async function bundle(root: string, entry: string, outName: string, external: readonly string[]): Promise<Bundle> {
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: [join(root, entry)],
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'esm',
+    outfile: join(root, '.tessera-build', outName),
+    write: false,
+    sourcemap: 'linked',
+    sourcesContent: false,
+    external: [...external],
+    // The AWS SDK and others offer an ESM build under "module"; prefer it, as Node would with "exports".
+    mainFields: ['module', 'main'],
+    banner: { js: ESM_REQUIRE_SHIM },
+    define: { __dirname: 'import.meta.dirname', __filename: 'import.meta.filename' },
+    plugins: [refuseLocalOnly],
+    metafile: true,
+    logLevel: 'silent',
+    legalComments: 'none',
+  }).catch((e: unknown) => {
+    const errors = (e as { errors?: { text: string; location?: { file: string; line: number } | null }[] }).errors;
+    const detail = errors?.map((x) => `  ${x.location ? `${x.location.file}:${x.location.line}: ` : ''}${x.text}`).join('\n');
+    throw new BuildError(`bundling ${entry} failed:\n${detail ?? String(e)}`);
+  });
+  const code = result.outputFiles.find((f) => f.path.endsWith(outName));
+  const map = result.outputFiles.find((f) => f.path.endsWith(`${outName}.map`));
+  if (!code || !map) throw new BuildError(`esbuild produced no ${outName} for ${entry}`);
+  const inputs = Object.keys((result.metafile as Metafile).inputs);
+  const native = inputs.filter((i) => i.endsWith('.node'));
+  if (native.length > 0) throw new BuildError(`${entry} pulls in native addons that cannot run on the platform: ${native.join(', ')}`);
+  return { code: code.contents, map: map.contents, inputs };
+}
+
+async function writeZip(path: string, files: readonly { name: string; data: Uint8Array }[]): Promise<number> {
+  mkdirSync(dirname(path), { recursive: true });
+  const zip = new ZipFile();
+  for (const f of files) zip.addBuffer(Buffer.from(f.data), f.name, { mtime: ZIP_MTIME, mode: 0o100644 });
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);
+  const bytes = Buffer.concat(chunks);
+  writeFileSync(path, bytes);
+  return bytes.length;
+}
+
+function json(value: unknown): Uint8Array {
+  return new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** The version of a dependency as the repository's lockfile installed it, for the GCF package.json. */
+function installedVersion(root: string, pkg: string): string {
+  const manifest = join(root, 'node_modules', pkg, 'package.json');
+  if (!existsSync(manifest)) throw new BuildError(`${pkg} is not installed under ${root}/node_modules: run npm ci first`);
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+}
+
+/** The signature each GCP entry point must be registered with, given how infra/ triggers it. */
+export const GCP_SIGNATURES: Readonly<Record<(typeof FUNCTION_ROLES)[number], 'cloudevent' | 'http'>> = {
+  // Eventarc delivers a storage CloudEvent.
+  scene: 'cloudevent',
+  // The push subscription posts a raw Pub/Sub message, which the framework turns into a messagePublished CloudEvent.
+  tile: 'cloudevent',
+  // Cloud Scheduler posts `{}`: a sweep.
+  mosaic: 'http',
+};
+
+/** The queue each Azure function must be triggered by (the tile queue may be named through its app setting). */
+export function azureQueueNames(role: (typeof FUNCTION_ROLES)[number]): string[] {
+  return role === 'tile' ? [AZURE_QUEUES.tile, `%${ENV.tileQueue}%`] : [AZURE_QUEUES[role]];
+}
+
+function runCheck(dir: string, script: string, what: string): unknown {
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: dir,
+    encoding: 'utf8',
+    // No credentials and no stack settings: loading a bundle must not need them.
+    env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' },
+    timeout: 60_000,
+  });
+  const line = r.stdout.trim().split('\n').at(-1) ?? '';
+  if (r.status !== 0 || !line.startsWith('{')) {
+    throw new BuildError(
+      `loading the ${what} bundle failed (it must load without credentials or settings):\n${(r.stderr || r.stdout).trim().slice(0, 2000)}`,
+    );
+  }
+  return JSON.parse(line);
+}
+
+/** Every Lambda bundle exports a `handler` function. */
+function verifyAws(checkDir: string, role: string, code: Uint8Array): void {
+  const dir = join(checkDir, 'aws', role);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'index.mjs'), code);
+  const result = runCheck(
+    dir,
+    "const m = await import('./index.mjs'); console.log(JSON.stringify({ handler: typeof m.handler }));",
+    `AWS ${role}`,
+  ) as {
+    handler: string;
+  };
+  if (result.handler !== 'function') {
+    throw new BuildError(
+      `${HANDLER_ENTRIES.aws[role as keyof typeof HANDLER_ENTRIES.aws]} must export a function named handler (Lambda calls index.handler); it exports ${result.handler}`,
+    );
+  }
+}
+
+/** The GCP bundle registers every entry point infra/ deploys, with the signature its trigger delivers. */
+function verifyGcp(root: string, checkDir: string, code: Uint8Array): void {
+  const dir = join(checkDir, 'gcp');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'index.mjs'), code);
+  const registry = pathToFileURL(join(root, 'node_modules/@google-cloud/functions-framework/build/src/function_registry.js')).href;
+  const names = Object.values(GCP_ENTRY_POINTS);
+  const script = `await import('./index.mjs'); const r = await import(${JSON.stringify(registry)}); const out = {};
+for (const n of ${JSON.stringify(names)}) out[n] = r.getRegisteredFunction(n)?.signatureType ?? null;
+console.log(JSON.stringify(out));`;
+  const found = runCheck(dir, script, 'GCP') as Record<string, string | null>;
+  const problems = FUNCTION_ROLES.flatMap((role) => {
+    const name = GCP_ENTRY_POINTS[role];
+    const want = GCP_SIGNATURES[role];
+    const got = found[name];
+    if (got === want) return [];
+    return [
+      got
+        ? `${name} is registered as ${got}, but infra/ triggers it as ${want}`
+        : `${name} is not registered (want ${want === 'http' ? 'http' : 'cloudEvent'}('${name}', ...))`,
+    ];
+  });
+  if (problems.length > 0) {
+    throw new BuildError(
+      `${HANDLER_ENTRIES.gcp} does not register what infra/ deploys (infra/common/packaging.ts GCP_ENTRY_POINTS):\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
+  }
+}
+
+/** A stand-in for the worker's `@azure/functions-core` that records registrations. */
+const FAKE_AZURE_CORE = `const registrations = [];
+globalThis.__tesseraRegistrations = registrations;
+const disposable = { dispose() {} };
+module.exports = {
+  version: '0.0.0-build-check',
+  registerFunction(metadata) { registrations.push(metadata); return disposable; },
+  registerHook() { return disposable; },
+  setProgrammingModel() {},
+  getProgrammingModel() { return undefined; },
+  log() {},
+};`;
+
+interface AzureRegistration {
+  readonly name: string;
+  readonly bindings: Readonly<
+    Record<string, { readonly type: string; readonly direction?: string; readonly queueName?: string; readonly connection?: string }>
+  >;
+}
+
+/** The Azure bundle registers scene, tile and mosaic as queue triggers on the queues infra/ creates. */
+function verifyAzure(checkDir: string, code: Uint8Array): void {
+  const dir = join(checkDir, 'azure');
+  mkdirSync(join(dir, 'dist'), { recursive: true });
+  mkdirSync(join(dir, 'node_modules/@azure/functions-core'), { recursive: true });
+  writeFileSync(join(dir, 'node_modules/@azure/functions-core/index.js'), FAKE_AZURE_CORE);
+  writeFileSync(join(dir, 'node_modules/@azure/functions-core/package.json'), '{"name":"@azure/functions-core","main":"index.js"}');
+  writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
+  writeFileSync(join(dir, 'dist/index.js'), code);
+  const regs = runCheck(
+    dir,
+    "await import('./dist/index.js'); console.log(JSON.stringify({ r: globalThis.__tesseraRegistrations ?? [] }));",
+    'Azure',
+  ) as {
+    r: AzureRegistration[];
+  };
+  const problems = FUNCTION_ROLES.flatMap((role) => {
+    const name = AZURE_FUNCTION_NAMES[role];
+    const reg = regs.r.find((x) => x.name === name);
+    const queues = azureQueueNames(role);
+    const want = `app.storageQueue('${name}', { queueName: '${queues[0]}', connection: '${AZURE_TRIGGER_CONNECTION}' })`;
+    if (!reg) return [`${name} is not registered (want ${want})`];
+    const trigger = Object.values(reg.bindings).find((b) => /trigger$/i.test(b.type));
+    if (trigger?.type !== 'queueTrigger')
+      return [
+        `${name} is registered as ${trigger?.type ?? 'no trigger'}, but infra/ delivers its events to a Storage Queue (want ${want})`,
+      ];
+    if (!queues.includes(trigger.queueName ?? ''))
+      return [`${name} listens on queue ${JSON.stringify(trigger.queueName)}, but infra/ delivers to ${queues.join(' or ')}`];
+    if (trigger.connection !== AZURE_TRIGGER_CONNECTION) {
+      return [
+        `${name} connects with ${JSON.stringify(trigger.connection)}, but infra/ configures the identity-based connection ${AZURE_TRIGGER_CONNECTION}`,
+      ];
+    }
+    return [];
+  });
+  if (problems.length > 0) {
+    throw new BuildError(
+      `${HANDLER_ENTRIES.azure} does not register what infra/ deploys (infra/common/packaging.ts AZURE_QUEUES):\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
+  }
+}
+
+/**
+ * Build the archives of the given clouds. Fails before bundling anything if
+ * an entry point is missing, naming every one.
+ */
+export async function buildFunctions(options: BuildOptions): Promise<BuiltArchive[]> {
+  const { root, outDir, clouds } = options;
+  const verify = options.verify ?? true;
+  // Inside node_modules so a bundle's external imports resolve to the repository's packages.
+  const checkDir = join(root, 'node_modules', '.tessera-build-check');
+  const missing = clouds.flatMap((cloud) =>
+    requiredEntries(cloud)
+      .filter((e) => !existsSync(join(root, e)))
+      .map((e) => ({ cloud, e })),
+  );
+  if (missing.length > 0) {
+    const lines = missing.map(({ cloud, e }) => `  - ${e} (${cloud})`).join('\n');
+    const ready = clouds.filter((c) => !missing.some((m) => m.cloud === c));
+    throw new BuildError(
+      `handler entry point${missing.length > 1 ? 's' : ''} missing:\n${lines}\n` +
+        'The build bundles existing handlers only; it does not invent them.' +
+        (ready.length > 0 ? ` Build the clouds that are ready with: npm run build:functions -- ${ready.join(' ')}` : ''),
+    );
+  }
+  const out: BuiltArchive[] = [];
+  const record = async (cloud: Cloud, rel: string, files: { name: string; data: Uint8Array }[]) => {
+    const path = join(outDir, rel);
+    const bytes = await writeZip(path, files);
+    out.push({ cloud, path, bytes, entries: files.map((f) => f.name) });
+  };
+  rmSync(checkDir, { recursive: true, force: true });
+  try {
+    await buildClouds();
+  } finally {
+    rmSync(checkDir, { recursive: true, force: true });
+  }
+  return out;
+
+  async function buildClouds(): Promise<void> {
+    for (const cloud of clouds) {
+      switch (cloud) {
+        case 'aws':
+          for (const role of FUNCTION_ROLES) {
+            const b = await bundle(root, HANDLER_ENTRIES.aws[role], 'index.mjs', []);
+            if (verify) verifyAws(checkDir, role, b.code);
+            await record(cloud, ARCHIVES.aws[role], [
+              { name: 'index.mjs', data: b.code },
+              { name: 'index.mjs.map', data: b.map },
+            ]);
+          }
+          break;
+        case 'gcp': {
+          const framework = '@google-cloud/functions-framework';
+          const b = await bundle(root, HANDLER_ENTRIES.gcp, 'index.js', [framework]);
+          if (verify) verifyGcp(root, checkDir, b.code);
+          const manifest = {
+            name: 'tessera-gcp-functions',
+            private: true,
+            type: 'module',
+            main: 'index.js',
+            engines: { node: '20' },
+            dependencies: { [framework]: installedVersion(root, framework) },
+          };
+          await record(cloud, ARCHIVES.gcp, [
+            { name: 'index.js', data: b.code },
+            { name: 'index.js.map', data: b.map },
+            { name: 'package.json', data: json(manifest) },
+          ]);
+          break;
+        }
+        case 'azure': {
+          const b = await bundle(root, HANDLER_ENTRIES.azure, 'index.js', ['@azure/functions-core']);
+          if (verify) verifyAzure(checkDir, b.code);
+          const hostJson = readFileSync(join(root, HANDLER_ENTRIES.azureHostJson));
+          try {
+            JSON.parse(hostJson.toString('utf8'));
+          } catch (e) {
+            throw new BuildError(`${HANDLER_ENTRIES.azureHostJson} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+          }
+          const manifest = {
+            name: 'tessera-azure-functions',
+            private: true,
+            type: 'module',
+            main: 'dist/index.js',
+            engines: { node: '>=20' },
+          };
+          await record(cloud, ARCHIVES.azure, [
+            { name: 'host.json', data: hostJson },
+            { name: 'package.json', data: json(manifest) },
+            { name: 'dist/index.js', data: b.code },
+            { name: 'dist/index.js.map', data: b.map },
+          ]);
+          break;
+        }
+      }
+    }
+  }
+}
+
+function humanSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+}
+
+/** Parse `[clouds...] [--out dir]`. */
+export function parseArgs(argv: readonly string[], root: string): BuildOptions {
+  const clouds: Cloud[] = [];
+  let outDir = join(root, 'dist');
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '--out') {
+      const dir = argv[++i];
+      if (!dir) throw new BuildError('--out needs a folder');
+      outDir = resolve(dir);
+    } else if ((CLOUDS as readonly string[]).includes(arg)) {
+      clouds.push(arg as Cloud);
+    } else {
+      throw new BuildError(`unknown argument ${JSON.stringify(arg)}: usage: npm run build:functions -- [aws] [gcp] [azure] [--out <dir>]`);
+    }
+  }
+  return { root, outDir, clouds: clouds.length > 0 ? clouds : [...CLOUDS] };
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const options = parseArgs(process.argv.slice(2), REPO_ROOT);
+  const built = await buildFunctions(options);
+  const width = Math.max(...built.map((b) => relative(process.cwd(), b.path).length));
+  for (const b of built) {
+    const warn = b.cloud === 'aws' && b.bytes > LAMBDA_DIRECT_UPLOAD_LIMIT ? "  (over Lambda's 50 MB direct upload limit)" : '';
+    console.log(`${relative(process.cwd(), b.path).padEnd(width)}  ${humanSize(b.bytes).padStart(10)}${warn}`);
+  }
+  console.log(
+    `built ${built.length} archive${built.length === 1 ? '' : 's'} for ${options.clouds.join(', ')} in ${Date.now() - started} ms`,
+  );
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main().catch((e: unknown) => {
+    console.error(`build:functions: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  });
+}
