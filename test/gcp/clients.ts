@@ -38,6 +38,8 @@ export function pubsubClient(e: GcpEndpoints): PubSub {
 
 /** A message pulled from a subscription: its text, attributes and id. */
 export interface PulledMessage {
+  /** The message bytes, and the same decoded as UTF-8. */
+  readonly data: Buffer;
   readonly text: string;
   readonly attributes: Record<string, string>;
   readonly messageId: string;
@@ -64,8 +66,10 @@ export async function pullAll(pubsub: PubSub, subscription: string, max = 1000):
       const received = response.receivedMessages ?? [];
       if (received.length === 0) break;
       for (const m of received) {
+        const data = Buffer.from(m.message?.data ?? new Uint8Array());
         out.push({
-          text: Buffer.from(m.message?.data ?? new Uint8Array()).toString('utf8'),
+          data,
+          text: data.toString('utf8'),
           attributes: { ...(m.message?.attributes ?? {}) },
           messageId: m.message?.messageId ?? '',
         });

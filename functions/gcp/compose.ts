@@ -1,0 +1,163 @@
+import { randomUUID } from 'node:crypto';
+import { Firestore } from '@google-cloud/firestore';
+import { PubSub } from '@google-cloud/pubsub';
+import { Storage } from '@google-cloud/storage';
+import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import type { SourceFilter } from '../../shared/app/scene-event.js';
+import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
+import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
+import { LeaseConfigError } from '../../shared/domain/errors.js';
+import { ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import type { Clock } from '../../shared/ports/clock.port.js';
+import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
+import { GcsObjectStore } from './adapters/gcs-object-store.js';
+import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
+import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
+
+/**
+ * How a function is triggered decides its ceiling, and so its lease
+ * (docs/gcp.md): Eventarc / Pub/Sub (event-driven) functions stop at 540 s,
+ * HTTP functions at 3,600 s. The 65-minute lease fits HTTP functions only.
+ */
+export type GcpTrigger = 'event' | 'http';
+
+/** Platforms whose ceiling matches each trigger kind (Cloud Functions 1st gen caps both at 540 s). */
+const PLATFORMS_FOR: Readonly<Record<GcpTrigger, readonly Platform[]>> = {
+  event: ['gcf2-event', 'gcf1'],
+  http: ['gcf2-http', 'gcf1'],
+};
+
+/**
+ * Firestore over gRPC with bounded retries. `preferRest: false` is explicit:
+ * the environment variable FIRESTORE_PREFER_REST would otherwise switch the
+ * transport, and over REST an older SDK retried a 409 forever. The GAPIC
+ * defaults let one call retry for 600 s, longer than an event-driven
+ * function lives; 60 s in all is plenty, and what still fails is retried by
+ * the next delivery.
+ */
+export const FIRESTORE_SETTINGS = {
+  preferRest: false,
+  clientConfig: {
+    interfaces: {
+      'google.firestore.v1.Firestore': {
+        retry_params: {
+          default: {
+            initial_retry_delay_millis: 100,
+            retry_delay_multiplier: 1.3,
+            max_retry_delay_millis: 5_000,
+            initial_rpc_timeout_millis: 20_000,
+            rpc_timeout_multiplier: 1,
+            max_rpc_timeout_millis: 20_000,
+            total_timeout_millis: 60_000,
+          },
+        },
+      },
+    },
+  },
+} as const;
+
+/** The SDK clients the GCP backend is built from. Tests pass clients pointed at the emulators. */
+export interface GcpClients {
+  readonly firestore: Firestore;
+  readonly storage: Storage;
+  readonly pubsub: PubSub;
+}
+
+export interface GcpRuntime {
+  readonly config: RuntimeConfig;
+  readonly trigger: GcpTrigger;
+  readonly backend: Backend;
+  readonly settings: WorkerSettings;
+  readonly filter: SourceFilter;
+  /** Where the tile worker publishes poison messages; undefined when no dead-letter topic is configured. */
+  readonly deadLetters: PubSubDeadLetterTopic | undefined;
+  readonly clients: GcpClients;
+}
+
+export interface ComposeGcpOptions {
+  /** The trigger of the function being composed: the lease must fit its ceiling. */
+  readonly trigger: GcpTrigger;
+  readonly clients?: Partial<GcpClients> | undefined;
+  readonly clock?: Clock | undefined;
+  readonly telemetry?: Telemetry | undefined;
+  /** This instance's identity in claim rows; default the revision and a per-process id. */
+  readonly owner?: string | undefined;
+}
+
+/**
+ * The GCP backend's one wiring point: reads the function environment (the
+ * variables infra/ sets, see shared/domain/runtime-config.ts) and builds the
+ * Backend: Firestore claims, GCS sources and outputs, Pub/Sub fan-out.
+ * Credentials and project come from the function's service account as usual;
+ * TESSERA_GCP_PROJECT overrides the project.
+ *
+ * Refuses a platform that does not match the trigger: an event-driven
+ * function configured as `gcf2-http` would get a 3,900 s lease for a job that
+ * can only live 540 s, and redeliveries would wait an hour for a dead worker.
+ *
+ * @example
+ * const rt = composeGcp(process.env, { trigger: 'event' });
+ * await fanOutScene(rt.backend, { source, params: rt.config.params });
+ */
+export function composeGcp(env: Readonly<Record<string, string | undefined>>, options: ComposeGcpOptions): GcpRuntime {
+  const config = parseRuntimeConfig(env);
+  const allowed = PLATFORMS_FOR[options.trigger];
+  if (!allowed.includes(config.platform)) {
+    const want = options.trigger === 'event' ? 'gcf2-event' : 'gcf2-http';
+    throw new LeaseConfigError(
+      `${ENV.platform}=${config.platform} does not fit this ${options.trigger === 'event' ? 'event-driven' : 'HTTP'} function: ` +
+        `set ${ENV.platform}=${want} (${CEILINGS[want].label}, ${CEILINGS[want].ceilingSec} s ceiling, ` +
+        `default lease ${CEILINGS[want].defaultLeaseSec} s). The 65-minute lease fits HTTP functions only`,
+    );
+  }
+  const projectId = env[ENV.gcpProject] || undefined;
+  const clients: GcpClients = {
+    firestore: options.clients?.firestore ?? new Firestore({ ...FIRESTORE_SETTINGS, ...(projectId ? { projectId } : {}) }),
+    storage: options.clients?.storage ?? new Storage(projectId ? { projectId } : {}),
+    pubsub: options.clients?.pubsub ?? new PubSub(projectId ? { projectId } : {}),
+  };
+  const clock = options.clock ?? systemClock;
+  const owner = options.owner ?? `${env.K_REVISION ?? env.K_SERVICE ?? 'tessera'}/${randomUUID()}`;
+  const telemetry =
+    options.telemetry ??
+    new JsonTelemetry((line) => process.stdout.write(`${line}\n`), {
+      clock,
+      fields: { function: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera', worker: owner },
+    });
+  const outputs = new GcsObjectStore(clients.storage.bucket(config.outputBucket));
+  const backend: Backend = {
+    claims: new FirestoreClaimStore(clients.firestore.collection(config.claimsTable)),
+    // One store per bucket; when sources and outputs share a bucket, share the store too.
+    sources: config.sourceBucket === config.outputBucket ? outputs : new GcsObjectStore(clients.storage.bucket(config.sourceBucket)),
+    outputs,
+    queue: new PubSubJobQueue(clients.pubsub.topic(config.tileQueue, { batching: TILE_TOPIC_BATCHING })),
+    clock,
+    telemetry,
+  };
+  return {
+    config,
+    trigger: options.trigger,
+    backend,
+    settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
+    filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
+    deadLetters: config.deadLetterQueue ? new PubSubDeadLetterTopic(clients.pubsub.topic(config.deadLetterQueue)) : undefined,
+    clients,
+  };
+}
+
+const cached = new Map<GcpTrigger, GcpRuntime>();
+
+/**
+ * The runtime of this function instance, composed on first use from
+ * `process.env` and kept for the requests that follow (clients keep their
+ * channels; the raster header cache stays warm).
+ */
+export function functionRuntime(trigger: GcpTrigger): GcpRuntime {
+  let rt = cached.get(trigger);
+  if (!rt) {
+    rt = composeGcp(process.env, { trigger });
+    cached.set(trigger, rt);
+  }
+  return rt;
+}

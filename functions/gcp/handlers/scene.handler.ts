@@ -1,0 +1,94 @@
+import type { CloudEvent } from '@google-cloud/functions-framework';
+import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
+import type { SourceRef } from '../../../shared/domain/job-key.js';
+import { validateObjectKey } from '../../../shared/domain/object-key.js';
+import type { GcpRuntime } from '../compose.js';
+
+/** The Eventarc event type of a new object generation in a bucket. */
+export const STORAGE_OBJECT_FINALIZED = 'google.cloud.storage.object.v1.finalized';
+
+/** The fields of a GCS object the finalized event carries (a StorageObjectData; the rest is ignored). */
+export interface StorageObjectData {
+  readonly bucket?: string;
+  /** The object name, as stored: NOT URL-encoded (unlike S3 notifications). */
+  readonly name?: string;
+  /** int64 as a decimal string (JSON encoding of the protobuf); a number from some producers. */
+  readonly generation?: string | number;
+  readonly metageneration?: string | number;
+  readonly size?: string | number;
+  readonly contentType?: string;
+}
+
+/** What the scene handler did with one event. */
+export type SceneEventOutcome =
+  | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
+  | { readonly kind: 'ignored'; readonly reason: 'other-event' | 'other-bucket' | 'filtered-out'; readonly key?: string | undefined }
+  /** Cannot succeed on any retry (malformed event, not a raster, bad parameters): logged at ERROR, counted, acknowledged. */
+  | { readonly kind: 'poison'; readonly code: string; readonly message: string };
+
+/** The object the event names, with its generation as the version token. Throws InvalidEventError. */
+export function sourceOf(event: CloudEvent<StorageObjectData>): SourceRef {
+  const data = event.data;
+  const bucket = data?.bucket;
+  const name = data?.name;
+  const generation = data?.generation;
+  if (typeof bucket !== 'string' || bucket === '' || typeof name !== 'string') {
+    throw new InvalidEventError(`storage event ${event.id} has no data.bucket or data.name`);
+  }
+  const versionToken = typeof generation === 'number' ? String(generation) : generation;
+  if (typeof versionToken !== 'string' || !/^[1-9][0-9]*$/.test(versionToken)) {
+    throw new InvalidEventError(
+      `storage event ${event.id} for gs://${bucket}/${name} has no valid data.generation (${JSON.stringify(generation)})`,
+    );
+  }
+  // GCS delivers the name as stored: `+`, `%2F` and unicode are literal characters, never decoded.
+  return { bucket, key: validateObjectKey(name), versionToken };
+}
+
+/**
+ * The scene trigger: a CloudEvent function for `google.cloud.storage.object.v1.finalized`
+ * on the source bucket (Eventarc, event-driven: 540 s ceiling).
+ *
+ * Objects outside the configured bucket, prefix or suffix are ignored and
+ * counted. For a scene it takes the generation as the version token (a new
+ * upload of the same name is a new generation, so a new scene key) and fans
+ * out: the scene manifest create-only, one Pub/Sub message per window. A
+ * duplicate event repeats the fan-out harmlessly.
+ *
+ * Returning acknowledges the event. It throws only for failures a retry may
+ * fix (the trigger must have retries on); an event that can never succeed is
+ * logged at ERROR, counted as `poison` and acknowledged, since Eventarc would
+ * otherwise retry it for 24 hours.
+ */
+export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
+  const rt = typeof runtime === 'function' ? runtime : () => runtime;
+
+  return async function sceneHandler(event: CloudEvent<StorageObjectData>): Promise<SceneEventOutcome> {
+    const { backend, config, filter } = rt();
+    const { telemetry } = backend;
+    const ignore = (reason: Extract<SceneEventOutcome, { kind: 'ignored' }>['reason'], key?: string): SceneEventOutcome => {
+      telemetry.count('event-ignored');
+      telemetry.log(reason === 'filtered-out' ? 'INFO' : 'WARN', 'event-ignored', { reason, eventId: event.id, type: event.type, key });
+      return { kind: 'ignored', reason, key };
+    };
+    try {
+      if (event.type !== STORAGE_OBJECT_FINALIZED) return ignore('other-event');
+      const source = sourceOf(event);
+      if (source.bucket !== config.sourceBucket) return ignore('other-bucket', source.key);
+      if (!acceptSourceObject(source.key, filter)) return ignore('filtered-out', source.key);
+      const result = await fanOutScene(backend, { source, params: config.params });
+      return { kind: 'fanned-out', sceneKey: result.sceneKey, enqueued: result.enqueued, source };
+    } catch (error) {
+      if (error instanceof TesseraError && !error.retryable) {
+        telemetry.count('poison');
+        telemetry.log('ERROR', 'scene-poison', { eventId: event.id, subject: event.subject, code: error.code, error });
+        return { kind: 'poison', code: error.code, message: error.message };
+      }
+      telemetry.count('failed');
+      telemetry.log('WARN', 'scene-failed', { eventId: event.id, subject: event.subject, error });
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,126 @@
+import type { CloudEvent } from '@google-cloud/functions-framework';
+import { type DeliveryVerdict, handleTileDelivery } from '../../../shared/app/deliveries.js';
+import type { TileOutcome } from '../../../shared/app/process-tile.js';
+import { assertNever } from '../../../shared/domain/claim.js';
+import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
+import { JOB_KEY_ATTRIBUTE } from '../adapters/pubsub-job-queue.js';
+import type { GcpRuntime } from '../compose.js';
+
+/** The Eventarc event type of a message published to a Pub/Sub topic. */
+export const PUBSUB_MESSAGE_PUBLISHED = 'google.cloud.pubsub.topic.v1.messagePublished';
+
+/** The MessagePublishedData of the CloudEvent (Pub/Sub push payload). */
+export interface MessagePublishedData {
+  readonly message?: {
+    /** The message bytes, base64. */
+    readonly data?: string;
+    readonly attributes?: Record<string, string>;
+    readonly messageId?: string;
+    readonly publishTime?: string;
+  };
+  readonly subscription?: string;
+  /** Present when the subscription has a dead-letter policy: 1 on the first delivery. */
+  readonly deliveryAttempt?: number;
+}
+
+/** What the tile worker did with one message (the function's return value; the HTTP answer is what Pub/Sub reads). */
+export type TileEventOutcome =
+  | { readonly kind: 'ack'; readonly outcome: TileOutcome }
+  /** Poison: published to the dead-letter topic (or, with none configured, logged and dropped) and acknowledged. */
+  | { readonly kind: 'dead-lettered'; readonly reason: string; readonly deadLetterId: string | undefined };
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The tile job text of a Pub/Sub message. Throws InvalidEventError for anything that is not one. */
+function bodyOf(event: CloudEvent<MessagePublishedData>): { body: string; data: Buffer } {
+  if (event.type !== PUBSUB_MESSAGE_PUBLISHED)
+    throw new InvalidEventError(`event ${event.id} is a ${event.type}, not a ${PUBSUB_MESSAGE_PUBLISHED}`);
+  const encoded = event.data?.message?.data;
+  if (typeof encoded !== 'string' || encoded === '') throw new InvalidEventError(`Pub/Sub event ${event.id} carries no message data`);
+  const data = Buffer.from(encoded, 'base64');
+  try {
+    return { body: utf8.decode(data), data };
+  } catch (cause) {
+    throw new InvalidEventError(`Pub/Sub message ${event.id} is not UTF-8 text`, { cause });
+  }
+}
+
+/**
+ * The tile worker: a CloudEvent function for `google.cloud.pubsub.topic.v1.messagePublished`
+ * on the tile topic (Eventarc, event-driven: 540 s ceiling, so the lease is
+ * 840 s by default; docs/gcp.md).
+ *
+ * Each message goes through `handleTileDelivery` (claim, compute, create-only
+ * write, commit). Pub/Sub reads the answer:
+ * - ack verdicts (written, already-present, claim rejected, lease stolen,
+ *   already alarmed at ERROR) return normally: the message is acknowledged;
+ * - retry verdicts (a transient failure, or an earlier attempt of this very
+ *   message still holding the lease) throw: the function answers 500 and
+ *   Pub/Sub redelivers after its retry-policy backoff (10-600 s); past the
+ *   subscription's max delivery attempts its dead-letter policy moves it;
+ * - poison (undecodable, not a tile job, keys that do not match its fields)
+ *   is published to the dead-letter topic with the reason and acknowledged:
+ *   never retried. Only if that publish fails does the handler throw, so the
+ *   message is not lost.
+ *
+ * The delivery id is the Pub/Sub message id, the same on every redelivery.
+ */
+export function createTileHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
+  const rt = typeof runtime === 'function' ? runtime : () => runtime;
+
+  return async function tileHandler(event: CloudEvent<MessagePublishedData>): Promise<TileEventOutcome> {
+    const { backend, settings, deadLetters } = rt();
+    const { telemetry } = backend;
+    const message = event.data?.message;
+    const deliveryId = message?.messageId ?? event.id;
+    let verdict: DeliveryVerdict;
+    let data: Buffer | undefined;
+    try {
+      const decoded = bodyOf(event);
+      data = decoded.data;
+      verdict = await handleTileDelivery(backend, settings, { body: decoded.body, deliveryId, receiveCount: event.data?.deliveryAttempt });
+    } catch (error) {
+      // Only bodyOf throws here: handleTileDelivery never does.
+      const err = error instanceof Error ? error : new Error(String(error));
+      telemetry.count('poison');
+      telemetry.log('ERROR', 'poison-message', { deliveryId, error: err });
+      verdict = { kind: 'poison', error: err };
+    }
+    switch (verdict.kind) {
+      case 'ack':
+        return { kind: 'ack', outcome: verdict.outcome };
+      case 'retry':
+        // Throwing is how a CloudEvent function asks Pub/Sub for a redelivery.
+        throw verdict.error;
+      case 'poison': {
+        const reason = verdict.error instanceof TesseraError ? verdict.error.code : 'undecodable';
+        if (!deadLetters) {
+          telemetry.log('ERROR', 'poison-dropped', {
+            deliveryId,
+            reason,
+            why: 'no dead-letter topic is configured (TESSERA_DEAD_LETTER_QUEUE); the message is acknowledged and only this log keeps it',
+            data: message?.data,
+          });
+          return { kind: 'dead-lettered', reason, deadLetterId: undefined };
+        }
+        const deadLetterId = await deadLetters.send({
+          data: data ?? Buffer.from(message?.data ?? '', 'base64'), // undecodable text: still the original bytes
+          reason,
+          error: verdict.error.message,
+          messageId: deliveryId,
+          subscription: event.data?.subscription,
+          attributes: message?.attributes,
+        });
+        telemetry.log('WARN', 'poison-dead-lettered', {
+          deliveryId,
+          reason,
+          deadLetterId,
+          jobKey: message?.attributes?.[JOB_KEY_ATTRIBUTE],
+        });
+        return { kind: 'dead-lettered', reason, deadLetterId };
+      }
+      default:
+        return assertNever(verdict, 'delivery verdict');
+    }
+  };
+}

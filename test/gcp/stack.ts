@@ -1,0 +1,156 @@
+import type { Firestore } from '@google-cloud/firestore';
+import type { CloudEvent } from '@google-cloud/functions-framework';
+import type { PubSub } from '@google-cloud/pubsub';
+import type { Storage } from '@google-cloud/storage';
+import { inject } from 'vitest';
+import { type ComposeGcpOptions, composeGcp, type GcpRuntime, type GcpTrigger } from '../../functions/gcp/compose.js';
+import { STORAGE_OBJECT_FINALIZED, type StorageObjectData } from '../../functions/gcp/handlers/scene.handler.js';
+import { type MessagePublishedData, PUBSUB_MESSAGE_PUBLISHED } from '../../functions/gcp/handlers/tile.handler.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import { DEFAULT_PARAMS, ENV } from '../../shared/domain/runtime-config.js';
+import type { Clock } from '../../shared/ports/clock.port.js';
+import type { GcpEndpoints } from '../support/emulators/types.js';
+import { requireEndpoints } from '../support/global-setup.js';
+import { freshJobId } from '../support/ids.js';
+import { firestoreClient, freshBucket, type PulledMessage, pubsubClient, pullAll, storageClient } from './clients.js';
+
+/** Small tiles so a 96 x 80 px scene makes a 2 x 2 grid: fast, and still every edge case of a grid. */
+export const TEST_PARAMS: ProcessingParams = {
+  ...DEFAULT_PARAMS,
+  version: 'gcp-test',
+  tile_px: 48,
+  output: { ...(DEFAULT_PARAMS.output as object), blocksize: 16 },
+};
+
+export type TestRuntime = GcpRuntime & { readonly backend: { readonly telemetry: JsonTelemetry } };
+
+export interface RuntimeOptions {
+  readonly trigger?: GcpTrigger;
+  readonly owner?: string;
+  readonly clock?: Clock;
+  readonly logs?: string[];
+}
+
+export interface GcpTestStack {
+  readonly endpoints: GcpEndpoints;
+  readonly env: Record<string, string>;
+  readonly sourceBucket: string;
+  readonly outputBucket: string;
+  readonly claimsCollection: string;
+  /** Pull subscriptions on the tile topic and the dead-letter topic (what the Eventarc push subscriptions would see). */
+  readonly tileSubscription: string;
+  readonly deadLetterSubscription: string;
+  readonly clients: { readonly firestore: Firestore; readonly storage: Storage; readonly pubsub: PubSub };
+  /** A runtime composed from `env` as the deployed function composes it, with clients pointed at the emulators. */
+  runtime(options?: RuntimeOptions): TestRuntime;
+  /** Upload bytes to the source bucket as a user would; returns the finalized event Eventarc would deliver. */
+  upload(key: string, bytes: Uint8Array, bucket?: string): Promise<CloudEvent<StorageObjectData>>;
+  /** Pull every message waiting on the tile subscription, as CloudEvents the tile function would get. */
+  tileEvents(): Promise<CloudEvent<MessagePublishedData>[]>;
+  deadLetters(): Promise<PulledMessage[]>;
+  close(): Promise<void>;
+}
+
+const unique = (label: string) => `${label}-${freshJobId().slice(0, 10)}`;
+
+/**
+ * A fresh GCP stack in the emulators, shaped like infra/'s: source and output
+ * buckets in fake-gcs-server, a claims collection in the (patched) Firestore
+ * emulator, a tile topic and a dead-letter topic in Google's Pub/Sub emulator,
+ * each with a subscription the test pulls from.
+ */
+export async function createGcpStack(options: { params?: ProcessingParams } = {}): Promise<GcpTestStack> {
+  const endpoints = requireEndpoints(inject('emulators'), 'gcp');
+  const storage = storageClient(endpoints);
+  const firestore = firestoreClient(endpoints);
+  const pubsub = pubsubClient(endpoints);
+  const [source, output] = await Promise.all([freshBucket(endpoints, 'src'), freshBucket(endpoints, 'out')]);
+  const [tileTopic] = await pubsub.createTopic(unique('tiles'));
+  const [deadTopic] = await pubsub.createTopic(unique('tiles-dead'));
+  const [tileSub] = await tileTopic.createSubscription(unique('tiles-sub'));
+  const [deadSub] = await deadTopic.createSubscription(unique('tiles-dead-sub'));
+  const claimsCollection = unique('claims');
+  const env: Record<string, string> = {
+    [ENV.platform]: 'gcf2-event',
+    [ENV.claimsTable]: claimsCollection,
+    [ENV.sourceBucket]: source.name,
+    [ENV.outputBucket]: output.name,
+    [ENV.tileQueue]: tileTopic.name,
+    [ENV.deadLetterQueue]: deadTopic.name,
+    [ENV.sourcePrefix]: 'incoming/',
+    [ENV.sourceSuffix]: '.tif',
+    [ENV.functionTimeoutSeconds]: '540',
+    [ENV.params]: JSON.stringify(options.params ?? TEST_PARAMS),
+    [ENV.gcpProject]: endpoints.projectId,
+  };
+  const clients = { firestore, storage, pubsub };
+  return {
+    endpoints,
+    env,
+    sourceBucket: source.name,
+    outputBucket: output.name,
+    claimsCollection,
+    tileSubscription: tileSub.name,
+    deadLetterSubscription: deadSub.name,
+    clients,
+    runtime: (o = {}) => {
+      const trigger = o.trigger ?? 'event';
+      const composeOptions: ComposeGcpOptions = {
+        trigger,
+        clients,
+        telemetry: new JsonTelemetry((line) => o.logs?.push(line)),
+        owner: o.owner ?? 'worker-a',
+        ...(o.clock ? { clock: o.clock } : {}),
+      };
+      const platform = trigger === 'event' ? 'gcf2-event' : 'gcf2-http';
+      const timeout = trigger === 'event' ? '540' : '3600';
+      return composeGcp({ ...env, [ENV.platform]: platform, [ENV.functionTimeoutSeconds]: timeout }, composeOptions) as TestRuntime;
+    },
+    upload: async (key, bytes, bucket = source.name) => {
+      const file = storage.bucket(bucket).file(key);
+      await file.save(Buffer.from(bytes), { resumable: false, preconditionOpts: { ifGenerationMatch: 0 } });
+      const [metadata] = await file.getMetadata();
+      return storageEvent(metadata as StorageObjectData);
+    },
+    tileEvents: async () => (await pullAll(pubsub, tileSub.name)).map((m) => pubsubEvent(m, tileSub.name)),
+    deadLetters: () => pullAll(pubsub, deadSub.name),
+    close: async () => {
+      await Promise.all([firestore.terminate(), pubsub.close()]);
+    },
+  };
+}
+
+/**
+ * The CloudEvent Eventarc delivers for a new object: `data` is the object
+ * resource exactly as the JSON API (here fake-gcs-server) reports it.
+ */
+export function storageEvent(object: StorageObjectData, type = STORAGE_OBJECT_FINALIZED): CloudEvent<StorageObjectData> {
+  return {
+    specversion: '1.0',
+    id: `${object.bucket}/${object.name}/${object.generation}`,
+    type,
+    source: `//storage.googleapis.com/projects/_/buckets/${object.bucket}`,
+    subject: `objects/${object.name}`,
+    time: new Date().toISOString(),
+    datacontenttype: 'application/json',
+    data: object,
+  };
+}
+
+/** The CloudEvent Eventarc delivers for a Pub/Sub message (its id is the message id, as Eventarc sets it). */
+export function pubsubEvent(m: PulledMessage, subscription: string, deliveryAttempt?: number): CloudEvent<MessagePublishedData> {
+  return {
+    specversion: '1.0',
+    id: m.messageId,
+    type: PUBSUB_MESSAGE_PUBLISHED,
+    source: '//pubsub.googleapis.com/projects/tessera-test/topics/tiles',
+    time: new Date().toISOString(),
+    datacontenttype: 'application/json',
+    data: {
+      message: { data: m.data.toString('base64'), attributes: m.attributes, messageId: m.messageId, publishTime: new Date().toISOString() },
+      subscription,
+      ...(deliveryAttempt === undefined ? {} : { deliveryAttempt }),
+    },
+  };
+}
