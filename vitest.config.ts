@@ -9,6 +9,6 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: more forks only fight over the emulators.
     maxWorkers: 2,
-    reporters: ['default'],
+    reporters: ['default', './test/support/closing-line-reporter.ts'],
   },
 });

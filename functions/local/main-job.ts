@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assembleMosaic } from '../../shared/app/assemble-mosaic.js';
 import { deliveryOwner } from '../../shared/app/deliveries.js';
@@ -74,7 +74,7 @@ export interface LastRun {
  */
 export async function runMainJob(options: MainJobOptions): Promise<MainJobSummary> {
   const started = performance.now();
-  if (options.fresh && existsSync(options.dir)) rmSync(options.dir, { recursive: true, force: true });
+  if (options.fresh) clearRun(options.dir);
   const telemetry = new JsonTelemetry(options.log);
   const backend = createLocalBackend(options.dir, { telemetry, maxReceiveCount: 5 });
   try {
@@ -163,6 +163,17 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     };
   } finally {
     backend.close();
+  }
+}
+
+/**
+ * Forget a previous run: claims, queue, outputs. Sources stay (a synthetic
+ * scene is named by its size and seed, so it is the same input next time).
+ */
+function clearRun(dir: string): void {
+  if (!existsSync(dir)) return;
+  for (const name of readdirSync(dir)) {
+    if (name !== 'sources') rmSync(join(dir, name), { recursive: true, force: true });
   }
 }
 

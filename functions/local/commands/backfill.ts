@@ -106,6 +106,8 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
       onSettled: () => progress.update(++settled, fan.enqueued, 'deliveries'),
     });
     progress.done();
+    // Tile counters, before the mosaic's own create-only write adds to them.
+    const c = telemetry.counters();
     let mosaic: string | undefined;
     let missing = 0;
     try {
@@ -115,7 +117,6 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
       missing = error.missing.length;
     }
     if (policy === 'new-key') saveLastRun(dir, { sceneKey: fan.sceneKey, source: manifest.source, params });
-    const c = telemetry.counters();
     const dead = await backend.queue.deadLetters();
     const result = {
       policy,

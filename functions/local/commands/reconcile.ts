@@ -44,8 +44,8 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
           .join('\n') + (xs.length > 20 ? `\n    ... ${xs.length - 20} more` : '');
       io.stdout(
         `reconciled ${scene === undefined ? 'all scenes' : `scene ${scene}`}: ${report.objectsChecked} tiles, ${report.claimsChecked} committed claims\n` +
-          `  tiles without a committed claim: ${report.objectsWithoutClaim.length}\n${list(report.objectsWithoutClaim)}\n` +
-          `  committed claims without a tile: ${report.claimsWithoutObject.length}\n${list(report.claimsWithoutObject.map((c) => `${c.outputUri} (job ${c.jobId})`))}\n` +
+          `  tiles without a committed claim: ${report.objectsWithoutClaim.length}\n${list(report.objectsWithoutClaim)}` +
+          `  committed claims without a tile: ${report.claimsWithoutObject.length}\n${list(report.claimsWithoutObject.map((c) => `${c.outputUri} (job ${c.jobId})`))}` +
           `  claims whose lease lapsed: ${report.lapsedClaims.length}\n`,
       );
     }

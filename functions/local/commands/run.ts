@@ -21,7 +21,8 @@ Options:
   --no-steal          do not inject the stalled worker whose lease is stolen
   --seed N            seed for the synthetic scene and the duplicate choice (default 42)
   --dir PATH          backend directory (default .tessera)
-  --fresh             delete the backend directory first (npm start does this)
+  --fresh             forget the previous run first: claims, queue, outputs (npm start does this;
+                      generated scenes under sources/ are kept)
   --json              print the summary as one JSON object on the last line
   --verbose           print the structured logs (JSON lines) on stderr
 

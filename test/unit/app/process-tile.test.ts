@@ -1,0 +1,164 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
+import type { WorkerSettings } from '../../../shared/app/backend.js';
+import { handleTileDelivery } from '../../../shared/app/deliveries.js';
+import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { processTile } from '../../../shared/app/process-tile.js';
+import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
+import { JsonTelemetry } from '../../../shared/app/telemetry.js';
+import { makeTileJob, type TileJob, toJobMessage } from '../../../shared/app/tile-job.js';
+import { type ProcessingParams, type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
+import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
+import { windowAt } from '../../../shared/domain/tile-grid.js';
+import { FakeClock } from '../../support/fake-clock.js';
+import { putSyntheticScene } from '../../support/local-scene.js';
+
+const LEASE = 60_000;
+const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128 };
+const settings = (owner: string, extra: Partial<WorkerSettings> = {}): WorkerSettings => ({
+  owner,
+  leaseMs: LEASE,
+  retentionMs: 3_600_000,
+  ...extra,
+});
+
+describe('processTile and handleTileDelivery on the local backend with a fake clock', () => {
+  let clock: FakeClock;
+  let logs: string[];
+  let telemetry: JsonTelemetry;
+  let b: LocalBackend;
+  let source: SourceRef;
+  let job: TileJob;
+
+  beforeEach(async () => {
+    clock = new FakeClock();
+    logs = [];
+    telemetry = new JsonTelemetry((l) => logs.push(l));
+    b = createLocalBackend(mkdtempSync(join(tmpdir(), 'tessera-app-')), { clock, telemetry });
+    source = await putSyntheticScene(b.sources, 'local-sources', 'scenes/s.tif', { width: 300, height: 200 });
+    const fan = await fanOutScene(b, { source, params });
+    const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
+    job = makeTileJob(fan.sceneKey, source, params, windowAt(manifest.grid, 1, 2));
+    return () => b.close();
+  });
+
+  it('writes and commits a first delivery', async () => {
+    const r = await processTile(b, settings('w1'), job);
+    expect(r.kind).toBe('written');
+    expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: 'w1', outputUri: job.outputKey });
+    expect(telemetry.counters()).toMatchObject({ claimed: 1, written: 1, committed: 1 });
+  });
+
+  it('rejects a second delivery at the claim and leaves the output untouched', async () => {
+    await processTile(b, settings('w1'), job);
+    const before = await b.outputs.head(job.outputKey);
+    const r = await processTile(b, settings('w2'), job);
+    expect(r).toMatchObject({ kind: 'claim-rejected', reason: 'done' });
+    expect(await b.outputs.head(job.outputKey)).toEqual(before);
+    expect(logs.some((l) => JSON.parse(l).level === 'INFO' && JSON.parse(l).event === 'claim-rejected')).toBe(true);
+  });
+
+  it('a lapsed lease is taken over; the first worker finishes late, its write is refused and its commit is lease-stolen (ERROR)', async () => {
+    const zombie = processTile(
+      b,
+      settings('zombie', {
+        hooks: {
+          afterClaim: async () => {
+            clock.advance(LEASE + 1);
+            expect((await processTile(b, settings('rescuer'), job)).kind).toBe('written');
+          },
+        },
+      }),
+      job,
+    );
+    expect((await zombie).kind).toBe('lease-stolen');
+    expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: 'rescuer' });
+    const tiles = [];
+    for await (const h of b.outputs.list(`tiles/${job.sceneKey}/1_2`)) tiles.push(h);
+    expect(tiles).toHaveLength(1);
+    const c = telemetry.counters();
+    expect(c).toMatchObject({ 'lease-stolen': 1, 'lease-taken-over': 1, written: 1, 'write-already-present': 1, committed: 1 });
+    const stolen = logs.map((l) => JSON.parse(l)).find((l) => l.event === 'lease-stolen');
+    expect(stolen).toMatchObject({ level: 'ERROR', holder: 'rescuer' });
+    expect(stolen.message).toMatch(/was taken by rescuer; the job ran longer than its lease/);
+  });
+
+  it('a crash after the write leaves the object; the redelivery after the lease gets already-present and commits', async () => {
+    await expect(
+      processTile(b, settings('w1', { hooks: { afterWrite: async () => Promise.reject(new Error('killed')) } }), job),
+    ).rejects.toThrow('killed');
+    expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'CLAIMED' });
+    clock.advance(LEASE + 1);
+    expect((await processTile(b, settings('w2'), job)).kind).toBe('already-present');
+    expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: 'w2' });
+  });
+
+  it('a redelivery of the message whose earlier attempt holds the lease is retried after the lease, not acked', async () => {
+    const d = { body: toJobMessage(job).body, deliveryId: 'msg-1' };
+    await b.claims.claim({
+      jobId: job.jobKey,
+      owner: 'msg-1@dead-worker',
+      now: clock.now(),
+      leaseUntil: clock.now() + LEASE,
+      expiresAt: clock.now() + LEASE * 10,
+    });
+    const v = await handleTileDelivery(b, settings('w2'), d);
+    expect(v.kind).toBe('retry');
+    if (v.kind === 'retry') expect(v.delayMs).toBeGreaterThanOrEqual(LEASE);
+    const other = await handleTileDelivery(b, settings('w3'), { ...d, deliveryId: 'msg-2' });
+    expect(other).toMatchObject({ kind: 'ack', outcome: { kind: 'claim-rejected', reason: 'held' } });
+  });
+
+  it.each([
+    ['not JSON', 'not json'],
+    ['a job whose keys do not match its fields', () => JSON.stringify({ ...JSON.parse(toJobMessage(job).body), jobKey: 'f'.repeat(64) })],
+    [
+      'a window outside the raster grid shape',
+      () => JSON.stringify({ ...JSON.parse(toJobMessage(job).body), window: { row: 1, col: 2, x: -1, y: 0, width: 1, height: 1 } }),
+    ],
+  ])('classifies %s as poison and writes nothing', async (_what, body) => {
+    const v = await handleTileDelivery(b, settings('w1'), { body: typeof body === 'function' ? body() : body, deliveryId: 'm' });
+    expect(v.kind).toBe('poison');
+    expect(await b.outputs.head(job.outputKey)).toBeUndefined();
+    expect(telemetry.counters().poison).toBe(1);
+  });
+
+  it('a bad expression is poison before any claim is taken', async () => {
+    const bad = makeTileJob(job.sceneKey, source, { ...params, expression: '(B08 - ' }, job.window);
+    const v = await handleTileDelivery(b, settings('w1'), {
+      body: JSON.stringify({ ...JSON.parse(toJobMessage(bad).body) }),
+      deliveryId: 'm',
+    });
+    expect(v.kind).toBe('poison');
+    expect(telemetry.counters().claimed).toBe(0);
+  });
+
+  it('a source that is not a raster is poison and the claim is released for the next attempt', async () => {
+    await b.sources.putIfAbsent('scenes/readme.tif', new TextEncoder().encode('this is not a tiff'));
+    const head = await b.sources.head('scenes/readme.tif');
+    const notRaster = { bucket: 'local-sources', key: 'scenes/readme.tif', versionToken: head?.version ?? '' };
+    const real = makeTileJob(sceneKey(notRaster, params), notRaster, params, job.window);
+    const v = await handleTileDelivery(b, settings('w1'), { body: toJobMessage(real).body, deliveryId: 'm' });
+    expect(v.kind).toBe('poison');
+    if (v.kind === 'poison') expect(v.error.name).toBe('NotARasterError');
+    const row = await b.claims.get(real.jobKey);
+    expect(row?.state).toBe('CLAIMED');
+    expect(row?.leaseUntil).toBeLessThan(clock.now());
+  });
+
+  it('a repair under the current version replaces the tile; under a stale version it is refused', async () => {
+    await processTile(b, settings('w1'), job);
+    const v1 = (await b.outputs.head(job.outputKey))?.version as string;
+    const repair = makeTileJob(job.sceneKey, source, params, job.window, { kind: 'overwrite', expectedVersion: v1 });
+    expect((await processTile(b, settings('w2'), repair)).kind).toBe('written');
+    const v2 = (await b.outputs.head(job.outputKey))?.version;
+    expect(v2).not.toBe(v1);
+    expect((await processTile(b, settings('w3'), repair)).kind).toBe('claim-rejected');
+    const stale = makeTileJob(job.sceneKey, source, params, job.window, { kind: 'overwrite', expectedVersion: `${v1}-old` });
+    expect((await processTile(b, settings('w4'), stale)).kind).toBe('version-mismatch');
+    expect((await b.outputs.head(job.outputKey))?.version).toBe(v2);
+  });
+});
