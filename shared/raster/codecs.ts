@@ -1,0 +1,245 @@
+import { deflateSync, inflateSync } from 'node:zlib';
+import type { TypedArray } from './tiff-format.js';
+
+/**
+ * Block codecs: DEFLATE (zlib, native), LZW and PackBits decoding, and the
+ * TIFF horizontal (2) and floating-point (3) predictors in both directions.
+ * Every function works on one block and allocates only its output.
+ */
+
+/** zlib-wrapped DEFLATE, as TIFF compression 8 / 32946 stores it. */
+export function inflate(bytes: Uint8Array): Uint8Array {
+  return inflateSync(bytes);
+}
+
+/** zlib-wrapped DEFLATE at `level` (GDAL's default ZLEVEL is 6). */
+export function deflate(bytes: Uint8Array, level: number): Uint8Array {
+  return deflateSync(bytes, { level });
+}
+
+const LZW_CLEAR = 256;
+const LZW_EOI = 257;
+const LZW_MAX_CODES = 4096;
+
+/**
+ * TIFF LZW (MSB-first codes, 9 to 12 bits, "early change" one code before the
+ * table fills). Decodes into a buffer of `expected` bytes and stops there.
+ */
+export function lzwDecode(input: Uint8Array, expected: number): Uint8Array {
+  const out = new Uint8Array(expected);
+  const prefix = new Int16Array(LZW_MAX_CODES);
+  const suffix = new Uint8Array(LZW_MAX_CODES);
+  const lengths = new Uint16Array(LZW_MAX_CODES);
+  const firsts = new Uint8Array(LZW_MAX_CODES);
+  for (let i = 0; i < 256; i++) {
+    prefix[i] = -1;
+    suffix[i] = i;
+    lengths[i] = 1;
+    firsts[i] = i;
+  }
+  let next = 258;
+  let width = 9;
+  let old = -1;
+  let pos = 0;
+  let bitBuffer = 0;
+  let bitCount = 0;
+  let inPos = 0;
+  const inLen = input.byteLength;
+
+  while (pos < expected) {
+    while (bitCount < width) {
+      if (inPos >= inLen) return out.subarray(0, pos); // ran out without EOI: keep what decoded
+      bitBuffer = ((bitBuffer << 8) | (input[inPos++] as number)) >>> 0;
+      bitCount += 8;
+    }
+    const code = (bitBuffer >>> (bitCount - width)) & ((1 << width) - 1);
+    bitCount -= width;
+    bitBuffer &= (1 << bitCount) - 1;
+
+    if (code === LZW_EOI) break;
+    if (code === LZW_CLEAR) {
+      next = 258;
+      width = 9;
+      old = -1;
+      continue;
+    }
+    if (old === -1) {
+      if (code > 255) throw new Error(`LZW stream starts with code ${code} after a clear code`);
+      out[pos++] = code;
+      old = code;
+      continue;
+    }
+    let emit: number;
+    let first: number;
+    if (code < next) {
+      emit = code;
+      first = firsts[code] as number;
+    } else if (code === next) {
+      emit = -1; // the KwKwK case: old string + its own first byte
+      first = firsts[old] as number;
+    } else {
+      throw new Error(`LZW code ${code} is beyond the table (${next})`);
+    }
+    if (next < LZW_MAX_CODES) {
+      prefix[next] = old;
+      suffix[next] = first;
+      lengths[next] = (lengths[old] as number) + 1;
+      firsts[next] = firsts[old] as number;
+      next++;
+    }
+    const c = emit === -1 ? next - 1 : emit;
+    const len = lengths[c] as number;
+    let end = pos + len - 1;
+    let k = c;
+    while (k >= 0) {
+      if (end < expected) out[end] = suffix[k] as number;
+      end--;
+      k = prefix[k] as number;
+    }
+    pos += len;
+    old = code;
+    if (next + 1 >= 1 << width && width < 12) width++;
+  }
+  return pos >= expected ? out : out.subarray(0, pos);
+}
+
+/** PackBits (Apple / TIFF compression 32773). */
+export function packBitsDecode(input: Uint8Array, expected: number): Uint8Array {
+  const out = new Uint8Array(expected);
+  let i = 0;
+  let o = 0;
+  while (i < input.byteLength && o < expected) {
+    const n = ((input[i++] as number) << 24) >> 24; // as signed byte
+    if (n >= 0) {
+      const count = Math.min(n + 1, expected - o, input.byteLength - i);
+      out.set(input.subarray(i, i + count), o);
+      i += n + 1;
+      o += count;
+    } else if (n !== -128) {
+      const count = Math.min(1 - n, expected - o);
+      out.fill(input[i++] as number, o, o + count);
+      o += count;
+    }
+  }
+  return o >= expected ? out : out.subarray(0, o);
+}
+
+/** Reverses byte order of each `size`-byte sample in place (big-endian file on a little-endian host). */
+export function swapBytes(bytes: Uint8Array, size: number): void {
+  if (size === 2) {
+    for (let i = 0; i + 1 < bytes.byteLength; i += 2) {
+      const a = bytes[i] as number;
+      bytes[i] = bytes[i + 1] as number;
+      bytes[i + 1] = a;
+    }
+  } else if (size === 4 || size === 8) {
+    for (let i = 0; i + size <= bytes.byteLength; i += size) bytes.subarray(i, i + size).reverse();
+  }
+}
+
+/**
+ * Undoes the horizontal predictor (2) on samples already in host order:
+ * each sample was stored as the difference from the one `stride` samples to its left.
+ */
+export function undoHorizontalPredictor(samples: TypedArray, rows: number, rowSamples: number, stride: number): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * rowSamples;
+    for (let i = base + stride, end = base + rowSamples; i < end; i++) {
+      samples[i] = (samples[i] as number) + (samples[i - stride] as number); // typed arrays wrap like C
+    }
+  }
+}
+
+/** Applies the horizontal predictor (2) in place, right to left so every difference uses the original neighbour. */
+export function applyHorizontalPredictor(samples: TypedArray, rows: number, rowSamples: number, stride: number): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * rowSamples;
+    for (let i = base + rowSamples - 1; i >= base + stride; i--) {
+      samples[i] = (samples[i] as number) - (samples[i - stride] as number);
+    }
+  }
+}
+
+/**
+ * Undoes the floating-point predictor (3) on one block of bytes, returning the
+ * samples in little-endian order. Per row, libtiff stores the bytes of every
+ * sample as planes (most significant first), then differences the bytes with
+ * `stride` = samples per pixel. The planes do not depend on the file's byte order.
+ */
+export function undoFloatingPointPredictor(
+  bytes: Uint8Array,
+  rows: number,
+  rowSamples: number,
+  bytesPerSample: number,
+  stride: number,
+): Uint8Array {
+  const rowBytes = rowSamples * bytesPerSample;
+  const out = new Uint8Array(rows * rowBytes);
+  for (let r = 0; r < rows; r++) {
+    const row = bytes.subarray(r * rowBytes, (r + 1) * rowBytes);
+    for (let i = stride; i < rowBytes; i++) row[i] = (row[i] as number) + (row[i - stride] as number);
+    const o = r * rowBytes;
+    for (let b = 0; b < bytesPerSample; b++) {
+      const plane = (bytesPerSample - 1 - b) * rowSamples;
+      for (let j = 0; j < rowSamples; j++) out[o + j * bytesPerSample + b] = row[plane + j] as number;
+    }
+  }
+  return out;
+}
+
+/** Applies the floating-point predictor (3) to little-endian samples (the inverse of {@link undoFloatingPointPredictor}). */
+export function applyFloatingPointPredictor(
+  samples: Uint8Array,
+  rows: number,
+  rowSamples: number,
+  bytesPerSample: number,
+  stride: number,
+): Uint8Array {
+  if (bytesPerSample === 4 && stride === 1 && samples.byteOffset % 4 === 0) return applyFloat32Predictor(samples, rows, rowSamples);
+  const rowBytes = rowSamples * bytesPerSample;
+  const out = new Uint8Array(rows * rowBytes);
+  for (let r = 0; r < rows; r++) {
+    const o = r * rowBytes;
+    for (let b = 0; b < bytesPerSample; b++) {
+      const plane = o + (bytesPerSample - 1 - b) * rowSamples;
+      for (let j = 0; j < rowSamples; j++) out[plane + j] = samples[o + j * bytesPerSample + b] as number;
+    }
+    for (let i = o + rowBytes - 1; i >= o + stride; i--) out[i] = (out[i] as number) - (out[i - stride] as number);
+  }
+  return out;
+}
+
+/**
+ * The single-band float32 case in one pass: each sample is read once as a
+ * 32-bit word, split into its four byte planes and differenced on the fly
+ * (the first byte of a plane follows the last byte of the plane before it).
+ */
+function applyFloat32Predictor(samples: Uint8Array, rows: number, w: number): Uint8Array {
+  const words = new Uint32Array(samples.buffer, samples.byteOffset, rows * w);
+  const out = new Uint8Array(rows * w * 4);
+  for (let r = 0; r < rows; r++) {
+    const base = r * w;
+    const o = base * 4;
+    const last = words[base + w - 1] as number;
+    let p3 = 0;
+    let p2 = last >>> 24;
+    let p1 = (last >>> 16) & 0xff;
+    let p0 = (last >>> 8) & 0xff;
+    for (let j = 0; j < w; j++) {
+      const v = words[base + j] as number;
+      const b3 = v >>> 24;
+      const b2 = (v >>> 16) & 0xff;
+      const b1 = (v >>> 8) & 0xff;
+      const b0 = v & 0xff;
+      out[o + j] = b3 - p3;
+      out[o + w + j] = b2 - p2;
+      out[o + 2 * w + j] = b1 - p1;
+      out[o + 3 * w + j] = b0 - p0;
+      p3 = b3;
+      p2 = b2;
+      p1 = b1;
+      p0 = b0;
+    }
+  }
+  return out;
+}

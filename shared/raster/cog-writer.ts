@@ -1,0 +1,228 @@
+import { InvalidParamsError } from '../domain/errors.js';
+import type { GeoTransform, RasterCrs } from './georeferencing.js';
+import {
+  assertClassicSize,
+  encodeTile,
+  imageTags,
+  layoutIfds,
+  type TagSpec,
+  type TiledImageSpec,
+  tileCount,
+  validateImageSpec,
+  writeHeader,
+} from './tiff-writer.js';
+
+export interface EncodeCogOptions {
+  readonly width: number;
+  readonly height: number;
+  /** Row-major pixels, `width * height` long. */
+  readonly data: Float32Array;
+  readonly geoTransform: GeoTransform;
+  readonly crs: RasterCrs;
+  readonly noData: number;
+  /** Tile size in pixels (a multiple of 16), e.g. 256 or 512. */
+  readonly blockSize: number;
+  readonly compression: 'DEFLATE';
+  /** 3 (floating-point predictor, GDAL's PREDICTOR=YES for floats) or 1 (none). Default 3. */
+  readonly predictor?: 1 | 3 | undefined;
+  /** zlib level; default 6, GDAL's ZLEVEL default. */
+  readonly level?: number | undefined;
+}
+
+/**
+ * GDAL's structural metadata ("ghost area") after the 8-byte header. GDAL
+ * reports such a file as LAYOUT=COG and readers may trust the block leaders
+ * and trailers it announces. The trailing space lets the NO be edited to YES
+ * in place, as GDAL writes it (140 bytes after the first line).
+ */
+export const COG_GHOST_AREA = (() => {
+  const body =
+    'LAYOUT=IFDS_BEFORE_DATA\n' +
+    'BLOCK_ORDER=ROW_MAJOR\n' +
+    'BLOCK_LEADER=SIZE_AS_UINT4\n' +
+    'BLOCK_TRAILER=LAST_4_BYTES_REPEATED\n' +
+    'KNOWN_INCOMPATIBLE_EDITION=NO\n ';
+  return `GDAL_STRUCTURAL_METADATA_SIZE=${String(body.length).padStart(6, '0')} bytes\n${body}`;
+})();
+
+/** Overview sizes GDAL's COG driver makes: halve (rounding up) until the level fits in one block. */
+export function cogOverviewSizes(width: number, height: number, blockSize: number): { width: number; height: number }[] {
+  const sizes: { width: number; height: number }[] = [];
+  let w = width;
+  let h = height;
+  while (w > blockSize || h > blockSize) {
+    w = Math.ceil(w / 2);
+    h = Math.ceil(h / 2);
+    sizes.push({ width: w, height: h });
+  }
+  return sizes;
+}
+
+/**
+ * Halves a float raster by averaging each 2x2 box over its valid pixels
+ * (neither nodata nor NaN); a box with none is nodata. Averaging, not GDAL's
+ * default cubic, because it never invents values outside a box's range and
+ * handles nodata edges exactly.
+ */
+export function downsampleAverage(src: Float32Array, width: number, height: number, noData: number): Float32Array {
+  const w = Math.ceil(width / 2);
+  const h = Math.ceil(height / 2);
+  const out = new Float32Array(w * h);
+  for (let y = 0; y < h; y++) {
+    const y0 = 2 * y;
+    const y1 = Math.min(y0 + 1, height - 1);
+    for (let x = 0; x < w; x++) {
+      const x0 = 2 * x;
+      const x1 = Math.min(x0 + 1, width - 1);
+      let sum = 0;
+      let n = 0;
+      const a = src[y0 * width + x0] as number;
+      const b = src[y0 * width + x1] as number;
+      const c = src[y1 * width + x0] as number;
+      const d = src[y1 * width + x1] as number;
+      // Edge boxes repeat a pixel; weighting it twice is harmless for an average and keeps the loop branch-light.
+      if (!Number.isNaN(a) && a !== noData) {
+        sum += a;
+        n++;
+      }
+      if (!Number.isNaN(b) && b !== noData) {
+        sum += b;
+        n++;
+      }
+      if (!Number.isNaN(c) && c !== noData) {
+        sum += c;
+        n++;
+      }
+      if (!Number.isNaN(d) && d !== noData) {
+        sum += d;
+        n++;
+      }
+      out[y * w + x] = n === 0 ? noData : sum / n;
+    }
+  }
+  return out;
+}
+
+/** Cuts tile (tx, ty) out of a float raster, padding past the edge with `fill`. */
+function cutTile(
+  src: Float32Array,
+  width: number,
+  height: number,
+  size: number,
+  tx: number,
+  ty: number,
+  fill: number,
+  tile: Float32Array,
+): Float32Array {
+  const x0 = tx * size;
+  const y0 = ty * size;
+  const w = Math.min(size, width - x0);
+  const h = Math.min(size, height - y0);
+  if (w < size || h < size) tile.fill(fill);
+  for (let r = 0; r < h; r++) {
+    const s = (y0 + r) * width + x0;
+    tile.set(src.subarray(s, s + w), r * size);
+  }
+  return tile;
+}
+
+/**
+ * Encodes a float32 raster as a Cloud Optimized GeoTIFF, the way GDAL's COG
+ * driver lays one out: classic TIFF, GDAL's ghost area (LAYOUT=IFDS_BEFORE_DATA,
+ * row-major blocks with a 4-byte size leader and a 4-byte trailer), the full
+ * resolution IFD first, then overview IFDs (averaged, halving until one block
+ * holds the level), then tile data from the smallest overview to the full
+ * resolution, tiles row-major with increasing offsets. A raster that fits in
+ * one block has no overviews (GDAL makes none either: there is nothing coarser
+ * to serve than the one block a reader fetches anyway).
+ *
+ * @example
+ * const cog = encodeCog({ width: 512, height: 512, data, geoTransform, crs: { epsg: 32631 },
+ *                         noData: -9999, blockSize: 512, compression: 'DEFLATE' });
+ */
+export function encodeCog(opts: EncodeCogOptions): Uint8Array {
+  const { width, height, data, noData, blockSize } = opts;
+  if (data.length !== width * height) {
+    throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
+  }
+  if (opts.compression !== 'DEFLATE')
+    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE`);
+  if (typeof noData !== 'number') throw new InvalidParamsError('encodeCog: noData must be a number');
+  const base: TiledImageSpec = {
+    width,
+    height,
+    blockSize,
+    dataType: 'float32',
+    samplesPerPixel: 1,
+    planar: false,
+    compression: 'DEFLATE',
+    predictor: opts.predictor ?? 3,
+    level: opts.level ?? 6,
+    noData,
+  };
+  validateImageSpec(base);
+
+  const levels: { spec: TiledImageSpec; pixels: Float32Array }[] = [
+    { spec: { ...base, georeference: { geoTransform: opts.geoTransform, crs: opts.crs } }, pixels: data },
+  ];
+  let prev = data;
+  let pw = width;
+  let ph = height;
+  for (const size of cogOverviewSizes(width, height, blockSize)) {
+    prev = downsampleAverage(prev, pw, ph, noData);
+    pw = size.width;
+    ph = size.height;
+    levels.push({ spec: { ...base, width: pw, height: ph, subfileType: 1 }, pixels: prev });
+  }
+
+  const tile = new Float32Array(blockSize * blockSize);
+  const encoded = levels.map(({ spec, pixels }) => {
+    const across = Math.ceil(spec.width / blockSize);
+    const down = Math.ceil(spec.height / blockSize);
+    const tiles: Uint8Array[] = [];
+    for (let ty = 0; ty < down; ty++) {
+      for (let tx = 0; tx < across; tx++) {
+        tiles.push(encodeTile(spec, cutTile(pixels, spec.width, spec.height, blockSize, tx, ty, noData, tile)));
+      }
+    }
+    return tiles;
+  });
+
+  const ghost = new TextEncoder().encode(COG_GHOST_AREA);
+  const placeholders = levels.map(({ spec }) => imageTags(spec, new Array(tileCount(spec)).fill(0), new Array(tileCount(spec)).fill(0)));
+  const { dataStart } = layoutIfds(placeholders, ghost);
+
+  // Data: smallest overview first, full resolution last; each tile behind its 4-byte leader and before its trailer.
+  let at = dataStart;
+  const offsets: number[][] = levels.map(() => []);
+  for (let l = levels.length - 1; l >= 0; l--) {
+    for (const t of encoded[l] as Uint8Array[]) {
+      at += 4;
+      (offsets[l] as number[]).push(at);
+      at += t.byteLength + 4;
+    }
+  }
+  assertClassicSize(at);
+  const ifds: TagSpec[][] = levels.map(({ spec }, l) =>
+    imageTags(
+      spec,
+      offsets[l] as number[],
+      (encoded[l] as Uint8Array[]).map((t) => t.byteLength),
+    ),
+  );
+
+  const out = new Uint8Array(at);
+  writeHeader(out, ifds, ghost);
+  const dv = new DataView(out.buffer);
+  for (let l = levels.length - 1; l >= 0; l--) {
+    const tiles = encoded[l] as Uint8Array[];
+    const offs = offsets[l] as number[];
+    tiles.forEach((t, i) => {
+      const o = offs[i] as number;
+      dv.setUint32(o - 4, t.byteLength, true);
+      out.set(t, o);
+      out.set(t.subarray(Math.max(0, t.byteLength - 4)), o + t.byteLength);
+    });
+  }
+  return out;
+}

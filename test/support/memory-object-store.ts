@@ -1,0 +1,92 @@
+import { ObjectNotFoundError } from '../../shared/domain/errors.js';
+import { validateObjectKey } from '../../shared/domain/object-key.js';
+import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
+
+interface StoredObject {
+  readonly body: Uint8Array;
+  readonly version: string;
+  readonly lastModified: number;
+  readonly contentType: string | undefined;
+}
+
+/**
+ * An ObjectStore held in a Map, for unit tests: create-only and
+ * version-conditional writes exactly as the port defines them (it passes the
+ * ObjectStore contract suite), keys validated before anything else. Each write
+ * copies the body, so later changes to the caller's buffer cannot leak in.
+ * JavaScript runs one callback at a time and every check-and-set here is
+ * synchronous, so concurrent writers are serialised just like a real store's
+ * conditional request.
+ */
+export class MemoryObjectStore implements ObjectStore {
+  readonly name = 'memory';
+  private readonly objects = new Map<string, StoredObject>();
+  private sequence = 0;
+
+  /** @param now the clock for `lastModified` (tests may pass a fake one). */
+  constructor(private readonly now: () => number = Date.now) {}
+
+  async putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> {
+    validateObjectKey(key);
+    if (this.objects.has(key)) return { kind: 'already-present' };
+    const stored = this.store(key, body, options);
+    return { kind: 'written', version: stored.version };
+  }
+
+  async putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult> {
+    validateObjectKey(key);
+    const current = this.objects.get(key);
+    if (!current) return { kind: 'absent' };
+    if (current.version !== expectedVersion) return { kind: 'version-mismatch', current: current.version };
+    const stored = this.store(key, body, options);
+    return { kind: 'written', version: stored.version };
+  }
+
+  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+    validateObjectKey(key);
+    if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end < start) {
+      throw new RangeError(`[object-store:memory] invalid range [${start}, ${end}) for ${key}`);
+    }
+    const o = this.require(key);
+    return o.body.slice(Math.min(start, o.body.byteLength), Math.min(end, o.body.byteLength));
+  }
+
+  async get(key: string): Promise<Uint8Array> {
+    validateObjectKey(key);
+    return this.require(key).body.slice();
+  }
+
+  async head(key: string): Promise<ObjectHead | undefined> {
+    validateObjectKey(key);
+    const o = this.objects.get(key);
+    return o && { key, size: o.body.byteLength, version: o.version, lastModified: o.lastModified };
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectHead> {
+    // Snapshot first: a write during iteration must not change what this listing returns.
+    const matches = [...this.objects.entries()].filter(([k]) => k.startsWith(prefix));
+    for (const [key, o] of matches) yield { key, size: o.body.byteLength, version: o.version, lastModified: o.lastModified };
+  }
+
+  /** The content type given at the last write (S3 and friends keep it; tests may check it). */
+  contentType(key: string): string | undefined {
+    return this.objects.get(key)?.contentType;
+  }
+
+  private store(key: string, body: Uint8Array, options: PutOptions | undefined): StoredObject {
+    const stored: StoredObject = {
+      body: body.slice(),
+      version: `m${++this.sequence}`,
+      lastModified: this.now(),
+      contentType: options?.contentType,
+    };
+    this.objects.set(key, stored);
+    return stored;
+  }
+
+  private require(key: string): StoredObject {
+    const o = this.objects.get(key);
+    if (!o) throw new ObjectNotFoundError(this.name, key);
+    return o;
+  }
+}
