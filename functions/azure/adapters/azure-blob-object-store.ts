@@ -2,7 +2,7 @@ import type { BlobDownloadResponseParsed, ContainerClient } from '@azure/storage
 import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../../shared/ports/object-store.port.js';
-import { describeFailure, isFailure, isRetryable } from './rest-error.js';
+import { isFailure, storageFailure } from './rest-error.js';
 
 /** Blobs per list page: the service maximum, so a prefix of a few thousand tiles costs a handful of requests. */
 const LIST_PAGE_SIZE = 5000;
@@ -157,21 +157,13 @@ export class AzureBlobObjectStore implements ObjectStore {
   }
 
   private failed(what: string, cause: unknown): AdapterError {
-    const retryable = isRetryable(cause);
-    const hint = isFailure(cause, 404, 'ContainerNotFound')
-      ? `container ${this.container.containerName} does not exist: deploy the infrastructure or create it`
-      : isFailure(cause, 403)
-        ? 'the identity lacks Storage Blob Data Contributor on the account, or the connection string key is wrong'
-        : retryable
-          ? 'the storage account did not answer: retry the delivery'
-          : 'this is not a condition the adapter expects: check the account, container and SDK versions';
-    return new AdapterError(
-      `[object-store:${this.name}] ${what} in container ${this.container.containerName} failed (${describeFailure(cause)}); ${hint}`,
-      {
-        cause,
-        retryable,
-      },
-    );
+    return storageFailure(cause, what, {
+      tag: `object-store:${this.name}`,
+      kind: 'container',
+      resource: this.container.containerName,
+      missingCode: 'ContainerNotFound',
+      role: 'Storage Blob Data Contributor',
+    });
   }
 }
 

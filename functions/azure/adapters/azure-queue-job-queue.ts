@@ -1,7 +1,7 @@
 import type { DequeuedMessageItem, QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
-import { describeFailure, isFailure, isRetryable } from './rest-error.js';
+import { isFailure, storageFailure } from './rest-error.js';
 
 /** The Functions host's default `maxDequeueCount` for Storage Queue triggers (host.json `extensions.queues`). */
 export const DEFAULT_MAX_DEQUEUE_COUNT = 5;
@@ -254,17 +254,12 @@ export class AzureQueueJobQueue implements PullQueue {
   }
 
   private failed(what: string, cause: unknown): AdapterError {
-    const retryable = isRetryable(cause);
-    const hint = isFailure(cause, 404, 'QueueNotFound')
-      ? `queue ${this.queue.name} does not exist: deploy the infrastructure or create it`
-      : isFailure(cause, 403)
-        ? 'the identity lacks Storage Queue Data Contributor on the account, or the connection string key is wrong'
-        : retryable
-          ? 'the storage account did not answer: retry'
-          : 'this is not a condition the adapter expects: check the account, queue and SDK versions';
-    return new AdapterError(`[job-queue:${this.name}] ${what} on queue ${this.queue.name} failed (${describeFailure(cause)}); ${hint}`, {
-      cause,
-      retryable,
+    return storageFailure(cause, what, {
+      tag: `job-queue:${this.name}`,
+      kind: 'queue',
+      resource: this.queue.name,
+      missingCode: 'QueueNotFound',
+      role: 'Storage Queue Data Contributor',
     });
   }
 }

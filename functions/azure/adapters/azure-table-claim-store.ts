@@ -2,7 +2,7 @@ import { odata, type TableClient, type TableEntityResult } from '@azure/data-tab
 import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
-import { describeFailure, isFailure, isRetryable } from './rest-error.js';
+import { isFailure, storageFailure } from './rest-error.js';
 
 /** Hex characters of the job key that form the PartitionKey: 2 gives 256 partitions (docs/azure.md). */
 export const PARTITION_PREFIX_LENGTH = 2;
@@ -225,21 +225,13 @@ export class AzureTableClaimStore implements ClaimStore {
   }
 
   private failed(what: string, cause: unknown): AdapterError {
-    const retryable = isRetryable(cause);
-    const hint = isFailure(cause, 404, 'TableNotFound')
-      ? `table ${this.table.tableName} does not exist: deploy the infrastructure or create it`
-      : isFailure(cause, 403)
-        ? 'the identity lacks Storage Table Data Contributor on the account, or the connection string key is wrong'
-        : retryable
-          ? 'the storage account did not answer: retry the delivery'
-          : 'this is not a condition the adapter expects: check the account, table and SDK versions';
-    return new AdapterError(
-      `[claim-store:${this.name}] ${what} in table ${this.table.tableName} failed (${describeFailure(cause)}); ${hint}`,
-      {
-        cause,
-        retryable,
-      },
-    );
+    return storageFailure(cause, what, {
+      tag: `claim-store:${this.name}`,
+      kind: 'table',
+      resource: this.table.tableName,
+      missingCode: 'TableNotFound',
+      role: 'Storage Table Data Contributor',
+    });
   }
 }
 

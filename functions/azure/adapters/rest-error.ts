@@ -1,3 +1,5 @@
+import { AdapterError } from '../../../shared/domain/errors.js';
+
 /**
  * What an Azure Storage SDK call failed with, read the same way for Blob,
  * Queue and Table. The SDKs throw `RestError` from @azure/core-rest-pipeline,
@@ -71,4 +73,40 @@ export function describeFailure(error: unknown): string {
   const message = error instanceof Error ? (error.message.split('\n')[0] ?? '') : String(error);
   if (!f || f.status === undefined) return f?.code ? `${f.code}: ${message}` : message;
   return `${f.status} ${f.code ?? ''}`.trim();
+}
+
+/** Where a failed call went, for {@link storageFailure}'s message. */
+export interface FailureSite {
+  /** The message tag, e.g. `object-store:azure-blob`. */
+  readonly tag: string;
+  /** What the resource is, e.g. `container`, `queue`, `table`. */
+  readonly kind: 'container' | 'queue' | 'table';
+  readonly resource: string;
+  /** The error code of the resource itself missing, e.g. `ContainerNotFound`. */
+  readonly missingCode: string;
+  /** The data-plane role an identity needs, e.g. `Storage Blob Data Contributor`. */
+  readonly role: string;
+}
+
+/**
+ * The AdapterError for an unexpected Azure Storage failure: names the adapter
+ * and the resource, says whether a retry may help, and what to do.
+ *
+ * @example
+ * throw storageFailure(e, `create-only write of "a.tif"`, { tag: 'object-store:azure-blob', kind: 'container',
+ *   resource: 'tiles', missingCode: 'ContainerNotFound', role: 'Storage Blob Data Contributor' });
+ */
+export function storageFailure(cause: unknown, what: string, site: FailureSite): AdapterError {
+  const retryable = isRetryable(cause);
+  const hint = isFailure(cause, 404, site.missingCode)
+    ? `${site.kind} ${site.resource} does not exist: deploy the infrastructure or create it`
+    : isFailure(cause, 403)
+      ? `the identity lacks ${site.role} on the account, or the connection string key is wrong`
+      : retryable
+        ? 'the storage account did not answer: retry'
+        : `this is not a condition the adapter expects: check the account, the ${site.kind} and the SDK versions`;
+  return new AdapterError(`[${site.tag}] ${what} (${site.kind} ${site.resource}) failed (${describeFailure(cause)}); ${hint}`, {
+    cause,
+    retryable,
+  });
 }
