@@ -1,0 +1,127 @@
+import type { Server } from 'node:http';
+import type { CloudEvent } from '@google-cloud/functions-framework';
+import { getTestServer } from '@google-cloud/functions-framework/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { registerGcpFunctions } from '../../functions/gcp/handlers/index.js';
+import { parseTileJob } from '../../shared/app/tile-job.js';
+import { outputKeys } from '../../shared/domain/job-key.js';
+import { freshJobId } from '../support/ids.js';
+import { syntheticSceneBytes } from '../support/local-scene.js';
+import { createGcpStack, type GcpTestStack, type TestRuntime } from './stack.js';
+
+/**
+ * The handlers behind the Functions Framework's own HTTP server, reached over
+ * a socket with CloudEvents as Eventarc sends them: binary content mode
+ * (`ce-*` headers, the data as the body) and structured mode (the whole event
+ * as `application/cloudevents+json`). What Pub/Sub and Eventarc read is the
+ * HTTP status: 2xx acknowledges, anything else asks for a redelivery.
+ */
+const suffix = freshJobId().slice(0, 8);
+const names = { scene: `scene-${suffix}`, tile: `tile-${suffix}`, mosaic: `mosaic-${suffix}` };
+let s: GcpTestStack;
+let events: TestRuntime;
+let http: TestRuntime;
+const servers: Server[] = [];
+
+beforeAll(async () => {
+  s = await createGcpStack();
+  events = s.runtime({ trigger: 'event' });
+  http = s.runtime({ trigger: 'http' });
+  registerGcpFunctions({ event: events, http }, names);
+});
+afterAll(async () => {
+  await Promise.all(servers.map((srv) => new Promise((resolve) => srv.close(resolve))));
+  await s.close();
+});
+
+/** The registered function's real Functions Framework server, listening on 127.0.0.1. */
+async function serve(name: string): Promise<string> {
+  const server = getTestServer(name);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/`;
+}
+
+/** POST a CloudEvent in binary content mode. */
+function postBinary(url: string, event: CloudEvent<unknown>): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'ce-specversion': event.specversion,
+      'ce-id': event.id,
+      'ce-type': event.type,
+      'ce-source': event.source,
+      ...(event.subject ? { 'ce-subject': event.subject } : {}),
+      ...(event.time ? { 'ce-time': event.time } : {}),
+    },
+    body: JSON.stringify(event.data),
+  });
+}
+
+/** POST a CloudEvent in structured content mode. */
+function postStructured(url: string, event: CloudEvent<unknown>): Promise<Response> {
+  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/cloudevents+json' }, body: JSON.stringify(event) });
+}
+
+describe('GCP functions through the Functions Framework HTTP server', () => {
+  it('fans a scene out from a structured-mode storage event, runs every tile from binary-mode Pub/Sub events, and assembles the mosaic over HTTP', async () => {
+    const finalized = await s.upload('incoming/served.tif', await syntheticSceneBytes({ width: 96, height: 80 }));
+    const scene = await postStructured(await serve(names.scene), finalized);
+    expect(scene.status).toBe(200);
+    const fanned = (await scene.json()) as { kind: string; sceneKey: string; enqueued: number };
+    expect(fanned).toMatchObject({ kind: 'fanned-out', enqueued: 4 });
+
+    const tileUrl = await serve(names.tile);
+    const tiles = await s.tileEvents();
+    expect(tiles).toHaveLength(4);
+    for (const tile of tiles) {
+      const res = await postBinary(tileUrl, tile);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+    }
+    // A duplicate delivery is acknowledged (2xx) and changes nothing.
+    const again = await postBinary(tileUrl, tiles[0] as CloudEvent<unknown>);
+    expect(await again.json()).toMatchObject({ kind: 'ack', outcome: { kind: 'claim-rejected', reason: 'done' } });
+
+    const mosaicUrl = await serve(names.mosaic);
+    const post = (body: unknown) =>
+      fetch(mosaicUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const first = await post({ sceneKey: fanned.sceneKey });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ mosaicKey: outputKeys.mosaic(fanned.sceneKey), gridCount: 4, result: 'written' });
+    expect(await (await post({ sceneKey: fanned.sceneKey })).json()).toMatchObject({ result: 'already-present' });
+    expect((await post({ sceneKey: 'not-a-key' })).status).toBe(400);
+  });
+
+  it('answers 500 (a redelivery) while an earlier attempt of the message holds the lease, and 200 for poison it dead-lettered', async () => {
+    const finalized = await s.upload('incoming/held.tif', await syntheticSceneBytes({ width: 96, height: 80 }));
+    expect((await postStructured(await serve(names.scene), finalized)).status).toBe(200);
+    const [tile] = await s.tileEvents();
+    if (!tile) throw new Error('setup failed');
+    const job = parseTileJob(Buffer.from(tile.data?.message?.data ?? '', 'base64').toString('utf8'));
+    // An earlier attempt of this very message (on another instance) claimed the job and is still running.
+    const now = events.backend.clock.now();
+    await events.backend.claims.claim({
+      jobId: job.jobKey,
+      owner: `${tile.id}@other-instance`,
+      now,
+      leaseUntil: now + 60_000,
+      expiresAt: now + 60_000,
+    });
+    const tileUrl = await serve(names.tile);
+    const held = await postBinary(tileUrl, tile);
+    expect(held.status).toBe(500);
+
+    const poison = {
+      ...tile,
+      id: 'poison-1',
+      data: { ...tile.data, message: { ...tile.data?.message, messageId: 'poison-1', data: Buffer.from('nope').toString('base64') } },
+    };
+    const dead = await postBinary(tileUrl, poison);
+    expect(dead.status).toBe(200);
+    expect(await dead.json()).toMatchObject({ kind: 'dead-lettered', reason: 'INVALID_EVENT' });
+    expect((await s.deadLetters()).map((m) => m.attributes['tessera-message-id'])).toEqual(['poison-1']);
+  });
+});
