@@ -75,6 +75,20 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
     });
 
+    it('hands back, visible at once, the scene events it has no time left to fan out', async () => {
+      const stack = await createTestStack();
+      await upload(stack, 'incoming/late.tif');
+      const rt = stack.runtime();
+      const event = await receiveEvent(stack.scenes, 10);
+      expect(event.Records.length).toBeGreaterThan(0);
+      const response = await createSceneHandler(rt)(event, { getRemainingTimeInMillis: () => 1_000 } as Context);
+      expect(response).toEqual({ batchItemFailures: event.Records.map((r) => ({ itemIdentifier: r.messageId })) });
+      expect(rt.backend.telemetry.counters()).toMatchObject({ enqueued: 0, 'event-ignored': 0 });
+      expect((await receiveEvent(stack.scenes, 10)).Records.map((r) => r.messageId).sort()).toEqual(
+        event.Records.map((r) => r.messageId).sort(),
+      );
+    });
+
     it('fans out a direct S3 invocation and throws, for the on-failure destination, on a record it cannot read', async () => {
       const stack = await createTestStack();
       const etag = await upload(stack, 'incoming/direct.tif');

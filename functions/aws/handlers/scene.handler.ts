@@ -7,7 +7,7 @@ import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.j
 import type { SourceRef } from '../../../shared/domain/job-key.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-batch.js';
+import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-batch.js';
 
 /** What the scene handler did with one S3 notification record. */
 export type SceneRecordOutcome =
@@ -84,13 +84,18 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
 
   return async function sceneHandler(
     event: S3Event | SQSEvent,
-    _context?: Context,
+    context?: Context,
   ): Promise<SQSBatchResponse | { outcomes: SceneRecordOutcome[] }> {
     const records: readonly unknown[] = Array.isArray(event?.Records) ? event.Records : [];
     if (records.length > 0 && (records[0] as { eventSource?: string }).eventSource === 'aws:sqs') {
       const { clients, backend } = rt();
       const batch = new SqsBatch(clients.sqs, backend.telemetry);
       for (const record of records as SQSRecord[]) {
+        if (outOfTime(context)) {
+          // Hand back, visible at once, the scenes there is no time left to fan out.
+          batch.fail(record, 0);
+          continue;
+        }
         const verdict = await handleSqsRecord(record);
         switch (verdict.kind) {
           case 'ack':
