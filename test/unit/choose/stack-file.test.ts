@@ -6,10 +6,13 @@ import { parse } from 'yaml';
 import { chooseCommand } from '../../../functions/local/commands/choose.js';
 import { parseStackConfig } from '../../../infra/common/config.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
+import { loadStackFile } from '../../infra/stack-files.js';
 
 // A stack file `tessera choose --write-stack` writes must be one the infra
-// program accepts as it is: read it as YAML, hand its `config:` map to the
-// infra's own parser (the one `pulumi up` runs first), and compare.
+// program accepts as it is: read it as Pulumi would (test/infra/stack-files.ts),
+// hand its `config:` map to the infra's own parser (the one `pulumi up` runs
+// first), and compare. test/infra/choose-stack.test.ts runs the whole program
+// on such files under Pulumi mocks.
 
 let dir: string;
 beforeAll(async () => {
@@ -19,7 +22,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function writeStack(argv: string[]): Promise<{ file: string; text: string }> {
+async function writeStack(argv: string[]): Promise<{ file: string; path: string; text: string }> {
   const out = await mkdtemp(join(dir, 'case-'));
   let stderr = '';
   const code = await chooseCommand([...argv, '--write-stack', '--out-dir', out], {
@@ -30,14 +33,8 @@ async function writeStack(argv: string[]): Promise<{ file: string; text: string 
   expect(code, stderr).toBe(0);
   const [file, ...others] = await readdir(out);
   expect(others).toEqual([]);
-  return { file: file as string, text: await readFile(join(out, file as string), 'utf8') };
-}
-
-/** What Pulumi hands a program: the flat `config:` map, every value a string. */
-function pulumiConfig(text: string): Record<string, string> {
-  const doc = parse(text) as { config?: Record<string, unknown> };
-  expect(Object.keys(doc)).toEqual(['config']);
-  return Object.fromEntries(Object.entries(doc.config ?? {}).map(([k, v]) => [k, String(v)]));
+  const path = join(out, file as string);
+  return { file: file as string, path, text: await readFile(path, 'utf8') };
 }
 
 describe('tessera choose --write-stack > the infra program accepts the stack file', () => {
@@ -102,9 +99,11 @@ describe('tessera choose --write-stack > the infra program accepts the stack fil
       extra: { plan: 'flex' },
     },
   ])('$name', async ({ argv, stack, platform, timeout, lease, memory, extra }) => {
-    const { file, text } = await writeStack(argv);
+    const { file, path } = await writeStack(argv);
     expect(file).toBe(`Pulumi.${stack}.yaml`);
-    const config = parseStackConfig(pulumiConfig(text), { stack, defaultArchiveDir: 'dist' });
+    const loaded = loadStackFile(path);
+    expect(loaded.stack).toBe(stack);
+    const config = parseStackConfig(loaded.config, { stack, defaultArchiveDir: 'dist' });
     expect(config).toMatchObject({
       stack,
       cloud: stack.split('-')[0],
@@ -119,8 +118,9 @@ describe('tessera choose --write-stack > the infra program accepts the stack fil
   });
 
   it('survives a YAML round trip: quoted values come back as written', async () => {
-    const { text } = await writeStack(['eu-west-1', '--runtime', '5m', '--memory', '1GB']);
-    const config = pulumiConfig(text);
+    const { path, text } = await writeStack(['eu-west-1', '--runtime', '5m', '--memory', '1GB']);
+    expect(Object.keys(parse(text) as object)).toEqual(['config']);
+    const { config } = loadStackFile(path);
     expect(config['tessera:expression']).toBe(DEFAULT_PARAMS.expression);
     expect(config['tessera:sourceSuffix']).toBe('.tif');
     expect(config['tessera:pipelineVersion']).toBe('1.0.0');
