@@ -168,9 +168,9 @@ export class AzureQueueJobQueue implements PullQueue {
     try {
       await this.queue.deleteMessage(messageId, popReceipt);
     } catch (e) {
-      // 404: already deleted, or our visibility lapsed and another receiver holds it now (its pop receipt differs).
-      // Either way the message is not ours to delete; the other receiver's claim decides what happens to the job.
-      if (isFailure(e, 404)) return;
+      // 404 MessageNotFound, or 400 PopReceiptMismatch: already deleted, or our visibility lapsed and another receiver
+      // holds it now. Either way the message is not ours to delete; the other receiver's claim decides the job.
+      if (lostMessage(e)) return;
       throw this.failed(`ack of message ${messageId}`, e);
     }
   }
@@ -185,7 +185,7 @@ export class AzureQueueJobQueue implements PullQueue {
     try {
       await this.queue.updateMessage(messageId, popReceipt, undefined, Math.max(0, Math.ceil(delayMs / 1000)));
     } catch (e) {
-      if (isFailure(e, 404)) return; // lapsed and taken by another receiver: it is visible to someone already
+      if (lostMessage(e)) return; // lapsed and taken by another receiver: it is visible to someone already
       throw this.failed(`release of message ${messageId}`, e);
     }
   }
@@ -201,18 +201,6 @@ export class AzureQueueJobQueue implements PullQueue {
       if (e instanceof AdapterError) throw e;
       if (isFailure(e, 404)) return []; // no poison queue yet: nothing was ever poisoned
       throw this.failed('listing of the poison queue', e);
-    }
-  }
-
-  /**
-   * Send a message that becomes visible only after `delayMs` (whole seconds,
-   * up to the service's 7 days).
-   */
-  async sendDelayed(message: JobMessage, delayMs: number): Promise<void> {
-    try {
-      await this.queue.sendMessage(encodeMessageText(message.body), { visibilityTimeout: Math.max(0, Math.ceil(delayMs / 1000)) });
-    } catch (e) {
-      throw this.failed(`delayed send of tile job ${message.jobKey}`, e);
     }
   }
 
@@ -242,14 +230,18 @@ export class AzureQueueJobQueue implements PullQueue {
   }
 
   private async moveToPoison(messageId: string, popReceipt: string, text: string): Promise<void> {
+    // Copy first, then delete: a crash in between leaves a duplicate in poison, never a lost message.
     try {
-      // Copy first, then delete: a crash in between leaves a duplicate in poison, never a lost message.
       await this.poison.createIfNotExists();
       await this.poison.sendMessage(text);
+    } catch (e) {
+      throw this.failed(`copy of message ${messageId} to ${this.poison.name}`, e);
+    }
+    try {
       await this.queue.deleteMessage(messageId, popReceipt);
     } catch (e) {
-      if (isFailure(e, 404, 'MessageNotFound')) return;
-      throw this.failed(`move of message ${messageId} to ${this.poison.name}`, e);
+      if (lostMessage(e)) return; // the copy is in poison; another receiver holds the original now
+      throw this.failed(`delete of poisoned message ${messageId}`, e);
     }
   }
 
@@ -262,6 +254,11 @@ export class AzureQueueJobQueue implements PullQueue {
       role: 'Storage Queue Data Contributor',
     });
   }
+}
+
+/** The message is gone, or another receiver's dequeue replaced our pop receipt. */
+function lostMessage(e: unknown): boolean {
+  return isFailure(e, 404) || isFailure(e, 400, 'PopReceiptMismatch');
 }
 
 /** The job key from a TileJob body, or '' when the body is not one (it is poison; the worker will say so). */
