@@ -150,7 +150,7 @@ async function bundle(root: string, entry: string, outName: string, external: re
   return { code: code.contents, map: map.contents, inputs };
 }
 
-async function writeZip(path: string, files: readonly { name: string; data: Uint8Array }[]): Promise<number> {
+async function writeZip(path: string, files: readonly ZipEntry[]): Promise<number> {
   mkdirSync(dirname(path), { recursive: true });
   const zip = new ZipFile();
   for (const f of files) zip.addBuffer(Buffer.from(f.data), f.name, { mtime: ZIP_MTIME, mode: 0o100644 });
@@ -324,7 +324,8 @@ export async function buildFunctions(options: BuildOptions): Promise<BuiltArchiv
   const { root, outDir, clouds } = options;
   const verify = options.verify ?? true;
   // Inside node_modules so a bundle's external imports resolve to the repository's packages.
-  const checkDir = join(root, 'node_modules', '.tessera-build-check');
+  // One per build, so two builds (or a build and the tests) never share it.
+  const checkDir = join(root, 'node_modules', `.tessera-build-check-${process.pid}-${Date.now().toString(36)}`);
   const missing = clouds.flatMap((cloud) =>
     requiredEntries(cloud)
       .filter((e) => !existsSync(join(root, e)))
@@ -340,79 +341,104 @@ export async function buildFunctions(options: BuildOptions): Promise<BuiltArchiv
     );
   }
   const out: BuiltArchive[] = [];
-  const record = async (cloud: Cloud, rel: string, files: { name: string; data: Uint8Array }[]) => {
-    const path = join(outDir, rel);
-    const bytes = await writeZip(path, files);
-    out.push({ cloud, path, bytes, entries: files.map((f) => f.name) });
-  };
-  rmSync(checkDir, { recursive: true, force: true });
   try {
-    await buildClouds();
+    for (const cloud of clouds) {
+      for (const archive of await BUILDERS[cloud]({ root, checkDir, verify })) {
+        const path = join(outDir, archive.rel);
+        const bytes = await writeZip(path, archive.files);
+        out.push({ cloud, path, bytes, entries: archive.files.map((f) => f.name) });
+      }
+    }
   } finally {
     rmSync(checkDir, { recursive: true, force: true });
   }
   return out;
-
-  async function buildClouds(): Promise<void> {
-    for (const cloud of clouds) {
-      switch (cloud) {
-        case 'aws':
-          for (const role of FUNCTION_ROLES) {
-            const b = await bundle(root, HANDLER_ENTRIES.aws[role], 'index.mjs', []);
-            if (verify) verifyAws(checkDir, role, b.code);
-            await record(cloud, ARCHIVES.aws[role], [
-              { name: 'index.mjs', data: b.code },
-              { name: 'index.mjs.map', data: b.map },
-            ]);
-          }
-          break;
-        case 'gcp': {
-          const framework = '@google-cloud/functions-framework';
-          const b = await bundle(root, HANDLER_ENTRIES.gcp, 'index.js', [framework]);
-          if (verify) verifyGcp(root, checkDir, b.code);
-          const manifest = {
-            name: 'tessera-gcp-functions',
-            private: true,
-            type: 'module',
-            main: 'index.js',
-            engines: { node: '20' },
-            dependencies: { [framework]: installedVersion(root, framework) },
-          };
-          await record(cloud, ARCHIVES.gcp, [
-            { name: 'index.js', data: b.code },
-            { name: 'index.js.map', data: b.map },
-            { name: 'package.json', data: json(manifest) },
-          ]);
-          break;
-        }
-        case 'azure': {
-          const b = await bundle(root, HANDLER_ENTRIES.azure, 'index.js', ['@azure/functions-core']);
-          if (verify) verifyAzure(checkDir, b.code);
-          const hostJson = readFileSync(join(root, HANDLER_ENTRIES.azureHostJson));
-          try {
-            JSON.parse(hostJson.toString('utf8'));
-          } catch (e) {
-            throw new BuildError(`${HANDLER_ENTRIES.azureHostJson} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
-          }
-          const manifest = {
-            name: 'tessera-azure-functions',
-            private: true,
-            type: 'module',
-            main: 'dist/index.js',
-            engines: { node: '>=20' },
-          };
-          await record(cloud, ARCHIVES.azure, [
-            { name: 'host.json', data: hostJson },
-            { name: 'package.json', data: json(manifest) },
-            { name: 'dist/index.js', data: b.code },
-            { name: 'dist/index.js.map', data: b.map },
-          ]);
-          break;
-        }
-      }
-    }
-  }
 }
+
+interface ZipEntry {
+  readonly name: string;
+  readonly data: Uint8Array;
+}
+
+interface PlannedArchive {
+  /** Path relative to the output folder (infra/common/packaging.ts ARCHIVES). */
+  readonly rel: string;
+  readonly files: readonly ZipEntry[];
+}
+
+interface BuildContext {
+  readonly root: string;
+  readonly checkDir: string;
+  readonly verify: boolean;
+}
+
+const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArchive[]>>> = {
+  /** One Lambda zip per function: `index.mjs` (ESM, every dependency bundled) exporting `handler`. */
+  async aws({ root, checkDir, verify }) {
+    const archives: PlannedArchive[] = [];
+    for (const role of FUNCTION_ROLES) {
+      const b = await bundle(root, HANDLER_ENTRIES.aws[role], 'index.mjs', []);
+      if (verify) verifyAws(checkDir, role, b.code);
+      archives.push({
+        rel: ARCHIVES.aws[role],
+        files: [
+          { name: 'index.mjs', data: b.code },
+          { name: 'index.mjs.map', data: b.map },
+        ],
+      });
+    }
+    return archives;
+  },
+
+  /** A Cloud Functions source: the bundle, and a package.json that makes Cloud Build install the framework it shares. */
+  async gcp({ root, checkDir, verify }) {
+    const framework = '@google-cloud/functions-framework';
+    const b = await bundle(root, HANDLER_ENTRIES.gcp, 'index.js', [framework]);
+    if (verify) verifyGcp(root, checkDir, b.code);
+    const manifest = {
+      name: 'tessera-gcp-functions',
+      private: true,
+      type: 'module',
+      main: 'index.js',
+      engines: { node: '20' },
+      dependencies: { [framework]: installedVersion(root, framework) },
+    };
+    return [
+      {
+        rel: ARCHIVES.gcp,
+        files: [
+          { name: 'index.js', data: b.code },
+          { name: 'index.js.map', data: b.map },
+          { name: 'package.json', data: json(manifest) },
+        ],
+      },
+    ];
+  },
+
+  /** A run-from-package app: host.json at the root, package.json whose `main` is the bundle. */
+  async azure({ root, checkDir, verify }) {
+    const b = await bundle(root, HANDLER_ENTRIES.azure, 'index.js', ['@azure/functions-core']);
+    if (verify) verifyAzure(checkDir, b.code);
+    const hostJson = readFileSync(join(root, HANDLER_ENTRIES.azureHostJson));
+    try {
+      JSON.parse(hostJson.toString('utf8'));
+    } catch (e) {
+      throw new BuildError(`${HANDLER_ENTRIES.azureHostJson} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    const manifest = { name: 'tessera-azure-functions', private: true, type: 'module', main: 'dist/index.js', engines: { node: '>=20' } };
+    return [
+      {
+        rel: ARCHIVES.azure,
+        files: [
+          { name: 'host.json', data: hostJson },
+          { name: 'package.json', data: json(manifest) },
+          { name: 'dist/index.js', data: b.code },
+          { name: 'dist/index.js.map', data: b.map },
+        ],
+      },
+    ];
+  },
+};
 
 function humanSize(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;

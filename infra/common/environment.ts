@@ -1,6 +1,6 @@
 import type * as pulumi from '@pulumi/pulumi';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
-import type { Platform } from '../../shared/domain/ceilings.js';
+import { type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import type { StackConfig } from './config.js';
@@ -59,6 +59,11 @@ export function functionEnvironment(
   timeoutSec: number,
   resources: RuntimeResources,
 ): Record<string, pulumi.Input<string>> {
+  // Every function's runtime validates its lease against its own platform's ceiling (parseRuntimeConfig).
+  // Only the tile worker claims; a function on another platform (GCP's HTTP mosaic sweep, 3,600 s ceiling)
+  // gets a lease that is valid there, never shorter than the tile worker's.
+  const leaseSec =
+    platform === cfg.platform ? cfg.lease.leaseSec : Math.max(cfg.lease.leaseSec, resolveLease({ platform, functionTimeoutSec: timeoutSec }).leaseSec);
   const env: Record<string, pulumi.Input<string>> = {
     [ENV.platform]: platform,
     [ENV.claimsTable]: resources.claimsTable,
@@ -69,7 +74,7 @@ export function functionEnvironment(
     [ENV.sourcePrefix]: cfg.source.prefix,
     [ENV.sourceSuffix]: cfg.source.suffix,
     [ENV.functionTimeoutSeconds]: String(timeoutSec),
-    [ENV.leaseSeconds]: String(cfg.lease.leaseSec),
+    [ENV.leaseSeconds]: String(leaseSec),
     [ENV.retentionSeconds]: String(cfg.retentionSec),
     [ENV.params]: canonicalJson(cfg.params),
   };

@@ -293,13 +293,9 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       tile: cfg.memoryMb,
       mosaic: SUPPORT_FUNCTION_MEMORY_MB,
     };
-    // Scene and mosaic are Eventarc-triggered (event-driven); the tile worker runs under the configured trigger type.
-    const platforms: Record<FunctionRole, Platform> = { scene: 'gcf2-event', tile: cfg.platform, mosaic: 'gcf2-event' };
-    const triggers: Record<FunctionRole, storage.Bucket | undefined> = {
-      scene: this.sourceBucket,
-      tile: undefined,
-      mosaic: this.outputBucket,
-    };
+    // Scene is Eventarc-triggered (event-driven), mosaic is HTTP (Cloud Scheduler), the tile worker follows tessera:gcpTileTrigger.
+    const platforms: Record<FunctionRole, Platform> = { scene: 'gcf2-event', tile: cfg.platform, mosaic: 'gcf2-http' };
+    const triggers: Record<FunctionRole, storage.Bucket | undefined> = { scene: this.sourceBucket, tile: undefined, mosaic: undefined };
     const functions = {} as Record<FunctionRole, cloudfunctionsv2.Function>;
     for (const role of FUNCTION_ROLES) {
       const triggerBucket = triggers[role];

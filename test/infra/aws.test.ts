@@ -1,0 +1,291 @@
+import { describe, expect, it } from 'vitest';
+import { LEASE_STOLEN_PATTERN } from '../../infra/aws/tiling-stack.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
+import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { envOf, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { loadStackFile } from './stack-files.js';
+
+/**
+ * Policies of the AWS stack, asserted on what the program declares under
+ * Pulumi mocks. Only the AWS SDK is loaded in this file.
+ */
+
+const STACK = 'aws-eu-west-1';
+const BASE = { 'tessera:cloud': 'aws', 'tessera:region': 'eu-west-1', 'aws:region': 'eu-west-1' };
+
+interface Statement {
+  Effect: string;
+  Principal?: unknown;
+  Action: string | string[];
+  Resource?: string | string[];
+  Condition?: Record<string, Record<string, unknown>>;
+}
+const list = <T>(v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+const statements = (policy: unknown): Statement[] => (JSON.parse(String(policy)) as { Statement: Statement[] }).Statement;
+
+function byState(run: StackRun, type: string, key: string, value: unknown): RecordedResource {
+  const found = run.ofType(type).find((r) => r.state[key] === value);
+  if (!found) throw new Error(`no ${type} with ${key} = ${String(value)}`);
+  return found;
+}
+
+const functions = (run: StackRun) => run.ofType('aws:lambda/function:Function');
+const roleOf = (fn: RecordedResource) => fn.name.split('-').at(-1) as string;
+
+describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
+  let run: StackRun;
+
+  it('runs the example stack file as it is shipped', async () => {
+    const file = loadStackFile('Pulumi.aws-eu-west-1.yaml');
+    expect(file.stack).toBe(STACK);
+    run = await runStack(file.stack, file.config);
+    expect(run.outputs).toMatchObject({ cloud: 'aws', platform: 'aws-lambda', functionTimeoutSeconds: 900, leaseSeconds: 1200 });
+  });
+
+  it('builds one tessera:aws:TilingStack component and parents every resource to it', () => {
+    expect(run.ofType('tessera:aws:TilingStack')).toHaveLength(1);
+    const custom = run.urns.filter(
+      (u) => !u.includes('::pulumi:providers:') && !u.endsWith('::tessera') && !u.includes('pulumi:pulumi:Stack'),
+    );
+    expect(custom.length).toBeGreaterThan(30);
+    for (const urn of custom) expect(urn, urn).toContain('tessera:aws:TilingStack$');
+  });
+
+  it('gives every function a lease longer than the ceiling of its configured timeout', () => {
+    expect(functions(run).map(roleOf).sort()).toEqual(['mosaic', 'scene', 'tile']);
+    for (const fn of functions(run)) {
+      const env = envOf((fn.inputs.environment as { variables: unknown }).variables);
+      const platform = env[ENV.platform] as Platform;
+      const timeout = fn.inputs.timeout as number;
+      const ceiling = CEILINGS[platform].ceilingSec ?? timeout;
+      expect(timeout, fn.name).toBeLessThanOrEqual(ceiling);
+      expect(Number(env[ENV.leaseSeconds]), fn.name).toBeGreaterThan(ceiling);
+      expect(Number(env[ENV.functionTimeoutSeconds]), fn.name).toBe(timeout);
+      // The function's own parser (functions/aws compose) accepts what infra sets.
+      expect(() => parseRuntimeConfig(env), fn.name).not.toThrow();
+    }
+  });
+
+  it('runs every function on Node 20 with its handler from the bundle', () => {
+    for (const fn of functions(run)) {
+      expect(fn.inputs).toMatchObject({ runtime: 'nodejs20.x', handler: 'index.handler' });
+    }
+    expect(run.one('aws:lambda/function:Function', '-tile').inputs.timeout).toBe(900);
+    expect(run.one('aws:lambda/function:Function', '-tile').inputs.memorySize).toBe(2048);
+  });
+
+  it('keeps every trigger queue invisible for at least the timeout of the function it feeds (6x, within 12 h)', () => {
+    const mappings = run.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
+    expect(mappings).toHaveLength(2);
+    for (const m of mappings) {
+      const queue = byState(run, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
+      const fn = byState(run, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
+      const timeout = fn.inputs.timeout as number;
+      expect(queue.inputs.visibilityTimeoutSeconds, queue.name).toBeGreaterThanOrEqual(timeout);
+      expect(queue.inputs.visibilityTimeoutSeconds).toBe(Math.min(6 * timeout, 43_200));
+      expect(m.inputs.functionResponseTypes).toEqual(['ReportBatchItemFailures']);
+    }
+    const tileMapping = mappings.find((m) => m.name.endsWith('-tile'));
+    expect(tileMapping?.inputs.batchSize).toBe(1);
+  });
+
+  it('gives every queue a dead-letter queue after maxReceiveCount deliveries, and an alarm on it', () => {
+    const queues = run.ofType('aws:sqs/queue:Queue');
+    const dlqArns = new Set<string>();
+    for (const q of queues.filter((q) => q.inputs.redrivePolicy !== undefined)) {
+      const redrive = JSON.parse(String(q.inputs.redrivePolicy)) as { deadLetterTargetArn: string; maxReceiveCount: number };
+      expect(redrive.maxReceiveCount, q.name).toBe(3);
+      expect(queues.some((d) => d.state.arn === redrive.deadLetterTargetArn)).toBe(true);
+      dlqArns.add(redrive.deadLetterTargetArn);
+    }
+    // Every queue is either redriven or is itself a dead-letter queue.
+    for (const q of queues) expect(q.inputs.redrivePolicy !== undefined || dlqArns.has(q.state.arn as string), q.name).toBe(true);
+    expect(dlqArns.size).toBe(2);
+    const alarmed = run
+      .ofType('aws:cloudwatch/metricAlarm:MetricAlarm')
+      .map((a) => (a.inputs.dimensions as { QueueName?: string } | undefined)?.QueueName);
+    for (const arn of dlqArns) expect(alarmed).toContain(byState(run, 'aws:sqs/queue:Queue', 'arn', arn).state.name);
+    for (const q of queues) expect(q.inputs.sqsManagedSseEnabled, q.name).toBe(true);
+  });
+
+  it('keeps claims in a PAY_PER_REQUEST table keyed by job_id with TTL on expires_at and point-in-time recovery', () => {
+    const tables = run.ofType('aws:dynamodb/table:Table');
+    expect(tables).toHaveLength(1);
+    expect(tables[0]?.inputs).toMatchObject({
+      billingMode: 'PAY_PER_REQUEST',
+      hashKey: 'job_id',
+      attributes: [{ name: 'job_id', type: 'S' }],
+      ttl: { attributeName: 'expires_at', enabled: true },
+      pointInTimeRecovery: { enabled: true },
+    });
+  });
+
+  it('notifies the scene queue only of new objects under the source prefix with the source suffix', () => {
+    const sources = run.one('aws:s3/bucket:Bucket', '-sources');
+    const notifications = run.ofType('aws:s3/bucketNotification:BucketNotification');
+    expect(notifications).toHaveLength(1);
+    expect(notifications[0]?.inputs.bucket).toBe(sources.id);
+    const queue = run.one('aws:sqs/queue:Queue', '-scene');
+    expect(notifications[0]?.inputs.queues).toEqual([
+      { queueArn: queue.state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: 'scenes/', filterSuffix: '.tif' },
+    ]);
+    // Only this bucket, in this account, may send to the queue.
+    const policy = run.ofType('aws:sqs/queuePolicy:QueuePolicy').find((p) => p.inputs.queueUrl === queue.state.url);
+    const [allow] = statements(policy?.inputs.policy);
+    expect(allow?.Condition).toEqual({
+      ArnEquals: { 'aws:SourceArn': sources.state.arn },
+      StringEquals: { 'aws:SourceAccount': '123456789012' },
+    });
+  });
+
+  it('makes nothing public: access blocked, owner-enforced, encrypted, TLS-only buckets and no public grants', () => {
+    const buckets = run.ofType('aws:s3/bucket:Bucket');
+    expect(buckets).toHaveLength(2);
+    for (const b of buckets) {
+      const block = run.ofType('aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock').find((x) => x.inputs.bucket === b.id);
+      expect(block?.inputs, b.name).toMatchObject({
+        blockPublicAcls: true,
+        blockPublicPolicy: true,
+        ignorePublicAcls: true,
+        restrictPublicBuckets: true,
+      });
+      const owner = run.ofType('aws:s3/bucketOwnershipControls:BucketOwnershipControls').find((x) => x.inputs.bucket === b.id);
+      expect(owner?.inputs.rule).toEqual({ objectOwnership: 'BucketOwnerEnforced' });
+      const sse = run
+        .ofType('aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration')
+        .find((x) => x.inputs.bucket === b.id);
+      expect(sse, b.name).toBeDefined();
+      const policy = run.ofType('aws:s3/bucketPolicy:BucketPolicy').find((x) => x.inputs.bucket === b.id);
+      const stmts = statements(policy?.inputs.policy);
+      expect(stmts.filter((s) => s.Effect === 'Allow')).toEqual([]);
+      expect(stmts.some((s) => s.Effect === 'Deny' && JSON.stringify(s.Condition).includes('aws:SecureTransport'))).toBe(true);
+    }
+    expect(run.ofType('aws:lambda/functionUrl:FunctionUrl')).toEqual([]);
+    for (const p of run.ofType('aws:lambda/permission:Permission')) expect(p.inputs.principal).not.toBe('*');
+  });
+
+  it('versions the output bucket, so a repair write keeps what it replaced', () => {
+    const outputs = run.one('aws:s3/bucket:Bucket', '-outputs');
+    const versioning = run.ofType('aws:s3/bucketVersioning:BucketVersioning');
+    expect(versioning.map((v) => v.inputs.bucket)).toEqual([outputs.id]);
+    expect(versioning[0]?.inputs.versioningConfiguration).toEqual({ status: 'Enabled' });
+  });
+
+  it('grants no IAM statement a * resource on a data action, and scopes every grant to this stack', () => {
+    const own = [
+      ...run.ofType('aws:s3/bucket:Bucket').map((b) => b.state.arn as string),
+      ...run.ofType('aws:sqs/queue:Queue').map((q) => q.state.arn as string),
+      ...run.ofType('aws:dynamodb/table:Table').map((t) => t.state.arn as string),
+      ...run.ofType('aws:cloudwatch/logGroup:LogGroup').map((l) => l.state.arn as string),
+    ];
+    const policies = run.ofType('aws:iam/rolePolicy:RolePolicy');
+    expect(policies).toHaveLength(3);
+    for (const p of policies) {
+      for (const s of statements(p.inputs.policy)) {
+        expect(s.Effect).toBe('Allow');
+        for (const action of list(s.Action)) expect(action, p.name).not.toMatch(/(^\*$|:\*$)/);
+        for (const resource of list(s.Resource)) {
+          expect(resource, p.name).not.toBe('*');
+          expect(
+            own.some((arn) => resource === arn || resource.startsWith(`${arn}/`) || resource.startsWith(`${arn}:`)),
+            `${p.name}: ${resource}`,
+          ).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('lets each function write only its own output prefix, and only the tile worker touch the claims table', () => {
+    const outputs = run.one('aws:s3/bucket:Bucket', '-outputs').state.arn as string;
+    const table = run.ofType('aws:dynamodb/table:Table')[0]?.state.arn;
+    const writes = (role: string) =>
+      statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy)
+        .filter((s) => list(s.Action).includes('s3:PutObject'))
+        .flatMap((s) => list(s.Resource));
+    expect(writes('scene')).toEqual([`${outputs}/scenes/*`]);
+    expect(writes('tile')).toEqual([`${outputs}/tiles/*`]);
+    expect(writes('mosaic')).toEqual([`${outputs}/mosaics/*`]);
+    for (const role of ['scene', 'tile', 'mosaic']) {
+      const onTable = statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy).filter((s) =>
+        list(s.Resource).includes(table as string),
+      );
+      expect(onTable.length, role).toBe(role === 'tile' ? 1 : 0);
+    }
+  });
+
+  it("points every function's environment at this stack's buckets, table and queues", () => {
+    const expected = {
+      [ENV.sourceBucket]: run.one('aws:s3/bucket:Bucket', '-sources').state.bucket,
+      [ENV.outputBucket]: run.one('aws:s3/bucket:Bucket', '-outputs').state.bucket,
+      [ENV.claimsTable]: run.ofType('aws:dynamodb/table:Table')[0]?.state.name,
+      [ENV.tileQueue]: run.one('aws:sqs/queue:Queue', '-tile').state.url,
+      [ENV.deadLetterQueue]: run.one('aws:sqs/queue:Queue', '-tile-dlq').state.url,
+      [ENV.sourcePrefix]: 'scenes/',
+      [ENV.sourceSuffix]: '.tif',
+    };
+    for (const fn of functions(run)) {
+      expect(envOf((fn.inputs.environment as { variables: unknown }).variables), fn.name).toMatchObject(expected);
+    }
+  });
+
+  it('alarms on a lease-stolen log line, with a filter that matches what JsonTelemetry writes', () => {
+    const filters = run.ofType('aws:cloudwatch/logMetricFilter:LogMetricFilter');
+    const tileLogGroup = run.one('aws:cloudwatch/logGroup:LogGroup', '-tile').state.name;
+    const tileFilter = filters.find((f) => f.inputs.logGroupName === tileLogGroup);
+    expect(tileFilter?.inputs.pattern).toBe(LEASE_STOLEN_PATTERN);
+    // Every `$.field = "value"` term of the JSON pattern holds on the line the core logs.
+    const lines: string[] = [];
+    new JsonTelemetry((l) => lines.push(l)).log('ERROR', 'lease-stolen', { jobKey: 'k' });
+    const logged = JSON.parse(lines[0] as string) as Record<string, unknown>;
+    const terms = [...LEASE_STOLEN_PATTERN.matchAll(/\$\.(\w+) = "([^"]+)"/g)];
+    expect(terms.map((t) => t[1])).toEqual(['level', 'event']);
+    for (const [, field, value] of terms) expect(logged[field as string]).toBe(value);
+    const metric = (tileFilter?.inputs.metricTransformation as { name: string; namespace: string }) ?? { name: '', namespace: '' };
+    const alarm = run
+      .ofType('aws:cloudwatch/metricAlarm:MetricAlarm')
+      .find((a) => a.inputs.metricName === metric.name && a.inputs.namespace === metric.namespace);
+    expect(alarm?.inputs).toMatchObject({ threshold: 1, comparisonOperator: 'GreaterThanOrEqualToThreshold' });
+    expect(alarm?.inputs.alarmActions).toEqual([run.ofType('aws:sns/topic:Topic')[0]?.state.arn]);
+  });
+
+  it('runs the mosaic sweep on a schedule, with no Lambda retry of a failed run', () => {
+    const rule = run.ofType('aws:cloudwatch/eventRule:EventRule')[0];
+    expect(rule?.inputs.scheduleExpression).toBe('rate(5 minutes)');
+    const mosaic = run.one('aws:lambda/function:Function', '-mosaic');
+    expect(run.ofType('aws:cloudwatch/eventTarget:EventTarget')[0]?.inputs).toMatchObject({ arn: mosaic.state.arn });
+    expect(run.ofType('aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig')[0]?.inputs).toMatchObject({
+      maximumRetryAttempts: 0,
+    });
+  });
+
+  it('refuses a lease at or below the Lambda ceiling at preview, saying what to set', async () => {
+    for (const lease of ['900', '600']) {
+      const message = await refusal(STACK, { ...BASE, 'tessera:leaseSeconds': lease });
+      expect(message).toContain('tessera:leaseSeconds');
+      expect(message).toContain('at least 901 s');
+      expect(message).toContain('pulumi config set tessera:leaseSeconds');
+    }
+  });
+
+  it('refuses a function timeout above the Lambda ceiling, and a missing aws:region', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:functionTimeoutSeconds': '901' })).toMatch(
+      /tessera:functionTimeoutSeconds.*900 s or less/s,
+    );
+    const { 'aws:region': _omitted, ...noRegion } = BASE;
+    expect(await refusal(STACK, noRegion)).toContain('pulumi config set aws:region eu-west-1');
+  });
+
+  it('says to run npm run build:functions when the archives are missing', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:archiveDir': '/nonexistent/tessera-dist' })).toMatch(
+      /\/nonexistent\/tessera-dist\/aws\/scene\.zip.*run npm run build:functions first/s,
+    );
+  });
+
+  it('sets the tile queue visibility to six times the function timeout (120 s gives 720 s, 900 s gives 5,400 s)', async () => {
+    const short = await runStack(STACK, { ...BASE, 'tessera:functionTimeoutSeconds': '120', 'tessera:leaseSeconds': '1000' });
+    expect(short.one('aws:sqs/queue:Queue', '-tile').inputs.visibilityTimeoutSeconds).toBe(720);
+    expect(short.outputs.leaseSeconds).toBe(1000);
+    expect(run.one('aws:sqs/queue:Queue', '-tile').inputs.visibilityTimeoutSeconds).toBe(5400);
+  });
+});

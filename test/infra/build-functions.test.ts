@@ -1,0 +1,176 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { inflateRawSync } from 'node:zlib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, REPO_ROOT } from '../../infra/common/packaging.js';
+import { BuildError, buildFunctions, parseArgs } from '../../scripts/build-functions.js';
+
+/**
+ * build:functions against a throwaway repository root holding small
+ * handlers (the real ones belong to the cloud issues), with the real
+ * node_modules linked in so esbuild bundles real dependencies.
+ */
+
+/** Read a zip's entries (name -> bytes) from its central directory. */
+function unzip(path: string): Map<string, Buffer> {
+  const zip = readFileSync(path);
+  const eocd = zip.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+  const count = zip.readUInt16LE(eocd + 10);
+  let at = zip.readUInt32LE(eocd + 16);
+  const files = new Map<string, Buffer>();
+  for (let i = 0; i < count; i++) {
+    const method = zip.readUInt16LE(at + 10);
+    const size = zip.readUInt32LE(at + 20);
+    const nameLength = zip.readUInt16LE(at + 28);
+    const extra = zip.readUInt16LE(at + 30);
+    const comment = zip.readUInt16LE(at + 32);
+    const local = zip.readUInt32LE(at + 42);
+    const name = zip.toString('utf8', at + 46, at + 46 + nameLength);
+    const dataAt = local + 30 + zip.readUInt16LE(local + 26) + zip.readUInt16LE(local + 28);
+    const raw = zip.subarray(dataAt, dataAt + size);
+    files.set(name, method === 8 ? inflateRawSync(raw) : Buffer.from(raw));
+    at += 46 + nameLength + extra + comment;
+  }
+  return files;
+}
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+});
+
+const GOOD: Record<string, string> = {
+  [HANDLER_ENTRIES.aws.scene]: 'export const handler = async () => ({ batchItemFailures: [] });\n',
+  [HANDLER_ENTRIES.aws.tile]:
+    "import { S3Client } from '@aws-sdk/client-s3';\nconst s3 = new S3Client({ region: 'eu-west-1' });\nexport const handler = async () => ({ batchItemFailures: [], s3: typeof s3 });\n",
+  [HANDLER_ENTRIES.aws.mosaic]: 'export async function handler() { return { assembled: [] }; }\n',
+  [HANDLER_ENTRIES.gcp]: [
+    "import { cloudEvent, http } from '@google-cloud/functions-framework';",
+    `cloudEvent('${GCP_ENTRY_POINTS.scene}', async () => {});`,
+    `cloudEvent('${GCP_ENTRY_POINTS.tile}', async () => {});`,
+    `http('${GCP_ENTRY_POINTS.mosaic}', (_req, res) => { res.send('{}'); });`,
+    '',
+  ].join('\n'),
+  [HANDLER_ENTRIES.azure]: [
+    "import { app } from '@azure/functions';",
+    `app.storageQueue('scene', { queueName: '${AZURE_QUEUES.scene}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
+    "app.storageQueue('tile', { queueName: '%TESSERA_TILE_QUEUE%', connection: 'TESSERA_STORAGE', handler: async () => {} });",
+    `app.storageQueue('mosaic', { queueName: '${AZURE_QUEUES.mosaic}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
+    "app.timer('cleanup', { schedule: '0 7 * * * *', handler: async () => {} });",
+    '',
+  ].join('\n'),
+  [HANDLER_ENTRIES.azureHostJson]: '{ "version": "2.0", "functionTimeout": "00:10:00" }\n',
+};
+
+/** A repository root with the given handler files and the real node_modules. */
+function fakeRoot(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'tessera-build-'));
+  roots.push(root);
+  symlinkSync(join(REPO_ROOT, 'node_modules'), join(root, 'node_modules'), 'dir');
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  }
+  return root;
+}
+
+async function buildError(root: string, clouds: ('aws' | 'gcp' | 'azure')[]): Promise<string> {
+  try {
+    await buildFunctions({ root, outDir: join(root, 'dist'), clouds });
+  } catch (e) {
+    expect(e).toBeInstanceOf(BuildError);
+    return (e as Error).message;
+  }
+  throw new Error('the build succeeded, but a failure was expected');
+}
+
+describe('npm run build:functions (scripts/build-functions.ts)', () => {
+  it('writes each platform its archive: Lambda zips, a GCF source, an Azure run-from-package app', async () => {
+    const root = fakeRoot(GOOD);
+    const built = await buildFunctions({ root, outDir: join(root, 'dist'), clouds: ['aws', 'gcp', 'azure'] });
+    expect(built.map((b) => b.path.slice(root.length + 1)).sort()).toEqual(
+      [...Object.values(ARCHIVES.aws), ARCHIVES.gcp, ARCHIVES.azure].map((a) => `dist/${a}`).sort(),
+    );
+    for (const b of built) expect(b.bytes).toBeGreaterThan(100);
+
+    const tile = unzip(join(root, 'dist', ARCHIVES.aws.tile));
+    expect([...tile.keys()]).toEqual(['index.mjs', 'index.mjs.map']);
+    // The AWS SDK is bundled, not left to the runtime's copy.
+    expect(tile.get('index.mjs')?.toString()).toContain('S3Client');
+    expect(tile.get('index.mjs')?.toString()).not.toMatch(/from ["']@aws-sdk\//);
+
+    const gcp = unzip(join(root, 'dist', ARCHIVES.gcp));
+    expect([...gcp.keys()].sort()).toEqual(['index.js', 'index.js.map', 'package.json']);
+    const manifest = JSON.parse(gcp.get('package.json')?.toString() ?? '{}') as {
+      main: string;
+      type: string;
+      dependencies: Record<string, string>;
+    };
+    expect(manifest).toMatchObject({ main: 'index.js', type: 'module' });
+    expect(manifest.dependencies['@google-cloud/functions-framework']).toMatch(/^\d+\.\d+\.\d+$/);
+    // The framework is the platform's (installed from package.json), never a second bundled copy.
+    expect(gcp.get('index.js')?.toString()).toMatch(/from ["']@google-cloud\/functions-framework["']/);
+
+    const azure = unzip(join(root, 'dist', ARCHIVES.azure));
+    expect([...azure.keys()]).toEqual(['host.json', 'package.json', 'dist/index.js', 'dist/index.js.map']);
+    expect(JSON.parse(azure.get('package.json')?.toString() ?? '{}')).toMatchObject({ main: 'dist/index.js', type: 'module' });
+    expect(azure.get('host.json')?.toString()).toBe(GOOD[HANDLER_ENTRIES.azureHostJson]);
+  });
+
+  it('gives the same bytes for the same code, so an unchanged build deploys nothing', async () => {
+    const root = fakeRoot(GOOD);
+    const first = await buildFunctions({ root, outDir: join(root, 'a'), clouds: ['aws'] });
+    const second = await buildFunctions({ root, outDir: join(root, 'b'), clouds: ['aws'] });
+    for (const [i, b] of first.entries()) expect(readFileSync(b.path).equals(readFileSync(second[i]?.path as string))).toBe(true);
+  });
+
+  it('fails naming every missing handler entry point, and offers the clouds that are ready', async () => {
+    const { [HANDLER_ENTRIES.gcp]: _gcp, [HANDLER_ENTRIES.azureHostJson]: _host, ...rest } = GOOD;
+    const message = await buildError(fakeRoot(rest), ['aws', 'gcp', 'azure']);
+    expect(message).toContain(`- ${HANDLER_ENTRIES.gcp} (gcp)`);
+    expect(message).toContain(`- ${HANDLER_ENTRIES.azureHostJson} (azure)`);
+    expect(message).toContain('npm run build:functions -- aws');
+  });
+
+  it('refuses to bundle the local SQLite driver into a cloud function', async () => {
+    const root = fakeRoot({
+      ...GOOD,
+      [HANDLER_ENTRIES.aws.scene]: "import Database from 'better-sqlite3';\nexport const handler = async () => new Database(':memory:');\n",
+    });
+    const message = await buildError(root, ['aws']);
+    expect(message).toContain('better-sqlite3');
+    expect(message).toContain(HANDLER_ENTRIES.aws.scene);
+  });
+
+  it('fails when a Lambda bundle exports no handler', async () => {
+    const message = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.aws.mosaic]: 'export const sweep = async () => 1;\n' }), ['aws']);
+    expect(message).toContain('must export a function named handler');
+  });
+
+  it('fails when the GCP bundle registers an entry point with the wrong signature or not at all', async () => {
+    const wrong = GOOD[HANDLER_ENTRIES.gcp]?.replace(
+      `http('${GCP_ENTRY_POINTS.mosaic}', (_req, res) => { res.send('{}'); });`,
+      `cloudEvent('${GCP_ENTRY_POINTS.mosaic}', async () => {});`,
+    );
+    const message = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.gcp]: wrong as string }), ['gcp']);
+    expect(message).toContain(`${GCP_ENTRY_POINTS.mosaic} is registered as cloudevent, but infra/ triggers it as http`);
+    const none = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.gcp]: "import '@google-cloud/functions-framework';\n" }), ['gcp']);
+    expect(none).toContain(`${GCP_ENTRY_POINTS.scene} is not registered`);
+  });
+
+  it('fails when the Azure bundle listens somewhere infra/ does not deliver', async () => {
+    const eventGrid = GOOD[HANDLER_ENTRIES.azure]?.replace(
+      `app.storageQueue('scene', { queueName: '${AZURE_QUEUES.scene}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
+      "app.eventGrid('scene', { handler: async () => {} });",
+    );
+    const message = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: eventGrid as string }), ['azure']);
+    expect(message).toContain('scene is registered as eventGridTrigger, but infra/ delivers its events to a Storage Queue');
+  });
+
+  it('takes the clouds and the output folder from the command line', () => {
+    expect(parseArgs([], '/r')).toEqual({ root: '/r', outDir: '/r/dist', clouds: ['aws', 'gcp', 'azure'] });
+    expect(parseArgs(['gcp', '--out', '/tmp/x'], '/r')).toEqual({ root: '/r', outDir: '/tmp/x', clouds: ['gcp'] });
+    expect(() => parseArgs(['oci'], '/r')).toThrow(/unknown argument "oci"/);
+  });
+});

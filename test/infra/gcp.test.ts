@@ -1,0 +1,271 @@
+import { describe, expect, it } from 'vitest';
+import { GCP_ENTRY_POINTS } from '../../infra/common/packaging.js';
+import { LEASE_STOLEN_LOG_FILTER } from '../../infra/gcp/tiling-stack.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
+import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { envOf, GCP_PROJECT_NUMBER, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { loadStackFile } from './stack-files.js';
+
+/**
+ * Policies of the GCP stack, asserted on what the program declares under
+ * Pulumi mocks. Only the GCP SDK is loaded in this file.
+ */
+
+const STACK = 'gcp-europe-west1';
+/** The project the example stack file names. */
+const PROJECT = 'my-tessera-project';
+const BASE = { 'tessera:cloud': 'gcp', 'tessera:region': 'europe-west1', 'gcp:region': 'europe-west1', 'gcp:project': PROJECT };
+
+const FN = 'gcp:cloudfunctionsv2/function:Function';
+const functions = (run: StackRun) => run.ofType(FN);
+const serviceConfig = (fn: RecordedResource) =>
+  fn.inputs.serviceConfig as {
+    timeoutSeconds: number;
+    environmentVariables: Record<string, string>;
+    serviceAccountEmail: string;
+    ingressSettings: string;
+  };
+
+describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
+  let run: StackRun;
+
+  it('runs the example stack file as it is shipped', async () => {
+    const file = loadStackFile('Pulumi.gcp-europe-west1.yaml');
+    expect(file.stack).toBe(STACK);
+    run = await runStack(file.stack, file.config);
+    expect(run.outputs).toMatchObject({
+      cloud: 'gcp',
+      platform: 'gcf2-event',
+      functionTimeoutSeconds: 540,
+      leaseSeconds: 840,
+      tileAckDeadlineSeconds: 600,
+    });
+  });
+
+  it('builds one tessera:gcp:TilingStack component and parents every resource to it', () => {
+    expect(run.ofType('tessera:gcp:TilingStack')).toHaveLength(1);
+    const custom = run.urns.filter(
+      (u) => !u.includes('::pulumi:providers:') && !u.endsWith('::tessera') && !u.includes('pulumi:pulumi:Stack'),
+    );
+    expect(custom.length).toBeGreaterThan(40);
+    for (const urn of custom) expect(urn, urn).toContain('tessera:gcp:TilingStack$');
+  });
+
+  it('gives every function a lease longer than the ceiling of its trigger type, and a timeout within it', () => {
+    expect(functions(run)).toHaveLength(3);
+    for (const fn of functions(run)) {
+      const sc = serviceConfig(fn);
+      const env = envOf(sc.environmentVariables);
+      const platform = env[ENV.platform] as Platform;
+      const ceiling = CEILINGS[platform].ceilingSec ?? sc.timeoutSeconds;
+      expect(sc.timeoutSeconds, fn.name).toBeLessThanOrEqual(ceiling);
+      expect(Number(env[ENV.leaseSeconds]), fn.name).toBeGreaterThan(ceiling);
+      expect(Number(env[ENV.functionTimeoutSeconds])).toBe(sc.timeoutSeconds);
+      expect(() => parseRuntimeConfig(env), fn.name).not.toThrow();
+    }
+    // Event-driven functions (the Eventarc scene trigger) stay within 540 s whatever the tile trigger is.
+    const scene = functions(run).find((f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.scene);
+    expect(scene && envOf(serviceConfig(scene).environmentVariables)[ENV.platform]).toBe('gcf2-event');
+  });
+
+  it('builds every function as Cloud Functions 2nd gen on Node 20 from the uploaded source archive, with its own entry point', () => {
+    const source = run.ofType('gcp:storage/bucketObject:BucketObject')[0];
+    expect(source?.inputs.name).toMatch(/^functions\/source-[0-9a-f]{16}\.zip$/);
+    const entryPoints = functions(run).map((fn) => {
+      const build = fn.inputs.buildConfig as {
+        runtime: string;
+        entryPoint: string;
+        source: { storageSource: { bucket: string; object: string } };
+      };
+      expect(build.runtime).toBe('nodejs20');
+      expect(build.source.storageSource).toEqual({ bucket: source?.inputs.bucket, object: source?.state.name });
+      return build.entryPoint;
+    });
+    expect(entryPoints.sort()).toEqual(Object.values(GCP_ENTRY_POINTS).sort());
+  });
+
+  it('pushes tile jobs with an ack deadline that covers the tile timeout, a retry policy and a dead-letter topic', () => {
+    const tile = functions(run).find(
+      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.tile,
+    ) as RecordedResource;
+    const topic = run.one('gcp:pubsub/topic:Topic', '-tiles');
+    const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
+    const sub = run.one('gcp:pubsub/subscription:Subscription', '-tiles');
+    expect(sub.inputs.topic).toBe(topic.state.id);
+    expect(sub.inputs.ackDeadlineSeconds).toBeGreaterThanOrEqual(serviceConfig(tile).timeoutSeconds);
+    expect(sub.inputs.retryPolicy).toEqual({ minimumBackoff: '10s', maximumBackoff: '600s' });
+    expect(sub.inputs.deadLetterPolicy).toEqual({ deadLetterTopic: deadLetter.state.id, maxDeliveryAttempts: 5 });
+    const push = sub.inputs.pushConfig as { pushEndpoint: string; oidcToken: { serviceAccountEmail: string; audience: string } };
+    expect(push.pushEndpoint).toBe(`${tile.state.url}/projects/${PROJECT}/topics/${topic.state.name}`);
+    expect(push.oidcToken.audience).toBe(tile.state.url);
+  });
+
+  it('gives every subscription a dead-letter path, and keeps the dead letters in a subscription of their own', () => {
+    const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
+    for (const sub of run.ofType('gcp:pubsub/subscription:Subscription')) {
+      const isDeadLetterStore = sub.inputs.topic === deadLetter.state.id;
+      expect(
+        isDeadLetterStore ||
+          (sub.inputs.deadLetterPolicy as { deadLetterTopic?: string } | undefined)?.deadLetterTopic === deadLetter.state.id,
+        sub.name,
+      ).toBe(true);
+    }
+    expect(run.ofType('gcp:pubsub/subscription:Subscription').filter((s) => s.inputs.topic === deadLetter.state.id)).toHaveLength(1);
+    // Pub/Sub's own agent forwards dead letters: publisher on the topic, subscriber on the source subscription.
+    const agent = `serviceAccount:service-${GCP_PROJECT_NUMBER}@gcp-sa-pubsub.iam.gserviceaccount.com`;
+    expect(
+      run
+        .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
+        .some((m) => m.inputs.member === agent && m.inputs.topic === deadLetter.state.name),
+    ).toBe(true);
+    expect(
+      run
+        .ofType('gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember')
+        .some((m) => m.inputs.member === agent && m.inputs.role === 'roles/pubsub.subscriber'),
+    ).toBe(true);
+  });
+
+  it('keeps claims in Firestore with point-in-time recovery and a TTL policy on expires_at of the configured collection', () => {
+    const db = run.ofType('gcp:firestore/database:Database')[0];
+    expect(db?.inputs).toMatchObject({
+      name: '(default)',
+      type: 'FIRESTORE_NATIVE',
+      pointInTimeRecoveryEnablement: 'POINT_IN_TIME_RECOVERY_ENABLED',
+      locationId: 'europe-west1',
+    });
+    const field = run.ofType('gcp:firestore/field:Field')[0];
+    expect(field?.inputs).toMatchObject({ collection: 'claims', field: 'expires_at', ttlConfig: {} });
+    for (const fn of functions(run)) expect(envOf(serviceConfig(fn).environmentVariables)[ENV.claimsTable]).toBe('claims');
+  });
+
+  it('triggers the scene function on object finalize in the source bucket only, and tells it the prefix and suffix', () => {
+    const sources = run.one('gcp:storage/bucket:Bucket', '-sources');
+    const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
+    expect(triggered.map((f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
+    expect(triggered[0]?.inputs.eventTrigger).toMatchObject({
+      eventType: 'google.cloud.storage.object.v1.finalized',
+      eventFilters: [{ attribute: 'bucket', value: sources.state.name }],
+      retryPolicy: 'RETRY_POLICY_RETRY',
+    });
+    const env = envOf(serviceConfig(triggered[0] as RecordedResource).environmentVariables);
+    expect(env).toMatchObject({ [ENV.sourcePrefix]: 'scenes/', [ENV.sourceSuffix]: '.tif' });
+  });
+
+  it('makes nothing public: uniform access, public access prevention, internal ingress, no allUsers anywhere', () => {
+    const buckets = run.ofType('gcp:storage/bucket:Bucket');
+    expect(buckets).toHaveLength(3);
+    for (const b of buckets) expect(b.inputs, b.name).toMatchObject({ uniformBucketLevelAccess: true, publicAccessPrevention: 'enforced' });
+    for (const fn of functions(run)) expect(serviceConfig(fn).ingressSettings).toBe('ALLOW_INTERNAL_ONLY');
+    const members = run.resources
+      .filter((r) => r.type.includes('IAMMember') || r.type.includes('IamMember'))
+      .map((r) => String(r.inputs.member));
+    expect(members.length).toBeGreaterThan(10);
+    for (const m of members) expect(m).not.toMatch(/allUsers|allAuthenticatedUsers/);
+  });
+
+  it('runs each function as its own service account with narrow roles', () => {
+    const emails = functions(run).map((fn) => serviceConfig(fn).serviceAccountEmail);
+    expect(new Set(emails).size).toBe(3);
+    const projectRoles = run.ofType('gcp:projects/iAMMember:IAMMember');
+    for (const m of projectRoles) {
+      expect(m.inputs.role, m.name).not.toMatch(/roles\/(owner|editor|storage\.admin|datastore\.owner|pubsub\.admin)$/);
+      if (emails.some((e) => m.inputs.member === `serviceAccount:${e}`)) {
+        // The only project-level grant to a function: Firestore, conditioned on the claims database.
+        expect(m.inputs.role).toBe('roles/datastore.user');
+        expect(String((m.inputs.condition as { expression: string }).expression)).toContain('databases/(default)');
+      }
+    }
+    // Writes to the output bucket are conditioned on each function's own prefix.
+    const outputs = run.one('gcp:storage/bucket:Bucket', '-outputs').state.name;
+    const writes = run
+      .ofType('gcp:storage/bucketIAMMember:BucketIAMMember')
+      .filter((m) => m.inputs.bucket === outputs && m.inputs.role !== 'roles/storage.objectViewer');
+    expect(writes.map((w) => w.name.replace(/^tessera-/, '')).sort()).toEqual([
+      'mosaic-write-mosaics',
+      'scene-write-manifests',
+      'tile-write-tiles',
+    ]);
+    for (const w of writes) {
+      const prefix = {
+        'tessera-mosaic-write-mosaics': 'mosaics/',
+        'tessera-scene-write-manifests': 'scenes/',
+        'tessera-tile-write-tiles': 'tiles/',
+      }[w.name];
+      expect((w.inputs.condition as { expression: string }).expression).toBe(
+        `resource.name.startsWith("projects/_/buckets/${outputs}/objects/${prefix}")`,
+      );
+    }
+  });
+
+  it("points every function's environment at this stack's buckets, topics and project", () => {
+    const expected = {
+      [ENV.sourceBucket]: run.one('gcp:storage/bucket:Bucket', '-sources').state.name,
+      [ENV.outputBucket]: run.one('gcp:storage/bucket:Bucket', '-outputs').state.name,
+      [ENV.tileQueue]: run.one('gcp:pubsub/topic:Topic', '-tiles').state.name,
+      [ENV.deadLetterQueue]: run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter').state.name,
+      [ENV.gcpProject]: PROJECT,
+    };
+    for (const fn of functions(run)) expect(envOf(serviceConfig(fn).environmentVariables), fn.name).toMatchObject(expected);
+  });
+
+  it('counts lease-stolen log lines of its own functions and alerts on them', () => {
+    const metric = run.ofType('gcp:logging/metric:Metric')[0];
+    const filter = String(metric?.inputs.filter);
+    expect(filter).toContain(LEASE_STOLEN_LOG_FILTER);
+    for (const fn of functions(run)) expect(filter).toContain(`"${(fn.state.serviceConfig as { service: string }).service}"`);
+    // Cloud Run puts a JSON line in jsonPayload: each jsonPayload.<field>="<value>" term holds on the core's log line.
+    const lines: string[] = [];
+    new JsonTelemetry((l) => lines.push(l)).log('ERROR', 'lease-stolen', { jobKey: 'k' });
+    const logged = JSON.parse(lines[0] as string) as Record<string, unknown>;
+    const terms = [...LEASE_STOLEN_LOG_FILTER.matchAll(/jsonPayload\.(\w+)="([^"]+)"/g)];
+    expect(terms).toHaveLength(2);
+    for (const [, field, value] of terms) expect(logged[field as string]).toBe(value);
+    const alerts = run.ofType('gcp:monitoring/alertPolicy:AlertPolicy');
+    const leaseAlert = alerts.find((a) =>
+      JSON.stringify(a.inputs.conditions).includes(`logging.googleapis.com/user/${metric?.state.name}`),
+    );
+    expect(leaseAlert).toBeDefined();
+    expect(alerts.some((a) => JSON.stringify(a.inputs.conditions).includes('num_undelivered_messages'))).toBe(true);
+  });
+
+  it('sweeps for finished mosaics from Cloud Scheduler, authenticated, without retries', () => {
+    const mosaic = functions(run).find(
+      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.mosaic,
+    ) as RecordedResource;
+    const job = run.ofType('gcp:cloudscheduler/job:Job')[0];
+    expect(job?.inputs).toMatchObject({ schedule: '*/5 * * * *', retryConfig: { retryCount: 0 } });
+    expect((job?.inputs.httpTarget as { uri: string; oidcToken: { audience: string } }).uri).toBe(mosaic.state.url);
+    expect(envOf(serviceConfig(mosaic).environmentVariables)[ENV.platform]).toBe('gcf2-http');
+  });
+
+  it('runs the tile worker for up to an hour when the tile trigger is http, with a lease above 3,600 s', async () => {
+    const http = await runStack(STACK, { ...BASE, 'tessera:gcpTileTrigger': 'http' });
+    expect(http.outputs).toMatchObject({ platform: 'gcf2-http', functionTimeoutSeconds: 3600, leaseSeconds: 3900 });
+    const tile = functions(http).find(
+      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.tile,
+    ) as RecordedResource;
+    expect(serviceConfig(tile).timeoutSeconds).toBe(3600);
+    expect(envOf(serviceConfig(tile).environmentVariables)[ENV.platform]).toBe('gcf2-http');
+  });
+
+  it('refuses a lease at or below the trigger ceiling at preview, saying what to set', async () => {
+    const event = await refusal(STACK, { ...BASE, 'tessera:leaseSeconds': '540' });
+    expect(event).toContain('tessera:leaseSeconds');
+    expect(event).toContain('at least 541 s');
+    const http = await refusal(STACK, { ...BASE, 'tessera:gcpTileTrigger': 'http', 'tessera:leaseSeconds': '3600' });
+    expect(http).toContain('at least 3601 s');
+  });
+
+  it('refuses an event-driven timeout above 540 s, pointing at the http trigger', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:functionTimeoutSeconds': '900' })).toMatch(/540 s or less.*HTTP-triggered function/s);
+  });
+
+  it('refuses fewer than 5 delivery attempts (Pub/Sub minimum) and a missing project', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:maxReceiveCount': '3' })).toContain(
+      'tessera:maxReceiveCount must be a whole number from 5 to 100',
+    );
+    const { 'gcp:project': _omitted, ...noProject } = BASE;
+    expect(await refusal(STACK, noProject)).toContain('pulumi config set gcp:project');
+  });
+});
