@@ -63,7 +63,9 @@ export function functionEnvironment(
   // Only the tile worker claims; a function on another platform (GCP's HTTP mosaic sweep, 3,600 s ceiling)
   // gets a lease that is valid there, never shorter than the tile worker's.
   const leaseSec =
-    platform === cfg.platform ? cfg.lease.leaseSec : Math.max(cfg.lease.leaseSec, resolveLease({ platform, functionTimeoutSec: timeoutSec }).leaseSec);
+    platform === cfg.platform
+      ? cfg.lease.leaseSec
+      : Math.max(cfg.lease.leaseSec, resolveLease({ platform, functionTimeoutSec: timeoutSec }).leaseSec);
   const env: Record<string, pulumi.Input<string>> = {
     [ENV.platform]: platform,
     [ENV.claimsTable]: resources.claimsTable,

@@ -19,6 +19,13 @@ const BASE = { 'tessera:cloud': 'gcp', 'tessera:region': 'europe-west1', 'gcp:re
 
 const FN = 'gcp:cloudfunctionsv2/function:Function';
 const functions = (run: StackRun) => run.ofType(FN);
+const entryPoint = (fn: RecordedResource) => (fn.inputs.buildConfig as { entryPoint: string }).entryPoint;
+/** The function deployed with a role's entry point. */
+function byRole(run: StackRun, role: keyof typeof GCP_ENTRY_POINTS): RecordedResource {
+  const fn = functions(run).find((f) => entryPoint(f) === GCP_ENTRY_POINTS[role]);
+  if (!fn) throw new Error(`no function with entry point ${GCP_ENTRY_POINTS[role]}`);
+  return fn;
+}
 const serviceConfig = (fn: RecordedResource) =>
   fn.inputs.serviceConfig as {
     timeoutSeconds: number;
@@ -65,7 +72,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       expect(() => parseRuntimeConfig(env), fn.name).not.toThrow();
     }
     // Event-driven functions (the Eventarc scene trigger) stay within 540 s whatever the tile trigger is.
-    const scene = functions(run).find((f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.scene);
+    const scene = byRole(run, 'scene');
     expect(scene && envOf(serviceConfig(scene).environmentVariables)[ENV.platform]).toBe('gcf2-event');
   });
 
@@ -86,9 +93,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   });
 
   it('pushes tile jobs with an ack deadline that covers the tile timeout, a retry policy and a dead-letter topic', () => {
-    const tile = functions(run).find(
-      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.tile,
-    ) as RecordedResource;
+    const tile = byRole(run, 'tile');
     const topic = run.one('gcp:pubsub/topic:Topic', '-tiles');
     const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
     const sub = run.one('gcp:pubsub/subscription:Subscription', '-tiles');
@@ -142,7 +147,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   it('triggers the scene function on object finalize in the source bucket only, and tells it the prefix and suffix', () => {
     const sources = run.one('gcp:storage/bucket:Bucket', '-sources');
     const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
-    expect(triggered.map((f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
+    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
     expect(triggered[0]?.inputs.eventTrigger).toMatchObject({
       eventType: 'google.cloud.storage.object.v1.finalized',
       eventFilters: [{ attribute: 'bucket', value: sources.state.name }],
@@ -230,21 +235,19 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   });
 
   it('sweeps for finished mosaics from Cloud Scheduler, authenticated, without retries', () => {
-    const mosaic = functions(run).find(
-      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.mosaic,
-    ) as RecordedResource;
+    const mosaic = byRole(run, 'mosaic');
     const job = run.ofType('gcp:cloudscheduler/job:Job')[0];
     expect(job?.inputs).toMatchObject({ schedule: '*/5 * * * *', retryConfig: { retryCount: 0 } });
-    expect((job?.inputs.httpTarget as { uri: string; oidcToken: { audience: string } }).uri).toBe(mosaic.state.url);
+    const target = job?.inputs.httpTarget as { uri: string; oidcToken: { audience: string } } | undefined;
+    expect(target?.uri).toBe(mosaic.state.url);
+    expect(target?.oidcToken.audience).toBe(mosaic.state.url);
     expect(envOf(serviceConfig(mosaic).environmentVariables)[ENV.platform]).toBe('gcf2-http');
   });
 
   it('runs the tile worker for up to an hour when the tile trigger is http, with a lease above 3,600 s', async () => {
     const http = await runStack(STACK, { ...BASE, 'tessera:gcpTileTrigger': 'http' });
     expect(http.outputs).toMatchObject({ platform: 'gcf2-http', functionTimeoutSeconds: 3600, leaseSeconds: 3900 });
-    const tile = functions(http).find(
-      (f) => (f.inputs.buildConfig as { entryPoint: string }).entryPoint === GCP_ENTRY_POINTS.tile,
-    ) as RecordedResource;
+    const tile = byRole(http, 'tile');
     expect(serviceConfig(tile).timeoutSeconds).toBe(3600);
     expect(envOf(serviceConfig(tile).environmentVariables)[ENV.platform]).toBe('gcf2-http');
   });
