@@ -2,6 +2,9 @@ import { dynamoDbLocalPaths, install, motoServerPath } from '../../../scripts/em
 import { freePort, httpAnswers, type Started, startProcess } from './process.js';
 import type { AwsEndpoints } from './types.js';
 
+/** How long either emulator may take to answer HTTP before the run fails with its output. */
+const START_TIMEOUT_MS = 120_000;
+
 /** The region every AWS client in the tests uses; the emulators accept any. */
 export const AWS_TEST_REGION = 'us-east-1';
 
@@ -33,7 +36,8 @@ export async function start(): Promise<{ endpoints: AwsEndpoints | undefined; st
         'java',
         [`-Djava.library.path=${ddb.lib}`, '-jar', ddb.jar, '-inMemory', '-port', String(ddbPort), '-disableTelemetry'],
         () => httpAnswers(dynamodb),
-        { cwd: ddb.dir },
+        // ~5 s alone; 17 s was seen with every emulator starting at once on two busy cores.
+        { cwd: ddb.dir, timeoutMs: START_TIMEOUT_MS },
       ),
     ),
     timed(
@@ -41,6 +45,7 @@ export async function start(): Promise<{ endpoints: AwsEndpoints | undefined; st
       startProcess('moto server', motoServerPath(), ['-H', '127.0.0.1', '-p', String(motoPort)], () => httpAnswers(`${moto}/moto-api/`), {
         // moto reads these for its fake account; they must never reach a real AWS endpoint anyway.
         env: { AWS_DEFAULT_REGION: AWS_TEST_REGION, MOTO_ALLOW_NONEXISTENT_REGION: 'true' },
+        timeoutMs: START_TIMEOUT_MS,
       }),
     ),
   ]);
