@@ -8,7 +8,7 @@ import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import type { PulledMessage } from './clients.js';
-import { createGcpStack, type GcpTestStack, pubsubEvent, storageEvent, TEST_PARAMS } from './stack.js';
+import { createGcpStack, type GcpTestStack, pubsubEvent, storageEvent, TEST_PARAMS, type TestRuntime } from './stack.js';
 
 const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
 const GRID = tileGrid(SCENE.width, SCENE.height, 48);
@@ -27,6 +27,12 @@ async function stack(): Promise<GcpTestStack> {
   stacks.push(s);
   return s;
 }
+
+/** The runtime with a hook that runs right after the claim (to stall the worker there). */
+const afterClaim = (rt: TestRuntime, hook: () => Promise<void>): TestRuntime => ({
+  ...rt,
+  settings: { ...rt.settings, hooks: { afterClaim: hook } },
+});
 
 const logsOf = (lines: string[]) => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
 
@@ -147,20 +153,14 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
       const a = s.runtime({ owner: 'zombie-a', clock, logs: logsA });
       const b = s.runtime({ owner: 'worker-b', clock });
       let bOutcome: unknown;
-      const zombie = createTileHandler({
-        ...a,
-        settings: {
-          ...a.settings,
-          hooks: {
-            afterClaim: async () => {
-              // Instance A hits the 540 s timeout but keeps running (GCF does not kill it). The lease
-              // lapses; Pub/Sub redelivers the same message to instance B, which takes the job over.
-              clock.advance(a.settings.leaseMs + 1);
-              bOutcome = await createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2));
-            },
-          },
-        },
-      });
+      const zombie = createTileHandler(
+        afterClaim(a, async () => {
+          // Instance A hits the 540 s timeout but keeps running (GCF does not kill it). The lease
+          // lapses; Pub/Sub redelivers the same message to instance B, which takes the job over.
+          clock.advance(a.settings.leaseMs + 1);
+          bOutcome = await createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2));
+        }),
+      );
       expect(await zombie(event)).toMatchObject({ kind: 'ack', outcome: { kind: 'lease-stolen' } });
       expect(bOutcome).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
 
@@ -181,18 +181,12 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
       const a = s.runtime({ owner: 'slow-a' });
       const b = s.runtime({ owner: 'worker-b' });
       let redelivery: Promise<unknown> | undefined;
-      const slow = createTileHandler({
-        ...a,
-        settings: {
-          ...a.settings,
-          hooks: {
-            afterClaim: async () => {
-              redelivery = createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2));
-              await redelivery.catch(() => undefined);
-            },
-          },
-        },
-      });
+      const slow = createTileHandler(
+        afterClaim(a, async () => {
+          redelivery = createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2));
+          await redelivery.catch(() => undefined);
+        }),
+      );
       expect(await slow(event)).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
       await expect(redelivery).rejects.toThrow(/earlier attempt of delivery .* holds the lease/);
       expect(b.backend.telemetry.counters()).toMatchObject({ 'claim-rejected': 1, written: 0 });

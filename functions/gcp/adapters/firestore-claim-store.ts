@@ -42,6 +42,9 @@ interface ClaimDoc {
 
 type Loaded = { readonly row: ClaimRow; readonly rev: number; readonly version: Timestamp };
 
+/** What a compare-and-set round decided: answer without writing, or write these fields and answer `written` if the write lands. */
+type CasStep<R> = { readonly answer: R } | { readonly write: Partial<ClaimDoc>; readonly written: R };
+
 const grpcCode = (error: unknown): number | undefined => {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'number' ? code : undefined;
@@ -123,49 +126,26 @@ export class FirestoreClaimStore implements ClaimStore {
   }
 
   async commit(request: CommitRequest): Promise<CommitResult> {
-    const ref = this.collection.doc(request.jobId);
-    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const current = await this.load(request.jobId);
-      if (!current) return { kind: 'lease-stolen', current: undefined };
-      const { row } = current;
-      if (row.owner !== request.owner) return { kind: 'lease-stolen', current: row };
-      if (row.state === 'COMMITTED') return { kind: 'committed', row };
-      const sealed: Partial<ClaimDoc> = {
-        state: 'COMMITTED',
-        output_uri: request.outputUri,
-        finished_at: request.now,
-        rev: current.rev + 1,
+    const stolen = { kind: 'lease-stolen', current: undefined } as const;
+    return this.compareAndSet<CommitResult>(request.jobId, 'commit', stolen, ({ row }) => {
+      if (row.owner !== request.owner) return { answer: { kind: 'lease-stolen', current: row } };
+      if (row.state === 'COMMITTED') return { answer: { kind: 'committed', row } };
+      return {
+        write: { state: 'COMMITTED', output_uri: request.outputUri, finished_at: request.now },
+        written: { kind: 'committed', row: { ...row, state: 'COMMITTED', outputUri: request.outputUri, finishedAt: request.now } },
       };
-      try {
-        await ref.update({ ...sealed }, { lastUpdateTime: current.version });
-        return { kind: 'committed', row: { ...row, state: 'COMMITTED', outputUri: request.outputUri, finishedAt: request.now } };
-      } catch (error) {
-        if (grpcCode(error) === Code.NOT_FOUND) return { kind: 'lease-stolen', current: undefined };
-        if (!lostRace(error)) throw this.failure(`commit of ${request.jobId}`, error);
-        // Someone wrote meanwhile (a takeover, or our own heartbeat): the next read says whether we still own it.
-      }
-    }
-    throw this.contention(`commit of ${request.jobId}`);
+    });
   }
 
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatResult> {
-    const ref = this.collection.doc(request.jobId);
-    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const current = await this.load(request.jobId);
-      if (!current) return { kind: 'lost', current: undefined };
-      const { row } = current;
-      if (row.owner !== request.owner || row.state !== 'CLAIMED') return { kind: 'lost', current: row };
-      if (row.leaseUntil < request.now) return { kind: 'lost', current: row };
-      if (row.leaseUntil === request.leaseUntil) return { kind: 'extended', leaseUntil: row.leaseUntil }; // a retried beat that landed
-      try {
-        await ref.update({ lease_until: request.leaseUntil, rev: current.rev + 1 }, { lastUpdateTime: current.version });
-        return { kind: 'extended', leaseUntil: request.leaseUntil };
-      } catch (error) {
-        if (grpcCode(error) === Code.NOT_FOUND) return { kind: 'lost', current: undefined };
-        if (!lostRace(error)) throw this.failure(`heartbeat of ${request.jobId}`, error);
-      }
-    }
-    throw this.contention(`heartbeat of ${request.jobId}`);
+    const lost = { kind: 'lost', current: undefined } as const;
+    return this.compareAndSet<HeartbeatResult>(request.jobId, 'heartbeat', lost, ({ row }) => {
+      if (row.owner !== request.owner || row.state !== 'CLAIMED' || row.leaseUntil < request.now)
+        return { answer: { kind: 'lost', current: row } };
+      // A retried beat whose first attempt landed.
+      if (row.leaseUntil === request.leaseUntil) return { answer: { kind: 'extended', leaseUntil: row.leaseUntil } };
+      return { write: { lease_until: request.leaseUntil }, written: { kind: 'extended', leaseUntil: request.leaseUntil } };
+    });
   }
 
   async get(jobId: string): Promise<ClaimRow | undefined> {
@@ -182,6 +162,29 @@ export class FirestoreClaimStore implements ClaimStore {
     } catch (error) {
       throw this.failure(`listing of collection ${this.collection.path}`, error);
     }
+  }
+
+  /**
+   * Read, decide, write conditionally on the version read; on a lost race
+   * (someone wrote meanwhile: a takeover, or our own heartbeat) read again and
+   * decide again. `missing` answers a document that is not (or no longer) there.
+   */
+  private async compareAndSet<R>(jobId: string, what: string, missing: R, decide: (current: Loaded) => CasStep<R>): Promise<R> {
+    const ref = this.collection.doc(jobId);
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const current = await this.load(jobId);
+      if (!current) return missing;
+      const step = decide(current);
+      if ('answer' in step) return step.answer;
+      try {
+        await ref.update({ ...step.write, rev: current.rev + 1 }, { lastUpdateTime: current.version });
+        return step.written;
+      } catch (error) {
+        if (grpcCode(error) === Code.NOT_FOUND) return missing;
+        if (!lostRace(error)) throw this.failure(`${what} of ${jobId}`, error);
+      }
+    }
+    throw this.contention(`${what} of ${jobId}`);
   }
 
   private async load(jobId: string): Promise<Loaded | undefined> {
