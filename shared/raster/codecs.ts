@@ -163,8 +163,11 @@ export function applyHorizontalPredictor(samples: TypedArray, rows: number, rowS
 /**
  * Undoes the floating-point predictor (3) on one block of bytes, returning the
  * samples in little-endian order. Per row, libtiff stores the bytes of every
- * sample as planes (most significant first), then differences the bytes with
- * `stride` = samples per pixel. The planes do not depend on the file's byte order.
+ * sample as planes, then differences the bytes with `stride` = samples per
+ * pixel. On the little-endian hosts that write nearly every TIFF, the planes
+ * are most significant first in a little-endian file, but least significant
+ * first in a big-endian one (libtiff swaps the samples before splitting them):
+ * `bigEndianFile` selects that order, as GDAL reads such files.
  */
 export function undoFloatingPointPredictor(
   bytes: Uint8Array,
@@ -172,6 +175,7 @@ export function undoFloatingPointPredictor(
   rowSamples: number,
   bytesPerSample: number,
   stride: number,
+  bigEndianFile = false,
 ): Uint8Array {
   const rowBytes = rowSamples * bytesPerSample;
   const out = new Uint8Array(rows * rowBytes);
@@ -180,7 +184,7 @@ export function undoFloatingPointPredictor(
     for (let i = stride; i < rowBytes; i++) row[i] = (row[i] as number) + (row[i - stride] as number);
     const o = r * rowBytes;
     for (let b = 0; b < bytesPerSample; b++) {
-      const plane = (bytesPerSample - 1 - b) * rowSamples;
+      const plane = (bigEndianFile ? b : bytesPerSample - 1 - b) * rowSamples;
       for (let j = 0; j < rowSamples; j++) out[o + j * bytesPerSample + b] = row[plane + j] as number;
     }
   }

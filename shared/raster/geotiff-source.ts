@@ -611,7 +611,7 @@ class GeoTiffSource implements RasterSource {
     }
     const stride = L.planar ? 1 : L.samplesPerPixel;
     if (L.predictor === Predictor.FLOATING_POINT) {
-      raw = undoFloatingPointPredictor(raw, loc.rows, this.rowSamples, bps, stride);
+      raw = undoFloatingPointPredictor(raw, loc.rows, this.rowSamples, bps, stride, !this.littleEndian);
     } else {
       // A typed view needs an aligned, exactly-sized buffer of its own.
       if (raw.byteOffset % bps !== 0 || raw.buffer.byteLength > expected * 2) raw = raw.slice(0, expected);

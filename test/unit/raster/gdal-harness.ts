@@ -97,9 +97,9 @@ export async function gdalReadWindow(
 }
 
 /**
- * A georeferenced GeoTIFF made by GDAL from known band arrays: they are
- * written as raw ENVI (a format with no TIFF code at all), then
- * `gdal_translate -of GTiff` with the creation options under test.
+ * A file made by GDAL from known band arrays: they are written as raw ENVI
+ * (a format with no TIFF code at all), then `gdal_translate -of <format>`
+ * with the options under test (georeferencing included, e.g. `-a_srs`).
  */
 export async function gdalGeoTiff(
   dir: string,
@@ -108,6 +108,7 @@ export async function gdalGeoTiff(
   width: number,
   height: number,
   options: readonly string[],
+  format: 'GTiff' | 'COG' | 'PNG' = 'GTiff',
 ): Promise<Uint8Array> {
   const first = bands[0];
   if (!first) throw new Error('gdalGeoTiff needs a band');
@@ -129,7 +130,7 @@ export async function gdalGeoTiff(
       `data type = ${enviType}\ninterleave = bsq\nbyte order = 0\n`,
   );
   return withDataset(join(dir, `${name}.bil`), async (g, ds) => {
-    const out = await g.gdal_translate(ds, ['-of', 'GTiff', ...options], `${name}-gdal`);
+    const out = await g.gdal_translate(ds, ['-of', format, ...options], `${name}-gdal`);
     return g.getFileBytes(out);
   });
 }
