@@ -1,9 +1,9 @@
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chooseCommand } from '../../functions/local/commands/choose.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
+import { writeChosenStack } from '../unit/choose/write-stack.js';
 import { envOf, runStack } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
@@ -22,21 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-/** Run `tessera choose ... --write-stack` and return the one file it wrote. */
-async function chosenStackFile(argv: string[]): Promise<string> {
-  const out = await mkdtemp(join(dir, 'case-'));
-  let stderr = '';
-  const code = await chooseCommand([...argv, '--write-stack', '--out-dir', out], {
-    stdout: () => {},
-    stderr: (s) => (stderr += s),
-    cwd: dir,
-  });
-  expect(code, stderr).toBe(0);
-  const files = await readdir(out);
-  expect(files).toHaveLength(1);
-  return join(out, files[0] as string);
-}
 
 /** Timeout and memory of the tile worker as the program declared them, per cloud. */
 function tileWorker(
@@ -110,7 +95,7 @@ describe('tessera choose --write-stack > the infra program deploys the chosen st
       memory: 1536,
     },
   ])('$name', async ({ argv, stack, outputs, memory }) => {
-    const file = loadStackFile(await chosenStackFile(argv));
+    const file = loadStackFile((await writeChosenStack(dir, argv)).path);
     expect(file.stack).toBe(stack);
     expect(file.config['tessera:memoryMb']).toBe(String(memory));
     const run = await runStack(file.stack, file.config);

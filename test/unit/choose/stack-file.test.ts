@@ -1,12 +1,12 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { chooseCommand } from '../../../functions/local/commands/choose.js';
 import { parseStackConfig } from '../../../infra/common/config.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
 import { loadStackFile } from '../../infra/stack-files.js';
+import { writeChosenStack } from './write-stack.js';
 
 // A stack file `tessera choose --write-stack` writes must be one the infra
 // program accepts as it is: read it as Pulumi would (test/infra/stack-files.ts),
@@ -21,21 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-async function writeStack(argv: string[]): Promise<{ file: string; path: string; text: string }> {
-  const out = await mkdtemp(join(dir, 'case-'));
-  let stderr = '';
-  const code = await chooseCommand([...argv, '--write-stack', '--out-dir', out], {
-    stdout: () => {},
-    stderr: (s) => (stderr += s),
-    cwd: dir,
-  });
-  expect(code, stderr).toBe(0);
-  const [file, ...others] = await readdir(out);
-  expect(others).toEqual([]);
-  const path = join(out, file as string);
-  return { file: file as string, path, text: await readFile(path, 'utf8') };
-}
 
 describe('tessera choose --write-stack > the infra program accepts the stack file', () => {
   it.each<{
@@ -99,7 +84,7 @@ describe('tessera choose --write-stack > the infra program accepts the stack fil
       extra: { plan: 'flex' },
     },
   ])('$name', async ({ argv, stack, platform, timeout, lease, memory, extra }) => {
-    const { file, path } = await writeStack(argv);
+    const { file, path } = await writeChosenStack(dir, argv);
     expect(file).toBe(`Pulumi.${stack}.yaml`);
     const loaded = loadStackFile(path);
     expect(loaded.stack).toBe(stack);
@@ -118,7 +103,7 @@ describe('tessera choose --write-stack > the infra program accepts the stack fil
   });
 
   it('survives a YAML round trip: quoted values come back as written', async () => {
-    const { path, text } = await writeStack(['eu-west-1', '--runtime', '5m', '--memory', '1GB']);
+    const { path, text } = await writeChosenStack(dir, ['eu-west-1', '--runtime', '5m', '--memory', '1GB']);
     expect(Object.keys(parse(text) as object)).toEqual(['config']);
     const { config } = loadStackFile(path);
     expect(config['tessera:expression']).toBe(DEFAULT_PARAMS.expression);
