@@ -1,0 +1,307 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { rm, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CreateBucketCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
+import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { v1 } from '@google-cloud/pubsub';
+import { DynamoDbClaimStore } from '../../functions/aws/adapters/dynamodb-claim-store.js';
+import { S3ObjectStore } from '../../functions/aws/adapters/s3-object-store.js';
+import { SqsJobQueue } from '../../functions/aws/adapters/sqs-job-queue.js';
+import { AzureBlobObjectStore } from '../../functions/azure/adapters/azure-blob-object-store.js';
+import { AzureQueueJobQueue, poisonQueueName } from '../../functions/azure/adapters/azure-queue-job-queue.js';
+import { AzureTableClaimStore } from '../../functions/azure/adapters/azure-table-claim-store.js';
+import { azureClients } from '../../functions/azure/compose.js';
+import { FirestoreClaimStore } from '../../functions/gcp/adapters/firestore-claim-store.js';
+import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
+import { PubSubJobQueue, TILE_TOPIC_BATCHING } from '../../functions/gcp/adapters/pubsub-job-queue.js';
+import { createLocalBackend } from '../../functions/local/compose.js';
+import type { Backend } from '../../shared/app/backend.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
+import type { PullQueue } from '../../shared/ports/job-queue.port.js';
+import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
+import { dynamoDbClient, freshClaimsTable, s3Client, sqsClient } from '../aws/clients.js';
+import { firestoreClient, freshBucket as freshGcsBucket, pubsubClient, storageClient } from '../gcp/clients.js';
+import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import { FakeClock } from '../support/fake-clock.js';
+import { PubSubPullQueue } from './pubsub-pull-queue.js';
+
+/** The four backends, in matrix order. */
+export const BACKEND_NAMES = ['local', 'aws', 'gcp', 'azure'] as const;
+export type BackendName = (typeof BACKEND_NAMES)[number];
+
+/**
+ * The bucket name every backend's SourceRef carries. Bucket, container and
+ * local folder names differ per run and per cloud; the job key hashes this
+ * logical name instead, so the same object gives the same keys everywhere.
+ */
+export const PARITY_SOURCE_BUCKET = 'tessera-parity-sources';
+
+/**
+ * Deliveries before a message is dead-lettered, the same on every backend:
+ * SQS maxReceiveCount, Pub/Sub maxDeliveryAttempts (whose minimum is 5),
+ * the Functions host's maxDequeueCount (whose default is 5), the local queue's count.
+ */
+export const PARITY_MAX_RECEIVE_COUNT = 5;
+
+/**
+ * A source store that counts what is read from it, so a scenario can prove a
+ * rejected delivery read nothing. Writes and listings pass straight through.
+ */
+export class CountingObjectStore implements ObjectStore {
+  readonly name: string;
+  reads = 0;
+  bytesRead = 0;
+
+  constructor(private readonly inner: ObjectStore) {
+    this.name = inner.name;
+  }
+
+  putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> {
+    return this.inner.putIfAbsent(key, body, options);
+  }
+
+  putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult> {
+    return this.inner.putIfMatch(key, body, expectedVersion, options);
+  }
+
+  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+    const bytes = await this.inner.getRange(key, start, end);
+    this.reads++;
+    this.bytesRead += bytes.byteLength;
+    return bytes;
+  }
+
+  async get(key: string): Promise<Uint8Array> {
+    const bytes = await this.inner.get(key);
+    this.reads++;
+    this.bytesRead += bytes.byteLength;
+    return bytes;
+  }
+
+  head(key: string): Promise<ObjectHead | undefined> {
+    return this.inner.head(key);
+  }
+
+  list(prefix: string): AsyncIterable<ObjectHead> {
+    return this.inner.list(prefix);
+  }
+}
+
+/** One backend in a fresh namespace: its own table or collection, buckets or containers, queue and dead-letter queue. */
+export interface ParityBackend {
+  readonly name: BackendName;
+  /** The Backend the use cases run on. Its clock is `clock`, its telemetry `telemetry`, its sources `sources`. */
+  readonly backend: Backend;
+  /** Shared by every claim request, the telemetry and (local) the queue's visibility. */
+  readonly clock: FakeClock;
+  /** Counters and the captured JSON log lines (`logs`). */
+  readonly telemetry: JsonTelemetry;
+  readonly logs: readonly string[];
+  readonly sources: CountingObjectStore;
+  /** The backend's real queue, pulled by hand; the same queue `backend.queue` fans out to. */
+  readonly pullQueue: PullQueue;
+  /** Deletes an output object behind the ports' back (Tessera itself never deletes: this plays a lifecycle rule or an operator). */
+  deleteOutput(key: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Thrown when a backend's emulators are not running: the parity cell is an emulator limitation, never a pass. */
+export class EmulatorUnavailableError extends Error {
+  override readonly name = 'EmulatorUnavailableError';
+}
+
+/** A name valid for every resource kind on every cloud: lowercase letters and digits, starting with a letter, 3-63 long. */
+export function namespaceName(label: string): string {
+  return `tp${label.toLowerCase().replace(/[^a-z0-9]/g, '')}${randomBytes(5).toString('hex')}`;
+}
+
+interface Parts {
+  readonly claims: ClaimStore;
+  readonly sources: ObjectStore;
+  readonly outputs: ObjectStore;
+  readonly queue: Backend['queue'];
+  readonly pullQueue: PullQueue;
+  deleteOutput(key: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh namespace on one backend. `label` goes into every resource name
+ * (the scenario id), so a failed run can be found in the emulators.
+ *
+ * @example
+ * const pb = await createParityBackend('aws', inject('emulators'), 's01');
+ * try { await fanOutScene(pb.backend, { source, params }); } finally { await pb.close(); }
+ */
+export async function createParityBackend(name: BackendName, endpoints: EmulatorEndpoints, label: string): Promise<ParityBackend> {
+  const clock = new FakeClock();
+  const logs: string[] = [];
+  const telemetry = new JsonTelemetry((line) => logs.push(line), { clock });
+  const ns = namespaceName(label);
+  const parts = await createParts(name, endpoints, ns, clock);
+  const sources = new CountingObjectStore(parts.sources);
+  return {
+    name,
+    backend: { claims: parts.claims, sources, outputs: parts.outputs, queue: parts.queue, clock, telemetry },
+    clock,
+    telemetry,
+    logs,
+    sources,
+    pullQueue: parts.pullQueue,
+    deleteOutput: (key) => parts.deleteOutput(key),
+    close: () => parts.close(),
+  };
+}
+
+function createParts(name: BackendName, endpoints: EmulatorEndpoints, ns: string, clock: FakeClock): Promise<Parts> {
+  switch (name) {
+    case 'local':
+      return localParts(ns, clock);
+    case 'aws':
+      return awsParts(endpoints, ns);
+    case 'gcp':
+      return gcpParts(endpoints, ns);
+    case 'azure':
+      return azureParts(endpoints, ns);
+    default: {
+      const never: never = name;
+      throw new Error(`unknown backend ${String(never)}`);
+    }
+  }
+}
+
+/** SQLite claims and queue (its visibility runs on the FakeClock), filesystem objects, in a temporary folder. */
+async function localParts(ns: string, clock: FakeClock): Promise<Parts> {
+  const dir = mkdtempSync(join(tmpdir(), `tessera-${ns}-`));
+  const local = createLocalBackend(dir, { clock, maxReceiveCount: PARITY_MAX_RECEIVE_COUNT });
+  return {
+    claims: local.claims,
+    sources: local.sources,
+    outputs: local.outputs,
+    queue: local.queue,
+    pullQueue: local.queue,
+    deleteOutput: (key) => unlink(local.outputs.pathOf(key)),
+    close: async () => {
+      local.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** DynamoDB Local claims, moto S3 buckets and an SQS queue whose redrive policy moves a message to its DLQ after the count. */
+async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+  const e = endpoints.aws;
+  if (!e) throw new EmulatorUnavailableError('the AWS emulators (DynamoDB Local, moto) are not running');
+  const ddb = dynamoDbClient(e);
+  const s3 = s3Client(e);
+  const sqs = sqsClient(e);
+  const [table, , , queues] = await Promise.all([
+    freshClaimsTable(ddb, ns),
+    s3.send(new CreateBucketCommand({ Bucket: `${ns}-src` })),
+    s3.send(new CreateBucketCommand({ Bucket: `${ns}-out` })),
+    sqsQueueWithDlq(sqs, ns),
+  ]);
+  const outputBucket = `${ns}-out`;
+  return {
+    claims: new DynamoDbClaimStore(ddb, table),
+    sources: new S3ObjectStore(s3, `${ns}-src`),
+    outputs: new S3ObjectStore(s3, outputBucket),
+    queue: queues.queue,
+    pullQueue: queues.queue,
+    deleteOutput: async (key) => {
+      await s3.send(new DeleteObjectCommand({ Bucket: outputBucket, Key: key }));
+    },
+    close: async () => {
+      ddb.destroy();
+      s3.destroy();
+      sqs.destroy();
+    },
+  };
+}
+
+async function sqsQueueWithDlq(sqs: SQSClient, ns: string): Promise<{ queue: SqsJobQueue }> {
+  const dlq = await sqs.send(new CreateQueueCommand({ QueueName: `${ns}-dlq` }));
+  const dlqUrl = dlq.QueueUrl as string;
+  const arn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['QueueArn'] }))).Attributes?.QueueArn;
+  const q = await sqs.send(
+    new CreateQueueCommand({
+      QueueName: ns,
+      Attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: arn, maxReceiveCount: PARITY_MAX_RECEIVE_COUNT }) },
+    }),
+  );
+  return { queue: new SqsJobQueue(sqs, q.QueueUrl as string, { deadLetterQueueUrl: dlqUrl }) };
+}
+
+/** Firestore emulator claims, fake-gcs-server buckets, Pub/Sub emulator topic + subscription with a dead-letter policy. */
+async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+  const e = endpoints.gcp;
+  if (!e) throw new EmulatorUnavailableError('the GCP emulators (fake-gcs-server, Firestore) are not running');
+  if (!e.pubsub) {
+    throw new EmulatorUnavailableError(
+      "Google's Pub/Sub emulator is not installed on this machine (google-cloud-cli-pubsub-emulator): GCP has no queue to drive",
+    );
+  }
+  const firestore = firestoreClient(e);
+  const storage = storageClient(e);
+  const pubsub = pubsubClient(e);
+  const [sources, outputs] = await Promise.all([freshGcsBucket(e, `${ns}-src`), freshGcsBucket(e, `${ns}-out`)]);
+  const [deadTopic] = await pubsub.createTopic(`${ns}-dead`);
+  const [deadSub] = await deadTopic.createSubscription(`${ns}-dead-sub`);
+  const [tileTopic] = await pubsub.createTopic(ns);
+  const [tileSub] = await tileTopic.createSubscription(`${ns}-sub`, {
+    ackDeadlineSeconds: 10,
+    deadLetterPolicy: { deadLetterTopic: deadTopic.name, maxDeliveryAttempts: PARITY_MAX_RECEIVE_COUNT },
+  });
+  const { servicePath, port, sslCreds } = pubsub.options;
+  const subscriber = new v1.SubscriberClient({
+    ...(servicePath ? { servicePath } : {}),
+    ...(port ? { port: Number(port) } : {}),
+    ...(sslCreds ? { sslCreds } : {}),
+  });
+  const fanOut = new PubSubJobQueue(pubsub.topic(tileTopic.name, { batching: TILE_TOPIC_BATCHING }));
+  return {
+    claims: new FirestoreClaimStore(firestore.collection(`${ns}-claims`)),
+    sources: new GcsObjectStore(storage.bucket(sources.name)),
+    outputs: new GcsObjectStore(storage.bucket(outputs.name)),
+    queue: fanOut,
+    pullQueue: new PubSubPullQueue(fanOut, subscriber, tileSub.name, deadSub.name),
+    deleteOutput: async (key) => {
+      await storage.bucket(outputs.name).file(key).delete();
+    },
+    close: async () => {
+      await Promise.all([subscriber.close(), pubsub.close(), firestore.terminate()]);
+    },
+  };
+}
+
+/** Azurite: Table claims, Blob containers, a Storage Queue and its `-poison` queue with the host's dequeue rules. */
+async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+  const e = endpoints.azure;
+  if (!e) throw new EmulatorUnavailableError('Azurite is not running');
+  const clients = azureClients(e.connectionString);
+  const table = clients.table(`${ns}claims`);
+  const src = clients.blob.getContainerClient(`${ns}-src`);
+  const out = clients.blob.getContainerClient(`${ns}-out`);
+  await Promise.all([
+    table.createTable(),
+    src.create(),
+    out.create(),
+    clients.queue.getQueueClient(ns).create(),
+    clients.queue.getQueueClient(poisonQueueName(ns)).create(),
+  ]);
+  const queue = AzureQueueJobQueue.onAccount(clients.queue, ns, PARITY_MAX_RECEIVE_COUNT);
+  return {
+    claims: new AzureTableClaimStore(table),
+    sources: new AzureBlobObjectStore(src),
+    outputs: new AzureBlobObjectStore(out),
+    queue,
+    pullQueue: queue,
+    deleteOutput: async (key) => {
+      await out.getBlobClient(key).delete();
+    },
+    close: async () => {},
+  };
+}

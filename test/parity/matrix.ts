@@ -1,0 +1,174 @@
+import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import { BACKEND_NAMES, type BackendName, createParityBackend, EmulatorUnavailableError } from './backends.js';
+import { ScenarioContext } from './harness.js';
+import { diffPath, diffRecords, type OutcomeRecord } from './outcome.js';
+import type { Scenario } from './scenarios.js';
+
+/** Longest one cell may run before it counts as failed (two loaded cores, four backends at once). */
+const CELL_TIMEOUT_MS = 150_000;
+
+/** One cell of the matrix: a scenario on a backend. */
+export type Cell =
+  | { readonly status: 'pass'; readonly record: OutcomeRecord }
+  | { readonly status: 'fail'; readonly diff: readonly string[]; readonly record?: OutcomeRecord | undefined }
+  /**
+   * An emulator limitation: `declared` in the scenario table (with the facts it gets wrong in `diff`),
+   * or found at run time (the emulator is not there at all). Never a pass.
+   */
+  | { readonly status: 'limitation'; readonly reason: string; readonly declared: boolean; readonly diff: readonly string[] };
+
+export interface ScenarioResult {
+  readonly scenario: Scenario;
+  readonly cells: Readonly<Record<BackendName, Cell>>;
+}
+
+/** Where the emulators are, or a reason per cloud why they are not (a start that failed). */
+export interface MatrixEnvironment {
+  readonly endpoints: EmulatorEndpoints;
+  readonly startFailures?: Partial<Record<BackendName, string>>;
+}
+
+/** Judge one run against the scenario's expectation and its declared limitations. */
+export function judge(scenario: Scenario, backend: BackendName, run: { record: OutcomeRecord } | { error: unknown }): Cell {
+  if ('error' in run) {
+    const e = run.error;
+    if (e instanceof EmulatorUnavailableError) return { status: 'limitation', reason: e.message, declared: false, diff: [] };
+    return { status: 'fail', diff: [`threw ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`] };
+  }
+  const diff = diffRecords(scenario.expected, run.record);
+  const limitation = scenario.limitations?.[backend];
+  if (!limitation) return diff.length === 0 ? { status: 'pass', record: run.record } : { status: 'fail', diff, record: run.record };
+  if (diff.length === 0) {
+    return {
+      status: 'fail',
+      diff: [`the declared emulator limitation no longer shows (${limitation.reason}): remove it from the scenario table`],
+      record: run.record,
+    };
+  }
+  const covered = (line: string) => limitation.differs.some((p) => diffPath(line) === p || diffPath(line).startsWith(`${p}.`));
+  const unexplained = diff.filter((line) => !covered(line));
+  if (unexplained.length > 0) return { status: 'fail', diff: unexplained, record: run.record };
+  return { status: 'limitation', reason: limitation.reason, declared: true, diff };
+}
+
+async function runOnce(scenario: Scenario, backend: BackendName, env: MatrixEnvironment): Promise<{ record: OutcomeRecord } | { error: unknown }> {
+  const startFailure = env.startFailures?.[backend];
+  if (startFailure !== undefined) return { error: new Error(`the ${backend} emulators did not start: ${startFailure}`) };
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const pb = await createParityBackend(backend, env.endpoints, `s${scenario.id}`);
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`timed out after ${CELL_TIMEOUT_MS} ms`)), CELL_TIMEOUT_MS);
+      });
+      return { record: await Promise.race([scenario.run(new ScenarioContext(pb)), timeout]) };
+    } finally {
+      clearTimeout(timer);
+      await pb.close().catch(() => undefined);
+    }
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** Run one scenario on every backend at once (each in its own namespace) and judge each cell. */
+export async function runScenario(scenario: Scenario, env: MatrixEnvironment, backends: readonly BackendName[] = BACKEND_NAMES): Promise<ScenarioResult> {
+  const runs = await Promise.all(backends.map((b) => runOnce(scenario, b, env)));
+  const cells = Object.fromEntries(backends.map((b, i) => [b, judge(scenario, b, runs[i] as { record: OutcomeRecord })])) as Record<
+    BackendName,
+    Cell
+  >;
+  return { scenario, cells };
+}
+
+/** Every scenario, one after another (each on all backends at once). */
+export async function runMatrix(
+  scenarios: readonly Scenario[],
+  env: MatrixEnvironment,
+  onResult: (r: ScenarioResult) => void = () => {},
+): Promise<ScenarioResult[]> {
+  const results: ScenarioResult[] = [];
+  for (const s of scenarios) {
+    const r = await runScenario(s, env);
+    onResult(r);
+    results.push(r);
+  }
+  return results;
+}
+
+/** A cell that stops the build: a failure, or a limitation nobody declared (an emulator that is missing). */
+export const isFailure = (c: Cell): boolean => c.status === 'fail' || (c.status === 'limitation' && !c.declared);
+
+const MARK: Record<Cell['status'], string> = { pass: '✓', fail: '✗', limitation: '⚠' };
+
+/** Every cell that did not pass, with what it says: the limitation's reason first, then the differing facts. */
+function notes(results: readonly ScenarioResult[]): { mark: string; id: string; backend: BackendName; lines: string[] }[] {
+  return results.flatMap((r) =>
+    BACKEND_NAMES.flatMap((backend) => {
+      const c = r.cells[backend];
+      if (c.status === 'pass') return [];
+      const lines = c.status === 'limitation' ? [c.reason, ...c.diff] : [...c.diff];
+      return [{ mark: MARK[c.status], id: r.scenario.id, backend, lines: lines.length > 0 ? lines : ['failed'] }];
+    }),
+  );
+}
+
+function summary(results: readonly ScenarioResult[]): string {
+  const cells = results.flatMap((r) => BACKEND_NAMES.map((b) => r.cells[b]));
+  const count = (s: Cell['status']) => cells.filter((c) => c.status === s).length;
+  return `${results.length} scenarios x ${BACKEND_NAMES.length} backends: ${count('pass')} ✓ pass, ${count('fail')} ✗ fail, ${count('limitation')} ⚠ emulator limitation`;
+}
+
+/** The matrix for a terminal: one row per scenario, one mark per backend, then every cell that did not pass and why. */
+export function renderMatrix(results: readonly ScenarioResult[]): string {
+  const titleWidth = 96;
+  const clip = (s: string) => (s.length > titleWidth ? `${s.slice(0, titleWidth - 1)}…` : s.padEnd(titleWidth));
+  const lines = [`${clip('scenario')}  ${BACKEND_NAMES.map((b) => b.padEnd(6)).join('')}`];
+  for (const r of results) lines.push(`${clip(`${r.scenario.id} ${r.scenario.title}`)}  ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status].padEnd(6)).join('')}`);
+  const details = notes(results).flatMap((n) => n.lines.map((line) => `  ${n.mark} ${n.id} ${n.backend}: ${line}`));
+  if (details.length > 0) lines.push('', ...details);
+  lines.push('', summary(results));
+  return lines.join('\n');
+}
+
+/** The matrix as Markdown (reports/parity.md; the README pastes the table). */
+export function renderMarkdown(results: readonly ScenarioResult[], when: Date): string {
+  const escape = (s: string) => s.replace(/\|/g, '\\|');
+  const lines = [
+    '# Parity matrix',
+    '',
+    `Generated by \`npm run parity\` on ${when.toISOString()}: ✓ the outcome is identical to the expected one, ✗ it differs (the differing facts are listed below), ⚠ emulator limitation, never a pass. How to read it: [docs/parity.md](../docs/parity.md).`,
+    '',
+    `| # | scenario | ${BACKEND_NAMES.join(' | ')} |`,
+    `|---|---|${BACKEND_NAMES.map(() => ':-:').join('|')}|`,
+    ...results.map((r) => `| ${r.scenario.id} | ${escape(r.scenario.title)} | ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status]).join(' | ')} |`),
+    '',
+    summary(results),
+  ];
+  const details = notes(results).flatMap((n) => [
+    `- ${n.mark} **${n.id} ${n.backend}**: ${escape(n.lines[0] as string)}`,
+    ...n.lines.slice(1).map((line) => `  - ${escape(line)}`),
+  ]);
+  if (details.length > 0) lines.push('', '## Cells that are not a pass', '', ...details);
+  return `${lines.join('\n')}\n`;
+}
+
+/** One backend's entry in reports/parity.json. */
+export type ReportCell = { readonly pass: true } | { readonly pass: false; readonly diff: readonly string[] } | { readonly pass: false; readonly limitation: string; readonly diff: readonly string[] };
+
+export interface ReportEntry {
+  readonly scenario: string;
+  readonly title: string;
+  readonly backends: Readonly<Record<BackendName, ReportCell>>;
+}
+
+/** reports/parity.json: `[{ scenario, title, backends: { local, aws, gcp, azure } }]`. */
+export function reportJson(results: readonly ScenarioResult[]): ReportEntry[] {
+  const toCell = (c: Cell): ReportCell =>
+    c.status === 'pass' ? { pass: true } : c.status === 'fail' ? { pass: false, diff: c.diff } : { pass: false, limitation: c.reason, diff: c.diff };
+  return results.map((r) => ({
+    scenario: r.scenario.id,
+    title: r.scenario.title,
+    backends: Object.fromEntries(BACKEND_NAMES.map((b) => [b, toCell(r.cells[b])])) as Record<BackendName, ReportCell>,
+  }));
+}
