@@ -15,17 +15,23 @@ import { GcsObjectStore } from './adapters/gcs-object-store.js';
 import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
 
+/** The three functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
+export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic';
+
 /**
  * How a function is triggered decides its ceiling, and so its lease
- * (docs/gcp.md): Eventarc / Pub/Sub (event-driven) functions stop at 540 s,
- * HTTP functions at 3,600 s. The 65-minute lease fits HTTP functions only.
+ * (docs/gcp.md): event-driven functions (Eventarc) stop at 540 s, HTTP
+ * functions at 3,600 s. The scene function is Eventarc-triggered; the mosaic
+ * function is HTTP; the tile worker is either, depending on how its Pub/Sub
+ * subscription reaches it (an Eventarc Pub/Sub trigger, or a push
+ * subscription to the function's URL, which makes it an HTTP function). The
+ * deployment says which in TESSERA_PLATFORM; this refuses what cannot be.
+ * Cloud Functions 1st gen caps both kinds at 540 s.
  */
-export type GcpTrigger = 'event' | 'http';
-
-/** Platforms whose ceiling matches each trigger kind (Cloud Functions 1st gen caps both at 540 s). */
-const PLATFORMS_FOR: Readonly<Record<GcpTrigger, readonly Platform[]>> = {
-  event: ['gcf2-event', 'gcf1'],
-  http: ['gcf2-http', 'gcf1'],
+const PLATFORMS_FOR: Readonly<Record<GcpFunctionRole, readonly Platform[]>> = {
+  scene: ['gcf2-event', 'gcf1'],
+  tile: ['gcf2-event', 'gcf2-http', 'gcf1'],
+  mosaic: ['gcf2-http', 'gcf1'],
 };
 
 /**
@@ -66,7 +72,7 @@ export interface GcpClients {
 
 export interface GcpRuntime {
   readonly config: RuntimeConfig;
-  readonly trigger: GcpTrigger;
+  readonly role: GcpFunctionRole;
   readonly backend: Backend;
   readonly settings: WorkerSettings;
   readonly filter: SourceFilter;
@@ -76,8 +82,8 @@ export interface GcpRuntime {
 }
 
 export interface ComposeGcpOptions {
-  /** The trigger of the function being composed: the lease must fit its ceiling. */
-  readonly trigger: GcpTrigger;
+  /** The function being composed: its trigger decides which platforms (ceilings, leases) fit. */
+  readonly role: GcpFunctionRole;
   readonly clients?: Partial<GcpClients> | undefined;
   readonly clock?: Clock | undefined;
   readonly telemetry?: Telemetry | undefined;
@@ -92,21 +98,22 @@ export interface ComposeGcpOptions {
  * Credentials and project come from the function's service account as usual;
  * TESSERA_GCP_PROJECT overrides the project.
  *
- * Refuses a platform that does not match the trigger: an event-driven
- * function configured as `gcf2-http` would get a 3,900 s lease for a job that
- * can only live 540 s, and redeliveries would wait an hour for a dead worker.
+ * Refuses a platform that cannot be this function's: the Eventarc-triggered
+ * scene function configured as `gcf2-http` would get a 3,900 s lease for work
+ * that can only live 540 s, and a redelivery would wait an hour for a dead worker.
  *
  * @example
- * const rt = composeGcp(process.env, { trigger: 'event' });
+ * const rt = composeGcp(process.env, { role: 'scene' });
  * await fanOutScene(rt.backend, { source, params: rt.config.params });
  */
 export function composeGcp(env: Readonly<Record<string, string | undefined>>, options: ComposeGcpOptions): GcpRuntime {
   const config = parseRuntimeConfig(env);
-  const allowed = PLATFORMS_FOR[options.trigger];
+  const allowed = PLATFORMS_FOR[options.role];
   if (!allowed.includes(config.platform)) {
-    const want = options.trigger === 'event' ? 'gcf2-event' : 'gcf2-http';
+    const want = allowed[0] as Platform;
+    const kind = want === 'gcf2-event' ? 'event-driven (Eventarc)' : 'HTTP';
     throw new LeaseConfigError(
-      `${ENV.platform}=${config.platform} does not fit this ${options.trigger === 'event' ? 'event-driven' : 'HTTP'} function: ` +
+      `${ENV.platform}=${config.platform} does not fit the ${options.role} function, which is ${kind}: ` +
         `set ${ENV.platform}=${want} (${CEILINGS[want].label}, ${CEILINGS[want].ceilingSec} s ceiling, ` +
         `default lease ${CEILINGS[want].defaultLeaseSec} s). The 65-minute lease fits HTTP functions only`,
     );
@@ -137,7 +144,7 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
   };
   return {
     config,
-    trigger: options.trigger,
+    role: options.role,
     backend,
     settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
     filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
@@ -146,18 +153,18 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
   };
 }
 
-const cached = new Map<GcpTrigger, GcpRuntime>();
+const cached = new Map<GcpFunctionRole, GcpRuntime>();
 
 /**
  * The runtime of this function instance, composed on first use from
  * `process.env` and kept for the requests that follow (clients keep their
  * channels; the raster header cache stays warm).
  */
-export function functionRuntime(trigger: GcpTrigger): GcpRuntime {
-  let rt = cached.get(trigger);
+export function functionRuntime(role: GcpFunctionRole): GcpRuntime {
+  let rt = cached.get(role);
   if (!rt) {
-    rt = composeGcp(process.env, { trigger });
-    cached.set(trigger, rt);
+    rt = composeGcp(process.env, { role });
+    cached.set(role, rt);
   }
   return rt;
 }

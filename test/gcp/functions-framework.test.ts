@@ -25,9 +25,9 @@ const servers: Server[] = [];
 
 beforeAll(async () => {
   s = await createGcpStack();
-  events = s.runtime({ trigger: 'event' });
-  http = s.runtime({ trigger: 'http' });
-  registerGcpFunctions({ event: events, http }, names);
+  events = s.runtime({ role: 'tile' });
+  http = s.runtime({ role: 'mosaic' });
+  registerGcpFunctions({ scene: s.runtime({ role: 'scene' }), tile: events, mosaic: http }, names);
 });
 afterAll(async () => {
   await Promise.all(servers.map((srv) => new Promise((resolve) => srv.close(resolve))));
@@ -88,11 +88,37 @@ describe('GCP functions through the Functions Framework HTTP server', () => {
     const mosaicUrl = await serve(names.mosaic);
     const post = (body: unknown) =>
       fetch(mosaicUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const first = await post({ sceneKey: fanned.sceneKey });
-    expect(first.status).toBe(200);
-    expect(await first.json()).toMatchObject({ mosaicKey: outputKeys.mosaic(fanned.sceneKey), gridCount: 4, result: 'written' });
-    expect(await (await post({ sceneKey: fanned.sceneKey })).json()).toMatchObject({ result: 'already-present' });
+    // What the Cloud Scheduler job sends: a sweep of every scene with a manifest and no mosaic.
+    const swept = await post({});
+    expect(swept.status).toBe(200);
+    expect(await swept.json()).toMatchObject({
+      assembled: [{ sceneKey: fanned.sceneKey, mosaicKey: outputKeys.mosaic(fanned.sceneKey), result: 'written' }],
+      pending: [],
+      failed: [],
+      deferred: 0,
+    });
+    expect(await (await post({})).json()).toMatchObject({ assembled: [] }); // nothing left to do
+    expect(await (await post({ sceneKey: fanned.sceneKey })).json()).toMatchObject({ gridCount: 4, result: 'already-present' });
     expect((await post({ sceneKey: 'not-a-key' })).status).toBe(400);
+  });
+
+  it('accepts a raw Pub/Sub push to /projects/<p>/topics/<t> (a push subscription to the function URL) as the same CloudEvent', async () => {
+    const finalized = await s.upload('incoming/pushed.tif', await syntheticSceneBytes({ width: 96, height: 80 }));
+    expect((await postStructured(await serve(names.scene), finalized)).status).toBe(200);
+    const [tile] = await s.tileEvents();
+    const message = tile?.data?.message;
+    if (!message?.data || !message.messageId) throw new Error('setup failed');
+    const url = `${await serve(names.tile)}projects/${s.endpoints.projectId}/topics/tiles`;
+    // The body Pub/Sub push sends (no ce-* headers); the framework turns it into a messagePublished CloudEvent.
+    const push = {
+      message: { data: message.data, attributes: message.attributes, messageId: message.messageId, publishTime: message.publishTime },
+      subscription: s.tileSubscription,
+    };
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(push) });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+    const job = parseTileJob(Buffer.from(message.data, 'base64').toString('utf8'));
+    expect((await events.backend.claims.get(job.jobKey))?.owner).toBe(`${message.messageId}@worker-a`);
   });
 
   it('answers 500 (a redelivery) while an earlier attempt of the message holds the lease, and 200 for poison it dead-lettered', async () => {

@@ -3,7 +3,7 @@ import type { CloudEvent } from '@google-cloud/functions-framework';
 import type { PubSub } from '@google-cloud/pubsub';
 import type { Storage } from '@google-cloud/storage';
 import { inject } from 'vitest';
-import { type ComposeGcpOptions, composeGcp, type GcpRuntime, type GcpTrigger } from '../../functions/gcp/compose.js';
+import { type ComposeGcpOptions, composeGcp, type GcpFunctionRole, type GcpRuntime } from '../../functions/gcp/compose.js';
 import { STORAGE_OBJECT_FINALIZED, type StorageObjectData } from '../../functions/gcp/handlers/scene.handler.js';
 import { type MessagePublishedData, PUBSUB_MESSAGE_PUBLISHED } from '../../functions/gcp/handlers/tile.handler.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
@@ -26,7 +26,8 @@ export const TEST_PARAMS: ProcessingParams = {
 export type TestRuntime = GcpRuntime & { readonly backend: { readonly telemetry: JsonTelemetry } };
 
 export interface RuntimeOptions {
-  readonly trigger?: GcpTrigger;
+  /** Default `tile`, deployed event-driven (`gcf2-event`); `mosaic` is HTTP (`gcf2-http`). The scene handler runs on either event runtime. */
+  readonly role?: GcpFunctionRole;
   readonly owner?: string;
   readonly clock?: Clock;
   readonly logs?: string[];
@@ -95,17 +96,19 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
     deadLetterSubscription: deadSub.name,
     clients,
     runtime: (o = {}) => {
-      const trigger = o.trigger ?? 'event';
+      const role = o.role ?? 'tile';
       const composeOptions: ComposeGcpOptions = {
-        trigger,
+        role,
         clients,
         telemetry: new JsonTelemetry((line) => o.logs?.push(line)),
         owner: o.owner ?? 'worker-a',
         ...(o.clock ? { clock: o.clock } : {}),
       };
-      const platform = trigger === 'event' ? 'gcf2-event' : 'gcf2-http';
-      const timeout = trigger === 'event' ? '540' : '3600';
-      return composeGcp({ ...env, [ENV.platform]: platform, [ENV.functionTimeoutSeconds]: timeout }, composeOptions) as TestRuntime;
+      const deployed = role === 'mosaic' ? { platform: 'gcf2-http', timeout: '3600' } : { platform: 'gcf2-event', timeout: '540' };
+      return composeGcp(
+        { ...env, [ENV.platform]: deployed.platform, [ENV.functionTimeoutSeconds]: deployed.timeout },
+        composeOptions,
+      ) as TestRuntime;
     },
     upload: async (key, bytes, bucket = source.name) => {
       const file = storage.bucket(bucket).file(key);

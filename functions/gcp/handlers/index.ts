@@ -1,35 +1,44 @@
+/**
+ * The Cloud Functions (2nd gen) entry module. Importing it registers the three
+ * functions with the Functions Framework under the names infra/ deploys
+ * (`--entry-point`, infra/common/packaging.ts GCP_ENTRY_POINTS); each composes
+ * its runtime from the function's environment on its first request, so
+ * registering all three in every deployed function costs nothing.
+ */
 import { cloudEvent, http } from '@google-cloud/functions-framework';
-import type { GcpRuntime } from '../compose.js';
+import { functionRuntime, type GcpFunctionRole, type GcpRuntime } from '../compose.js';
 import { createMosaicHandler } from './mosaic.handler.js';
 import { createSceneHandler } from './scene.handler.js';
 import { createTileHandler } from './tile.handler.js';
 
-/** The function names (entry points) Tessera registers; infra/ deploys each with its trigger. */
-export const GCP_FUNCTIONS = {
+/** The function names (entry points) Tessera registers. */
+export const GCP_FUNCTIONS: Readonly<Record<GcpFunctionRole, string>> = {
   scene: 'tesseraScene',
   tile: 'tesseraTile',
   mosaic: 'tesseraMosaic',
-} as const;
+};
 
-export interface GcpFunctionRuntimes {
-  /** Runtime of the event-driven functions (scene, tile): platform gcf2-event. */
-  readonly event: GcpRuntime | (() => GcpRuntime);
-  /** Runtime of the HTTP function (mosaic): platform gcf2-http. */
-  readonly http: GcpRuntime | (() => GcpRuntime);
-}
+export type GcpFunctionRuntimes = Readonly<Record<GcpFunctionRole, GcpRuntime | (() => GcpRuntime)>>;
 
 /**
- * Register the three functions with the Functions Framework. Each deployed
- * function runs one of them (`--entry-point`); registering all three costs
- * nothing, since runtimes are composed on first use.
+ * Register the functions: scene and tile with the CloudEvent signature
+ * (Eventarc; a raw Pub/Sub push to `/projects/<p>/topics/<t>` is turned into
+ * the same CloudEvent by the framework), mosaic as HTTP. Tests register them
+ * again under other names with runtimes pointed at the emulators.
  */
 export function registerGcpFunctions(
   runtimes: GcpFunctionRuntimes,
-  names: { readonly [K in keyof typeof GCP_FUNCTIONS]: string } = GCP_FUNCTIONS,
+  names: Readonly<Record<GcpFunctionRole, string>> = GCP_FUNCTIONS,
 ): void {
-  cloudEvent(names.scene, createSceneHandler(runtimes.event));
-  cloudEvent(names.tile, createTileHandler(runtimes.event));
-  http(names.mosaic, createMosaicHandler(runtimes.http));
+  cloudEvent(names.scene, createSceneHandler(runtimes.scene));
+  cloudEvent(names.tile, createTileHandler(runtimes.tile));
+  http(names.mosaic, createMosaicHandler(runtimes.mosaic));
 }
+
+registerGcpFunctions({
+  scene: () => functionRuntime('scene'),
+  tile: () => functionRuntime('tile'),
+  mosaic: () => functionRuntime('mosaic'),
+});
 
 export { createMosaicHandler, createSceneHandler, createTileHandler };

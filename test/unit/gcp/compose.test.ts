@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { composeGcp, FIRESTORE_SETTINGS, type GcpTrigger } from '../../../functions/gcp/compose.js';
+import { composeGcp, FIRESTORE_SETTINGS, type GcpFunctionRole } from '../../../functions/gcp/compose.js';
 import { LeaseConfigError } from '../../../shared/domain/errors.js';
 import { ENV } from '../../../shared/domain/runtime-config.js';
 
@@ -14,36 +14,44 @@ const env = (platform: string, timeout?: number): Record<string, string> => ({
 });
 
 describe('composeGcp', () => {
-  it.each<[GcpTrigger, string, number, number]>([
-    ['event', 'gcf2-event', 540, 840_000],
-    ['http', 'gcf2-http', 3600, 3_900_000],
-    ['event', 'gcf1', 540, 840_000],
-  ])('gives a %s function on %s (timeout %i s) a lease of %i ms', (trigger, platform, timeout, leaseMs) => {
-    const rt = composeGcp(env(platform, timeout), { trigger, owner: 'unit' });
+  it.each<[GcpFunctionRole, string, number, number]>([
+    ['scene', 'gcf2-event', 540, 840_000],
+    ['tile', 'gcf2-event', 540, 840_000],
+    ['tile', 'gcf2-http', 3600, 3_900_000],
+    ['mosaic', 'gcf2-http', 3600, 3_900_000],
+    ['tile', 'gcf1', 540, 840_000],
+  ])('gives the %s function on %s (timeout %i s) a lease of %i ms', (role, platform, timeout, leaseMs) => {
+    const rt = composeGcp(env(platform, timeout), { role, owner: 'unit' });
     expect(rt.settings.leaseMs).toBe(leaseMs);
     expect(rt.settings.leaseMs).toBeGreaterThan(timeout * 1000);
   });
 
-  it('refuses the 65-minute HTTP lease for an event-driven function, naming the platform to set', () => {
-    expect(() => composeGcp(env('gcf2-http', 3600), { trigger: 'event' })).toThrow(LeaseConfigError);
-    expect(() => composeGcp(env('gcf2-http', 3600), { trigger: 'event' })).toThrow(
+  it('refuses the 65-minute HTTP lease for the Eventarc-triggered scene function, naming the platform to set', () => {
+    expect(() => composeGcp(env('gcf2-http', 3600), { role: 'scene' })).toThrow(LeaseConfigError);
+    expect(() => composeGcp(env('gcf2-http', 3600), { role: 'scene' })).toThrow(
       /TESSERA_PLATFORM=gcf2-event.*540 s ceiling.*65-minute lease fits HTTP functions only/,
     );
   });
 
+  it('refuses an event-driven platform for the HTTP mosaic function', () => {
+    expect(() => composeGcp(env('gcf2-event', 540), { role: 'mosaic' })).toThrow(
+      /mosaic function, which is HTTP: set TESSERA_PLATFORM=gcf2-http/,
+    );
+  });
+
   it('refuses an event-driven timeout above the 540 s ceiling', () => {
-    expect(() => composeGcp(env('gcf2-event', 900), { trigger: 'event' })).toThrow(
+    expect(() => composeGcp(env('gcf2-event', 900), { role: 'tile' })).toThrow(
       /exceeds the platform ceiling of 540 s.*HTTP-triggered function/,
     );
   });
 
   it('refuses a non-GCP platform', () => {
-    expect(() => composeGcp(env('aws-lambda', 900), { trigger: 'event' })).toThrow(/does not fit this event-driven function/);
+    expect(() => composeGcp(env('aws-lambda', 900), { role: 'tile' })).toThrow(/does not fit the tile function/);
   });
 
   it('wires no dead-letter topic unless one is configured', () => {
-    expect(composeGcp(env('gcf2-event'), { trigger: 'event' }).deadLetters).toBeUndefined();
-    const rt = composeGcp({ ...env('gcf2-event'), [ENV.deadLetterQueue]: 'tessera-tiles-dead' }, { trigger: 'event' });
+    expect(composeGcp(env('gcf2-event'), { role: 'tile' }).deadLetters).toBeUndefined();
+    const rt = composeGcp({ ...env('gcf2-event'), [ENV.deadLetterQueue]: 'tessera-tiles-dead' }, { role: 'tile' });
     expect(rt.deadLetters?.name).toBe('projects/tessera-unit/topics/tessera-tiles-dead');
   });
 
