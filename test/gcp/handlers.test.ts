@@ -69,10 +69,12 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
       expect((await readSceneManifest(rt.backend.outputs, scene)).source.key).toBe(key);
     });
 
-    it('uses the generation as the version token: a new upload of the same name is a new scene', async () => {
+    it('uses the generation as the version token: a new upload of the same name is a new scene, its old event is stale', async () => {
       const s = await stack();
       const rt = s.runtime();
+      const handler = createSceneHandler(rt);
       const first = await s.upload('incoming/again.tif', sceneBytes);
+      const a = await handler(first);
       const file = s.clients.storage.bucket(s.sourceBucket).file('incoming/again.tif');
       await file.save(Buffer.from(sceneBytes), {
         resumable: false,
@@ -81,9 +83,12 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
       const [metadata] = await file.getMetadata();
       const second = storageEvent(metadata);
       expect(second.data?.generation).not.toBe(first.data?.generation);
-      const a = await createSceneHandler(rt)(first);
-      const b = await createSceneHandler(rt)(second);
+      const b = await handler(second);
       expect(a.kind === 'fanned-out' && b.kind === 'fanned-out' && a.sceneKey !== b.sceneKey).toBe(true);
+      // A late redelivery of the first event: its generation is gone, reads would see the second's bytes.
+      expect(await handler(first)).toEqual({ kind: 'ignored', reason: 'stale-generation', key: 'incoming/again.tif' });
+      await file.delete();
+      expect(await handler(second)).toEqual({ kind: 'ignored', reason: 'object-gone', key: 'incoming/again.tif' });
     });
 
     it('ignores and counts other buckets, objects outside the prefix or suffix, and other event types', async () => {

@@ -24,7 +24,11 @@ export interface StorageObjectData {
 /** What the scene handler did with one event. */
 export type SceneEventOutcome =
   | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
-  | { readonly kind: 'ignored'; readonly reason: 'other-event' | 'other-bucket' | 'filtered-out'; readonly key?: string | undefined }
+  | {
+      readonly kind: 'ignored';
+      readonly reason: 'other-event' | 'other-bucket' | 'filtered-out' | 'stale-generation' | 'object-gone';
+      readonly key?: string | undefined;
+    }
   /** Cannot succeed on any retry (malformed event, not a raster, bad parameters): logged at ERROR, counted, acknowledged. */
   | { readonly kind: 'poison'; readonly code: string; readonly message: string };
 
@@ -52,10 +56,12 @@ export function sourceOf(event: CloudEvent<StorageObjectData>): SourceRef {
  * on the source bucket (Eventarc, event-driven: 540 s ceiling).
  *
  * Objects outside the configured bucket, prefix or suffix are ignored and
- * counted. For a scene it takes the generation as the version token (a new
- * upload of the same name is a new generation, so a new scene key) and fans
- * out: the scene manifest create-only, one Pub/Sub message per window. A
- * duplicate event repeats the fan-out harmlessly.
+ * counted, and so is an event whose generation is no longer the live one (the
+ * object was overwritten or deleted since: the newer generation has its own
+ * event, and reads would see its bytes). For a scene it takes the generation
+ * as the version token (a new upload of the same name is a new generation, so
+ * a new scene key) and fans out: the scene manifest create-only, one Pub/Sub
+ * message per window. A duplicate event repeats the fan-out harmlessly.
  *
  * Returning acknowledges the event. It throws only for failures a retry may
  * fix (the trigger must have retries on); an event that can never succeed is
@@ -78,6 +84,11 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       const source = sourceOf(event);
       if (source.bucket !== config.sourceBucket) return ignore('other-bucket', source.key);
       if (!acceptSourceObject(source.key, filter)) return ignore('filtered-out', source.key);
+      // Reads go to the live object, so only fan out the generation that is still live: an event
+      // for an overwritten (or deleted) object is stale, and the newer generation has its own event.
+      const live = await backend.sources.head(source.key);
+      if (!live) return ignore('object-gone', source.key);
+      if (live.version !== source.versionToken) return ignore('stale-generation', source.key);
       const result = await fanOutScene(backend, { source, params: config.params });
       return { kind: 'fanned-out', sceneKey: result.sceneKey, enqueued: result.enqueued, source };
     } catch (error) {
