@@ -49,6 +49,11 @@ function objects(bucketArn: string, prefix: string): string {
   return `${bucketArn}/${prefix}*`;
 }
 
+/** Read and create-only/repair writes of the objects under one output prefix. */
+function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyStatement {
+  return { Sid: sid, Effect: 'Allow', Action: ['s3:GetObject', 's3:PutObject'], Resource: objects(bucketArn, prefix) };
+}
+
 /**
  * The inline policy of one function's role.
  *
@@ -84,12 +89,7 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
     case 'scene':
       statements.push(
         ...readSource,
-        {
-          Sid: 'WriteSceneManifests',
-          Effect: 'Allow',
-          Action: ['s3:GetObject', 's3:PutObject'],
-          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
-        },
+        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.scenes, 'WriteSceneManifests'),
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes], 'ListSceneManifests'),
         { Sid: 'EnqueueTileJobs', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
       );
@@ -97,12 +97,7 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
     case 'tile':
       statements.push(
         ...readSource,
-        {
-          Sid: 'WriteTiles',
-          Effect: 'Allow',
-          Action: ['s3:GetObject', 's3:PutObject'],
-          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.tiles),
-        },
+        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.tiles, 'WriteTiles'),
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
         {
           Sid: 'ClaimAndCommitJobs',
@@ -121,12 +116,7 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
           Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
         },
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
-        {
-          Sid: 'WriteMosaics',
-          Effect: 'Allow',
-          Action: ['s3:GetObject', 's3:PutObject'],
-          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.mosaics),
-        },
+        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.mosaics, 'WriteMosaics'),
       );
       break;
   }

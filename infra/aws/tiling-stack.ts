@@ -72,10 +72,12 @@ export class AwsTilingStack extends pulumi.ComponentResource {
   readonly queues: Readonly<Record<QueueTriggered, QueuePair>>;
   readonly functions: Readonly<Record<FunctionRole, lambda.Function>>;
   readonly alarmTopic: sns.Topic;
+  private readonly tags: StandardTags;
 
   constructor(name: string, args: AwsTilingStackArgs, opts?: pulumi.ComponentResourceOptions) {
     super('tessera:aws:TilingStack', name, {}, opts);
     const { config: cfg, tags } = args;
+    this.tags = tags;
     const parent = { parent: this };
     const account = getCallerIdentityOutput({}, parent);
 
@@ -231,43 +233,23 @@ export class AwsTilingStack extends pulumi.ComponentResource {
         parent,
       );
     }
-    new cloudwatch.MetricAlarm(
-      `${name}-lease-stolen`,
-      {
-        alarmDescription:
-          'A worker committed after its lease was taken over (LeaseStolen). The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
-        namespace,
-        metricName: LEASE_STOLEN_METRIC,
-        statistic: 'Sum',
-        period: 60,
-        evaluationPeriods: 1,
-        comparisonOperator: 'GreaterThanOrEqualToThreshold',
-        threshold: 1,
-        treatMissingData: 'notBreaching',
-        alarmActions: [this.alarmTopic.arn],
-        tags,
-      },
-      parent,
-    );
+    this.alarm(`${name}-lease-stolen`, {
+      alarmDescription:
+        'A worker committed after its lease was taken over (LeaseStolen). The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
+      namespace,
+      metricName: LEASE_STOLEN_METRIC,
+      statistic: 'Sum',
+      period: 60,
+    });
     for (const role of QUEUE_TRIGGERED) {
-      new cloudwatch.MetricAlarm(
-        `${name}-${role}-dead-letters`,
-        {
-          alarmDescription: `Messages reached the ${role} dead-letter queue after ${cfg.maxReceiveCount} deliveries: inspect them, fix the cause, then redrive.`,
-          namespace: 'AWS/SQS',
-          metricName: 'ApproximateNumberOfMessagesVisible',
-          dimensions: { QueueName: queues[role].deadLetter.name },
-          statistic: 'Maximum',
-          period: 300,
-          evaluationPeriods: 1,
-          comparisonOperator: 'GreaterThanOrEqualToThreshold',
-          threshold: 1,
-          treatMissingData: 'notBreaching',
-          alarmActions: [this.alarmTopic.arn],
-          tags,
-        },
-        parent,
-      );
+      this.alarm(`${name}-${role}-dead-letters`, {
+        alarmDescription: `Messages reached the ${role} dead-letter queue after ${cfg.maxReceiveCount} deliveries: inspect them, fix the cause, then redrive.`,
+        namespace: 'AWS/SQS',
+        metricName: 'ApproximateNumberOfMessagesVisible',
+        dimensions: { QueueName: queues[role].deadLetter.name },
+        statistic: 'Maximum',
+        period: 300,
+      });
     }
 
     this.registerOutputs({
@@ -279,6 +261,26 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
       alarmTopic: this.alarmTopic.arn,
     });
+  }
+
+  /** An alarm that fires on the first occurrence (at least 1 in a period) and notifies the alarm topic. */
+  private alarm(
+    name: string,
+    metric: Pick<cloudwatch.MetricAlarmArgs, 'alarmDescription' | 'namespace' | 'metricName' | 'dimensions' | 'statistic' | 'period'>,
+  ): cloudwatch.MetricAlarm {
+    return new cloudwatch.MetricAlarm(
+      name,
+      {
+        ...metric,
+        evaluationPeriods: 1,
+        comparisonOperator: 'GreaterThanOrEqualToThreshold',
+        threshold: 1,
+        treatMissingData: 'notBreaching',
+        alarmActions: [this.alarmTopic.arn],
+        tags: this.tags,
+      },
+      { parent: this },
+    );
   }
 
   private privateBucket(name: string, versioned: boolean, tags: StandardTags): s3.Bucket {

@@ -199,44 +199,60 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     }
     this.serviceAccounts = accounts;
     const member = (role: FunctionRole | 'trigger') => accounts[role].member;
-    const grantBucket = (
-      id: string,
-      b: storage.Bucket,
-      role: string,
-      who: FunctionRole,
-      condition?: storage.BucketIAMMemberArgs['condition'],
-    ) =>
+    // Least privilege, as a table: reads on whole buckets (listing needs the bucket), writes limited
+    // to the function's own output prefix by an IAM condition on the object name.
+    const bucketGrants: readonly { id: string; bucket: storage.Bucket; role: string; who: FunctionRole; onlyUnder?: string }[] = [
+      // scene: read sources, create scene manifests.
+      { id: 'scene-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'scene' },
+      { id: 'scene-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'scene' },
+      {
+        id: 'scene-write-manifests',
+        bucket: this.outputBucket,
+        role: 'roles/storage.objectCreator',
+        who: 'scene',
+        onlyUnder: OUTPUT_PREFIXES.scenes,
+      },
+      // tile: read sources, create tiles and replace them in a repair (objectUser: create and delete).
+      { id: 'tile-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'tile' },
+      { id: 'tile-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'tile' },
+      {
+        id: 'tile-write-tiles',
+        bucket: this.outputBucket,
+        role: 'roles/storage.objectUser',
+        who: 'tile',
+        onlyUnder: OUTPUT_PREFIXES.tiles,
+      },
+      // mosaic: read manifests and list tiles, create mosaics.
+      { id: 'mosaic-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'mosaic' },
+      {
+        id: 'mosaic-write-mosaics',
+        bucket: this.outputBucket,
+        role: 'roles/storage.objectCreator',
+        who: 'mosaic',
+        onlyUnder: OUTPUT_PREFIXES.mosaics,
+      },
+    ];
+    for (const g of bucketGrants) {
+      const condition = g.onlyUnder === undefined ? undefined : underPrefix(g.bucket.name, g.onlyUnder, `${g.onlyUnder} only`);
       new storage.BucketIAMMember(
-        `${name}-${id}`,
-        { bucket: b.name, role, member: member(who), ...(condition ? { condition } : {}) },
+        `${name}-${g.id}`,
+        { bucket: g.bucket.name, role: g.role, member: member(g.who), ...(condition ? { condition } : {}) },
         parent,
       );
-    // scene: read sources, create scene manifests, publish tile jobs.
-    grantBucket('scene-read-sources', this.sourceBucket, 'roles/storage.objectViewer', 'scene');
-    grantBucket('scene-read-outputs', this.outputBucket, 'roles/storage.objectViewer', 'scene');
-    grantBucket(
-      'scene-write-manifests',
-      this.outputBucket,
-      'roles/storage.objectCreator',
-      'scene',
-      underPrefix(this.outputBucket.name, OUTPUT_PREFIXES.scenes, 'scene manifests only'),
-    );
-    new pubsub.TopicIAMMember(
-      `${name}-scene-publish`,
-      { project, topic: this.tileTopic.name, role: 'roles/pubsub.publisher', member: member('scene') },
-      parent,
-    );
-    // tile: read sources, create and repair tiles, claim in Firestore, route poison to the dead-letter topic.
-    grantBucket('tile-read-sources', this.sourceBucket, 'roles/storage.objectViewer', 'tile');
-    grantBucket('tile-read-outputs', this.outputBucket, 'roles/storage.objectViewer', 'tile');
-    // objectUser (create, and delete for a repair's replacement) limited to tiles/.
-    grantBucket(
-      'tile-write-tiles',
-      this.outputBucket,
-      'roles/storage.objectUser',
-      'tile',
-      underPrefix(this.outputBucket.name, OUTPUT_PREFIXES.tiles, 'tiles only'),
-    );
+    }
+    // scene publishes tile jobs; tile routes poison to the dead-letter topic.
+    const topicGrants = [
+      { id: 'scene-publish', topic: this.tileTopic, who: 'scene' },
+      { id: 'tile-dead-letter', topic: this.deadLetterTopic, who: 'tile' },
+    ] as const;
+    for (const g of topicGrants) {
+      new pubsub.TopicIAMMember(
+        `${name}-${g.id}`,
+        { project, topic: g.topic.name, role: 'roles/pubsub.publisher', member: member(g.who) },
+        parent,
+      );
+    }
+    // tile claims in Firestore, in the claims database only.
     new projects.IAMMember(
       `${name}-tile-claims`,
       {
@@ -249,20 +265,6 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         },
       },
       parent,
-    );
-    new pubsub.TopicIAMMember(
-      `${name}-tile-dead-letter`,
-      { project, topic: this.deadLetterTopic.name, role: 'roles/pubsub.publisher', member: member('tile') },
-      parent,
-    );
-    // mosaic: read manifests and list tiles, create mosaics.
-    grantBucket('mosaic-read-outputs', this.outputBucket, 'roles/storage.objectViewer', 'mosaic');
-    grantBucket(
-      'mosaic-write-mosaics',
-      this.outputBucket,
-      'roles/storage.objectCreator',
-      'mosaic',
-      underPrefix(this.outputBucket.name, OUTPUT_PREFIXES.mosaics, 'mosaics only'),
     );
     // Triggers (Eventarc, the push subscription, Cloud Scheduler) share one account; GCS publishes its events through Pub/Sub.
     new projects.IAMMember(
@@ -435,62 +437,48 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       },
       afterApis,
     );
-    new monitoring.AlertPolicy(
-      `${name}-lease-stolen`,
-      {
-        project,
-        displayName: `${prefix}: lease stolen`,
-        combiner: 'OR',
-        conditions: [
-          {
-            displayName: 'LeaseStolen logged',
-            conditionThreshold: {
-              filter: pulumi.interpolate`metric.type="logging.googleapis.com/user/${leaseStolen.name}" AND resource.type="cloud_run_revision"`,
-              comparison: 'COMPARISON_GT',
-              thresholdValue: 0,
-              duration: '0s',
-              aggregations: [{ alignmentPeriod: '60s', perSeriesAligner: 'ALIGN_DELTA' }],
-              trigger: { count: 1 },
+    /** An alert on the first occurrence of a metric (above 0 in one alignment period). */
+    const alertOnAny = (id: string, title: string, filter: pulumi.Input<string>, aligner: string, period: string, content: string) =>
+      new monitoring.AlertPolicy(
+        `${name}-${id}`,
+        {
+          project,
+          displayName: `${prefix}: ${title}`,
+          combiner: 'OR',
+          conditions: [
+            {
+              displayName: title,
+              conditionThreshold: {
+                filter,
+                comparison: 'COMPARISON_GT',
+                thresholdValue: 0,
+                duration: '0s',
+                aggregations: [{ alignmentPeriod: period, perSeriesAligner: aligner }],
+                trigger: { count: 1 },
+              },
             },
-          },
-        ],
-        documentation: {
-          content:
-            'A worker committed after its lease was taken over. The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
-          mimeType: 'text/markdown',
+          ],
+          documentation: { content, mimeType: 'text/markdown' },
+          notificationChannels: channels,
+          userLabels: labels,
         },
-        notificationChannels: channels,
-        userLabels: labels,
-      },
-      parent,
+        afterApis,
+      );
+    alertOnAny(
+      'lease-stolen',
+      'lease stolen',
+      pulumi.interpolate`metric.type="logging.googleapis.com/user/${leaseStolen.name}" AND resource.type="cloud_run_revision"`,
+      'ALIGN_DELTA',
+      '60s',
+      'A worker committed after its lease was taken over. The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
     );
-    new monitoring.AlertPolicy(
-      `${name}-dead-letters`,
-      {
-        project,
-        displayName: `${prefix}: tile jobs dead-lettered`,
-        combiner: 'OR',
-        conditions: [
-          {
-            displayName: 'Messages waiting in the dead-letter subscription',
-            conditionThreshold: {
-              filter: pulumi.interpolate`metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages" AND resource.type="pubsub_subscription" AND resource.labels.subscription_id="${deadLetterSubscription.name}"`,
-              comparison: 'COMPARISON_GT',
-              thresholdValue: 0,
-              duration: '0s',
-              aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_MAX' }],
-              trigger: { count: 1 },
-            },
-          },
-        ],
-        documentation: {
-          content: `Tile jobs failed ${cfg.maxReceiveCount} deliveries. Inspect them in the dead-letter subscription, fix the cause, then republish.`,
-          mimeType: 'text/markdown',
-        },
-        notificationChannels: channels,
-        userLabels: labels,
-      },
-      afterApis,
+    alertOnAny(
+      'dead-letters',
+      'tile jobs dead-lettered',
+      pulumi.interpolate`metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages" AND resource.type="pubsub_subscription" AND resource.labels.subscription_id="${deadLetterSubscription.name}"`,
+      'ALIGN_MAX',
+      '300s',
+      `Tile jobs failed ${cfg.maxReceiveCount} deliveries. Inspect them in the dead-letter subscription, fix the cause, then republish.`,
     );
 
     this.registerOutputs({

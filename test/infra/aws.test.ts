@@ -3,7 +3,7 @@ import { LEASE_STOLEN_PATTERN } from '../../infra/aws/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { envOf, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { declaredUrns, envOf, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -45,9 +45,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 
   it('builds one tessera:aws:TilingStack component and parents every resource to it', () => {
     expect(run.ofType('tessera:aws:TilingStack')).toHaveLength(1);
-    const custom = run.urns.filter(
-      (u) => !u.includes('::pulumi:providers:') && !u.endsWith('::tessera') && !u.includes('pulumi:pulumi:Stack'),
-    );
+    const custom = declaredUrns(run);
     expect(custom.length).toBeGreaterThan(30);
     for (const urn of custom) expect(urn, urn).toContain('tessera:aws:TilingStack$');
   });

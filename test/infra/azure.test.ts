@@ -3,7 +3,7 @@ import { AZURE_ROLES, CONTAINERS, hostTimeSpan } from '../../infra/azure/tiling-
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { AZURE_SUBSCRIPTION, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { AZURE_SUBSCRIPTION, declaredUrns, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -43,9 +43,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
 
   it('builds one tessera:azure:TilingStack component and parents every resource to it', () => {
     expect(run.ofType('tessera:azure:TilingStack')).toHaveLength(1);
-    const custom = run.urns.filter(
-      (u) => !u.includes('::pulumi:providers:') && !u.endsWith('::tessera') && !u.includes('pulumi:pulumi:Stack'),
-    );
+    const custom = declaredUrns(run);
     expect(custom.length).toBeGreaterThan(20);
     for (const urn of custom) expect(urn, urn).toContain('tessera:azure:TilingStack$');
   });

@@ -4,7 +4,7 @@ import { LEASE_STOLEN_LOG_FILTER } from '../../infra/gcp/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { envOf, GCP_PROJECT_NUMBER, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { declaredUrns, envOf, GCP_PROJECT_NUMBER, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -52,9 +52,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('builds one tessera:gcp:TilingStack component and parents every resource to it', () => {
     expect(run.ofType('tessera:gcp:TilingStack')).toHaveLength(1);
-    const custom = run.urns.filter(
-      (u) => !u.includes('::pulumi:providers:') && !u.endsWith('::tessera') && !u.includes('pulumi:pulumi:Stack'),
-    );
+    const custom = declaredUrns(run);
     expect(custom.length).toBeGreaterThan(40);
     for (const urn of custom) expect(urn, urn).toContain('tessera:gcp:TilingStack$');
   });

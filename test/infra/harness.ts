@@ -217,6 +217,15 @@ export async function runStack(stack: string, config: Readonly<Record<string, st
   };
 }
 
+/**
+ * URNs of the resources the program declared (not the stack, not default
+ * providers, not the component itself): each must encode the component as
+ * its parent, e.g. `...::tessera:aws:TilingStack$aws:s3/bucket:Bucket::name`.
+ */
+export function declaredUrns(run: StackRun): string[] {
+  return run.urns.filter((u) => !u.includes('::pulumi:providers:') && !u.includes('pulumi:pulumi:Stack') && !u.endsWith('::tessera'));
+}
+
 /** Run the program expecting it to refuse the configuration; returns the error message. */
 export async function refusal(stack: string, config: Readonly<Record<string, string>>): Promise<string> {
   try {
