@@ -13,6 +13,7 @@ import {
   TRIGGER_CONNECTION,
 } from '../../functions/azure/compose.js';
 import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
+import { AZURE_FUNCTION_NAMES, AZURE_QUEUES, AZURE_TRIGGER_CONNECTION } from '../../infra/common/packaging.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 
@@ -96,26 +97,25 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     });
   });
 
-  it('registers scene, tile, mosaic and cleanup with the triggers infra and host.json expect', () => {
+  it('registers scene, tile, mosaic and cleanup on the queues and connection infra/ deploys', () => {
     const seen: { kind: string; name: string; options: Record<string, unknown> }[] = [];
     const record =
       (kind: string) =>
       (name: string, options: object): void => {
         seen.push({ kind, name, options: options as Record<string, unknown> });
       };
-    registerFunctions({
-      eventGrid: record('eventGrid'),
-      storageQueue: record('storageQueue'),
-      timer: record('timer'),
-    } as FunctionRegistrar);
+    registerFunctions({ storageQueue: record('storageQueue'), timer: record('timer') } as FunctionRegistrar);
     expect(seen.map((s) => [s.kind, s.name])).toEqual([
-      ['eventGrid', 'scene'],
-      ['storageQueue', 'tile'],
-      ['eventGrid', 'mosaic'],
+      ['storageQueue', AZURE_FUNCTION_NAMES.scene],
+      ['storageQueue', AZURE_FUNCTION_NAMES.tile],
+      ['storageQueue', AZURE_FUNCTION_NAMES.mosaic],
       ['timer', 'cleanup'],
     ]);
-    expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION });
+    expect(seen[0]?.options).toMatchObject({ queueName: AZURE_QUEUES.scene, connection: AZURE_TRIGGER_CONNECTION });
+    expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: AZURE_TRIGGER_CONNECTION });
+    expect(seen[2]?.options).toMatchObject({ queueName: AZURE_QUEUES.mosaic, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[3]?.options).toMatchObject({ schedule: CLEANUP_SCHEDULE });
+    expect(TRIGGER_CONNECTION).toBe(AZURE_TRIGGER_CONNECTION);
     for (const s of seen) expect(typeof s.options.handler).toBe('function');
   });
 

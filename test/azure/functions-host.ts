@@ -88,7 +88,7 @@ export interface QueueHostRun {
 export async function runQueueHost(
   queue: AzureQueueJobQueue,
   handler: StorageQueueHandler<unknown>,
-  options: { batchSize?: number } = {},
+  options: { batchSize?: number; functionName?: string } = {},
 ): Promise<QueueHostRun> {
   const run: QueueHostRun = { invocations: [], logs: [] };
   for (;;) {
@@ -97,7 +97,7 @@ export async function runQueueHost(
     await Promise.all(
       batch.map(async (d) => {
         const { entry, metadata } = queueTriggerArgs(d);
-        const { context, logs } = invocationContext('tile', 'queueTrigger', metadata);
+        const { context, logs } = invocationContext(options.functionName ?? 'tile', 'queueTrigger', metadata);
         try {
           await handler(entry, context);
           run.invocations.push({ deliveryId: d.deliveryId, dequeueCount: d.receiveCount, result: 'succeeded' });

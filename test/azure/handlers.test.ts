@@ -14,6 +14,7 @@ import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import { requireEndpoints } from '../support/global-setup.js';
+import { freshQueue } from './azurite.js';
 import { blobCreatedEvent, type CapturedLog, invocationContext, queueTriggerArgs, runQueueHost, timerPayload } from './functions-host.js';
 import { SOURCE_PREFIX, TEST_PARAMS, type TestStack, testScene, testStack } from './stack.js';
 
@@ -128,15 +129,41 @@ describe('Azure handlers on Azurite', () => {
       expect(logs.filter((l) => l.level === 'error')).toEqual([]);
     });
 
-    it('rejects a source that is not a raster without throwing, so Event Grid does not retry it for a day', async () => {
+    it('takes events from the scene queue as Event Grid writes them there (base64 JSON) and fans out', async () => {
       const stack = await testStack();
       const { rt } = stack.runtime();
+      const { queue: scenes } = await freshQueue('scenes');
+      const key = `${SOURCE_PREFIX}queued.tif`;
+      const { etag, event } = await uploadScene(stack, rt, key);
+      await scenes.sendBatch([{ jobKey: event.id, body: JSON.stringify(event) }]);
+      const run = await runQueueHost(
+        scenes,
+        makeSceneHandler(() => rt),
+        { functionName: 'scene' },
+      );
+      expect(run.invocations.map((i) => i.result)).toEqual(['succeeded']);
+      const local = sceneKey({ bucket: stack.sourceContainer, key, versionToken: etag }, TEST_PARAMS);
+      expect((await rt.backend.queue.receive(32, 30_000)).map((m) => m.jobKey).sort()).toEqual(
+        [...windows(GRID)].map((w) => tileJobKey(local, w)).sort(),
+      );
+    });
+
+    it('logs a source that is not a raster at ERROR and leaves its event in <scene queue>-poison after 5 dequeues', async () => {
+      const stack = await testStack();
+      const { rt } = stack.runtime();
+      const { queue: scenes } = await freshQueue('scenes');
       const { event } = await uploadScene(stack, rt, `${SOURCE_PREFIX}not-a-tiff.tif`, new TextEncoder().encode('this is not a TIFF'));
-      const logs: CapturedLog[] = [];
-      const r = await sceneEvent(rt, event, logs);
-      expect(r.kind).toBe('rejected');
+      await scenes.sendBatch([{ jobKey: event.id, body: JSON.stringify(event) }]);
+      const run = await runQueueHost(
+        scenes,
+        makeSceneHandler(() => rt),
+        { functionName: 'scene' },
+      );
+      expect(run.invocations.map((i) => i.result)).toEqual(Array(5).fill('failed'));
+      expect(run.logs.filter((l) => l.level === 'error' && l.text.includes('"scene-rejected"'))).toHaveLength(5);
+      expect((await scenes.deadLetters()).map((m) => JSON.parse(m.body).id)).toEqual([event.id]);
       expect(await rt.backend.queue.receive(32, 1000)).toEqual([]);
-      expect(logs.some((l) => l.level === 'error' && l.text.includes('"scene-rejected"'))).toBe(true);
+      expect(await heads(rt, '')).toEqual([]);
     });
 
     it('throws on a storage failure so Event Grid retries the delivery', async () => {

@@ -57,6 +57,32 @@ export function parseBlobCreated(event: EventGridEvent): BlobCreated {
   };
 }
 
+/**
+ * The Event Grid event in a trigger's input. Infra delivers BlobCreated events
+ * through Storage Queues (a subscription to a queue needs no function to exist
+ * yet), so the input is usually a queue message: the v4 library hands JSON
+ * text over parsed, and a string or Buffer is parsed here. A direct Event Grid
+ * trigger passes the event object itself. Either way the result is checked by
+ * {@link parseBlobCreated}.
+ */
+export function eventOf(entry: unknown): EventGridEvent {
+  let value = entry;
+  if (Buffer.isBuffer(value)) value = value.toString('utf8');
+  if (typeof value === 'string') {
+    const text = value;
+    try {
+      value = JSON.parse(text);
+    } catch (cause) {
+      throw new InvalidEventError(`queue message is not an Event Grid event (not JSON): ${JSON.stringify(text.slice(0, 80))}`, { cause });
+    }
+  }
+  // Event Grid posts arrays to webhooks; a queue message holds one event. Accept a one-event array either way.
+  if (Array.isArray(value) && value.length === 1) value = value[0];
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new InvalidEventError('trigger input is not one Event Grid event');
+  return value as EventGridEvent;
+}
+
 /** `0x8D...` to `"0x8D..."`; an already quoted (or weak `W/"..."`) ETag is kept. */
 export function quoteEtag(etag: string): string {
   return etag.startsWith('"') || etag.startsWith('W/"') ? etag : `"${etag}"`;

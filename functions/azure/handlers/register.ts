@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 import { ENV } from '../../../shared/domain/runtime-config.js';
-import { CLEANUP_SCHEDULE, TRIGGER_CONNECTION } from '../compose.js';
+import { CLEANUP_SCHEDULE, MOSAIC_EVENT_QUEUE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
 import { makeCleanupHandler } from './cleanup.handler.js';
 import { makeMosaicHandler } from './mosaic.handler.js';
 import { makeSceneHandler } from './scene.handler.js';
@@ -8,7 +8,6 @@ import { makeTileHandler } from './tile.handler.js';
 
 /** The parts of `app` this module registers with (a narrow seam so tests can check the registrations). */
 export interface FunctionRegistrar {
-  eventGrid: typeof app.eventGrid;
   storageQueue: typeof app.storageQueue;
   timer: typeof app.timer;
 }
@@ -19,12 +18,18 @@ export interface FunctionRegistrar {
  * Names match infra/common/packaging.ts AZURE_FUNCTION_NAMES; the cleanup
  * timer needs no infrastructure of its own.
  *
- * The queue name is a binding expression (`%TESSERA_TILE_QUEUE%`) resolved by
- * the host from app settings, so the trigger and the sender read one setting.
+ * `scene` and `mosaic` take Event Grid BlobCreated events from the Storage
+ * Queues infra/ points the Event Grid subscriptions at (a queue destination
+ * needs no function to exist when the subscription is created). Their
+ * handlers also accept an Event Grid trigger's input, should a stack
+ * subscribe the functions directly (`app.eventGrid`).
+ *
+ * The tile queue name is a binding expression (`%TESSERA_TILE_QUEUE%`) the host
+ * resolves from app settings, so the trigger and the sender read one setting.
  */
 export function registerFunctions(registrar: FunctionRegistrar = app): void {
-  registrar.eventGrid('scene', { handler: makeSceneHandler() });
+  registrar.storageQueue('scene', { queueName: SCENE_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeSceneHandler() });
   registrar.storageQueue('tile', { queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION, handler: makeTileHandler() });
-  registrar.eventGrid('mosaic', { handler: makeMosaicHandler() });
+  registrar.storageQueue('mosaic', { queueName: MOSAIC_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeMosaicHandler() });
   registrar.timer('cleanup', { schedule: CLEANUP_SCHEDULE, handler: makeCleanupHandler() });
 }
