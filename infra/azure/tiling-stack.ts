@@ -73,8 +73,9 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     this.resourceGroup = new resources.ResourceGroup(`${name}-rg`, { location, tags }, parent);
     const resourceGroupName = this.resourceGroup.name;
 
-    // Storage: HTTPS only, TLS 1.2, no anonymous blob access. Shared keys stay enabled only because Pulumi
-    // uploads the package blob with them; the function app itself authenticates with its managed identity.
+    // Storage: HTTPS only, TLS 1.2, no anonymous blob access. Shared keys stay enabled because Pulumi uploads the
+    // package blob with them and Event Grid's queue and dead-letter delivery is set up without an identity; the
+    // function app itself authenticates with its managed identity only.
     this.storageAccount = new storage.StorageAccount(
       `${name}-storage`,
       {

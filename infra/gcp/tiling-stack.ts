@@ -422,7 +422,10 @@ export class GcpTilingStack extends pulumi.ComponentResource {
           ).name,
         ]
       : [];
-    const serviceNames = pulumi.all(FUNCTION_ROLES.map((r) => functions[r].serviceConfig.apply((s) => s?.service ?? '')));
+    // serviceConfig.service is the full name (projects/<p>/locations/<r>/services/<name>); logs carry the last part.
+    const serviceNames = pulumi.all(
+      FUNCTION_ROLES.map((r) => functions[r].serviceConfig.apply((s) => (s?.service ?? '').split('/').at(-1) ?? '')),
+    );
     const leaseStolen = new logging.Metric(
       `${name}-lease-stolen`,
       {

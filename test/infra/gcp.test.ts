@@ -216,7 +216,10 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     const metric = run.ofType('gcp:logging/metric:Metric')[0];
     const filter = String(metric?.inputs.filter);
     expect(filter).toContain(LEASE_STOLEN_LOG_FILTER);
-    for (const fn of functions(run)) expect(filter).toContain(`"${(fn.state.serviceConfig as { service: string }).service}"`);
+    // Cloud Run logs name the service by its short name, the last part of serviceConfig.service.
+    for (const fn of functions(run))
+      expect(filter).toContain(`"${(fn.state.serviceConfig as { service: string }).service.split('/').at(-1)}"`);
+    expect(filter).not.toContain('projects/');
     // Cloud Run puts a JSON line in jsonPayload: each jsonPayload.<field>="<value>" term holds on the core's log line.
     const lines: string[] = [];
     new JsonTelemetry((l) => lines.push(l)).log('ERROR', 'lease-stolen', { jobKey: 'k' });

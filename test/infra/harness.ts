@@ -98,7 +98,8 @@ function computed(type: string, name: string, inputs: Record<string, unknown>): 
       return { email, member: `serviceAccount:${email}`, name: `projects/${inputs.project}/serviceAccounts/${email}` };
     }
     case 'gcp:cloudfunctionsv2/function:Function': {
-      const service = `${physical}-svc`;
+      // The provider reports the Cloud Run service by its full resource name.
+      const service = `projects/${inputs.project}/locations/${inputs.location}/services/${physical}`;
       const url = `https://${physical}-abc123-ew.a.run.app`;
       return { name: physical, url, serviceConfig: { ...(inputs.serviceConfig as object), service, uri: url } };
     }
