@@ -115,7 +115,8 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
           Action: 's3:GetObject',
           Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
         },
-        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
+        // The sweep lists scenes/ and mosaics/ to find scenes still waiting for a mosaic, and tiles/ to prove every tile exists.
+        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes, OUTPUT_PREFIXES.mosaics, OUTPUT_PREFIXES.tiles], 'ListScenesMosaicsTiles'),
         writeUnder(arns.outputBucket, OUTPUT_PREFIXES.mosaics, 'WriteMosaics'),
       );
       break;

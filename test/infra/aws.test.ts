@@ -212,6 +212,13 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
+  it('lets the mosaic sweep list exactly the prefixes it reads: scenes/, mosaics/ and tiles/', () => {
+    const prefixes = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-mosaic').inputs.policy)
+      .filter((s) => list(s.Action).includes('s3:ListBucket'))
+      .flatMap((s) => JSON.stringify(s.Condition ?? {}).match(/(scenes|mosaics|tiles)\//g) ?? []);
+    expect([...new Set(prefixes)].sort()).toEqual(['mosaics/', 'scenes/', 'tiles/']);
+  });
+
   it("points every function's environment at this stack's buckets, table and queues", () => {
     const expected = {
       [ENV.sourceBucket]: run.one('aws:s3/bucket:Bucket', '-sources').state.bucket,
