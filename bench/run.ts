@@ -1,0 +1,195 @@
+/**
+ * `npm run bench` / `npm run bench:smoke`: Tessera's benchmarks, each a ratio
+ * against a baseline measured side by side in the same run (see
+ * docs/benchmarks.md). Writes reports/bench.json and reports/bench.md (the
+ * smoke run writes under .tessera-bench/smoke/ instead, so it never replaces
+ * a real measurement) and prints the table.
+ *
+ * Exit status: 0 when every section ran, whatever the targets say; 1 when
+ * the benchmark itself broke (a section threw, outputs that should match did
+ * not); 2 when it cannot set itself up (GDAL missing and not installable).
+ *
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,
+ * --clouds=aws,gcp,azure|none, --out=<dir>.
+ */
+import { join } from 'node:path';
+import { canPin, REPO_ROOT } from './lib/child.js';
+import { CLOUDS, type CloudName } from './lib/clouds.js';
+import { BenchSetupError, ensureGdal, type Gdal } from './lib/gdal.js';
+import { type BenchReport, machineInfo, type Row, renderTable, type SectionResult, writeReport } from './lib/report.js';
+import { BENCH_DIR, clearRuns } from './lib/scenes.js';
+import { type DuplicatesConfig, duplicates } from './sections/duplicates.js';
+import { type GatesConfig, gates } from './sections/gates.js';
+import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
+import { type ScaleConfig, scale } from './sections/scale.js';
+import { type ThroughputConfig, throughput } from './sections/throughput.js';
+
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale'] as const;
+type SectionName = (typeof SECTIONS)[number];
+
+interface Plan {
+  readonly throughput: ThroughputConfig;
+  readonly duplicates: Omit<DuplicatesConfig, 'clouds'>;
+  readonly gates: GatesConfig;
+  readonly memory: MemoryConfig;
+  readonly scale: ScaleConfig;
+  /** Rough duration on a quiet 2-core machine, scenes already cached. */
+  readonly expected: string;
+}
+
+/** The sizes the issue asks for. */
+const FULL: Plan = {
+  throughput: { sceneSize: 4096, tiles: 16, reps: 5 },
+  duplicates: { sceneSize: 2048, reps: 3 },
+  gates: { sceneSize: 4096, tiles: 8, rounds: 6, reps: 3 },
+  memory: { sizes: [4096, 8192, 16384], reps: 3 },
+  scale: { windows: [400, 4_000, 40_000], reps: 3 },
+  expected: 'about 12 minutes (plus about 3 minutes the first time, to write the 4096^2 to 16384^2 scenes)',
+};
+
+/** Every section at tiny sizes: proves the benchmark still works (CI), measures nothing worth reading. */
+const SMOKE: Plan = {
+  throughput: { sceneSize: 1024, tiles: 2, reps: 1 },
+  duplicates: { sceneSize: 1024, reps: 1 },
+  gates: { sceneSize: 1024, tiles: 2, rounds: 2, reps: 1 },
+  memory: { sizes: [1024, 2048], reps: 1 },
+  scale: { windows: [40, 400, 4_000], reps: 1 },
+  expected: 'about a minute and a half',
+};
+
+interface Options {
+  readonly smoke: boolean;
+  readonly only: readonly SectionName[];
+  readonly clouds: readonly CloudName[];
+  readonly out: string | undefined;
+}
+
+function parseArgs(argv: readonly string[]): Options {
+  let smoke = false;
+  let only: SectionName[] = [...SECTIONS];
+  let clouds: CloudName[] = [...CLOUDS];
+  let out: string | undefined;
+  const list = <T extends string>(flag: string, value: string, allowed: readonly T[]): T[] => {
+    if (value === 'none') return [];
+    const items = value.split(',').map((s) => s.trim());
+    const bad = items.filter((s) => !allowed.includes(s as T));
+    if (bad.length) throw new BenchSetupError(`${flag}: unknown ${bad.join(', ')}; choose from ${allowed.join(', ')}`);
+    return items as T[];
+  };
+  for (const arg of argv) {
+    const [flag, value = ''] = arg.split('=', 2) as [string, string | undefined];
+    if (flag === '--smoke') smoke = true;
+    else if (flag === '--only') only = list('--only', value, SECTIONS);
+    else if (flag === '--clouds') clouds = list('--clouds', value, CLOUDS);
+    else if (flag === '--out' && value) out = value;
+    else
+      throw new BenchSetupError(
+        `unknown option ${arg}: use --smoke, --only=${SECTIONS.join(',')}, --clouds=${CLOUDS.join(',')}|none, --out=<dir>`,
+      );
+  }
+  return { smoke, only, clouds, out };
+}
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+async function runSection(name: SectionName, plan: Plan, options: Options, gdal: Gdal | undefined): Promise<SectionResult> {
+  switch (name) {
+    case 'throughput':
+      if (!gdal) throw new Error('GDAL was not set up');
+      return throughput(plan.throughput, gdal, log);
+    case 'duplicates':
+      return duplicates({ ...plan.duplicates, clouds: options.clouds }, log);
+    case 'gates':
+      return gates(plan.gates, log);
+    case 'memory':
+      return memoryFootprint(plan.memory, log);
+    case 'scale':
+      return scale(plan.scale, log);
+    default: {
+      const never: never = name;
+      throw new Error(`unknown section ${String(never)}`);
+    }
+  }
+}
+
+async function main(): Promise<number> {
+  const options = parseArgs(process.argv.slice(2));
+  const plan = options.smoke ? SMOKE : FULL;
+  const command = `npm run ${options.smoke ? 'bench:smoke' : 'bench'}${
+    process.argv.length > 2
+      ? ` -- ${process.argv
+          .slice(2)
+          .filter((a) => a !== '--smoke')
+          .join(' ')}`
+      : ''
+  }`.trim();
+  const outDir = options.out ?? (options.smoke ? join(BENCH_DIR, 'smoke') : join(REPO_ROOT, 'reports'));
+  const started = performance.now();
+  log(
+    `tessera bench (${options.smoke ? 'smoke' : 'full'}): ${options.only.join(', ')}; clouds: ${options.clouds.join(', ') || 'none'}; expect ${plan.expected}`,
+  );
+  if (!canPin()) log('taskset is not available: timings run on any core (install util-linux to pin them to one)');
+
+  let gdal: Gdal | undefined;
+  if (options.only.includes('throughput')) {
+    gdal = await ensureGdal(log);
+    log(`GDAL: ${gdal.version} (${gdal.calc}, ${gdal.python})`);
+  }
+  const machine = machineInfo(gdal?.version, canPin());
+  const rows: Row[] = [];
+  const sections: BenchReport['sections'] = {};
+  for (const name of options.only) {
+    const t = performance.now();
+    log(`\n== ${name}`);
+    try {
+      const r = await runSection(name, plan, options, gdal);
+      rows.push(...r.rows);
+      sections[name] = { durationSec: r.durationSec, broken: r.broken, details: r.details };
+      log(`   ${name} done in ${Math.round(r.durationSec)} s${r.broken.length ? `; BROKEN: ${r.broken.join(' | ')}` : ''}`);
+    } catch (error) {
+      const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      sections[name] = { durationSec: (performance.now() - t) / 1000, broken: [`the section failed: ${message}`], details: {} };
+      log(`   ${name} FAILED: ${message}`);
+    }
+  }
+  clearRuns();
+
+  const report: BenchReport = {
+    generatedAt: new Date().toISOString(),
+    mode: options.smoke ? 'smoke' : 'full',
+    command,
+    durationSec: (performance.now() - started) / 1000,
+    machine,
+    loadAverageAtEnd: machineInfo(undefined, false).loadAverageAtStart,
+    rows,
+    sections,
+  };
+  const json = join(outDir, 'bench.json');
+  const md = join(outDir, 'bench.md');
+  writeReport(report, json, md);
+  log(`\n${renderTable(rows)}\n`);
+  const misses = rows.filter((r) => r.status === 'MISS');
+  for (const r of misses) log(`MISS ${r.section} / ${r.metric}${r.backend ? ` (${r.backend})` : ''}: ${r.note ?? ''}`);
+  const broken = Object.entries(sections).flatMap(([n, s]) => s.broken.map((b) => `${n}: ${b}`));
+  log(
+    `\n${rows.filter((r) => r.status === 'PASS').length} targets met, ${misses.length} missed, ${broken.length} benchmark failures; ` +
+      `${Math.round(report.durationSec)} s. Wrote ${json} and ${md}.`,
+  );
+  if (broken.length) {
+    log(`The benchmark itself failed:\n${broken.map((b) => `  - ${b.split('\n')[0]}`).join('\n')}`);
+    return 1;
+  }
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof BenchSetupError) {
+      process.stderr.write(`bench: ${error.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);
