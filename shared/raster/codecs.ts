@@ -1,4 +1,5 @@
-import { deflateSync, inflateSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { deflate as deflateCallback, deflateSync, inflate as inflateCallback } from 'node:zlib';
 import type { TypedArray } from './tiff-format.js';
 
 /**
@@ -7,14 +8,22 @@ import type { TypedArray } from './tiff-format.js';
  * Every function works on one block and allocates only its output.
  */
 
-/** zlib-wrapped DEFLATE, as TIFF compression 8 / 32946 stores it. */
-export function inflate(bytes: Uint8Array): Uint8Array {
-  return inflateSync(bytes);
-}
-
 /** zlib-wrapped DEFLATE at `level` (GDAL's default ZLEVEL is 6). */
 export function deflate(bytes: Uint8Array, level: number): Uint8Array {
   return deflateSync(bytes, { level });
+}
+
+const inflateOnPool = promisify(inflateCallback);
+const deflateOnPool = promisify(deflateCallback);
+
+/** zlib-wrapped DEFLATE decoding (TIFF compression 8 / 32946) on libuv's thread pool, leaving the event loop free. */
+export function inflateAsync(bytes: Uint8Array): Promise<Uint8Array> {
+  return inflateOnPool(bytes);
+}
+
+/** {@link deflate} on libuv's thread pool, leaving the event loop free. */
+export function deflateAsync(bytes: Uint8Array, level: number): Promise<Uint8Array> {
+  return deflateOnPool(bytes, { level });
 }
 
 const LZW_CLEAR = 256;

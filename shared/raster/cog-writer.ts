@@ -1,13 +1,16 @@
 import { InvalidParamsError } from '../domain/errors.js';
+import { deflate, deflateAsync } from './codecs.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   assertClassicSize,
-  encodeTile,
   imageTags,
   layoutIfds,
+  predictTile,
   type TagSpec,
   type TiledImageSpec,
   tileCount,
+  tilesAcross,
+  tilesDown,
   validateImageSpec,
   writeHeader,
 } from './tiff-writer.js';
@@ -126,27 +129,21 @@ function cutTile(
   return tile;
 }
 
-/**
- * Encodes a float32 raster as a Cloud Optimized GeoTIFF, the way GDAL's COG
- * driver lays one out: classic TIFF, GDAL's ghost area (LAYOUT=IFDS_BEFORE_DATA,
- * row-major blocks with a 4-byte size leader and a 4-byte trailer), the full
- * resolution IFD first, then overview IFDs (averaged, halving until one block
- * holds the level), then tile data from the smallest overview to the full
- * resolution, tiles row-major with increasing offsets. A raster that fits in
- * one block has no overviews (GDAL makes none either: there is nothing coarser
- * to serve than the one block a reader fetches anyway).
- *
- * @example
- * const cog = encodeCog({ width: 512, height: 512, data, geoTransform, crs: { epsg: 32631 },
- *                         noData: -9999, blockSize: 512, compression: 'DEFLATE' });
- */
-export function encodeCog(opts: EncodeCogOptions): Uint8Array {
+interface CogPlan {
+  readonly levels: readonly TiledImageSpec[];
+  /** Per level, row-major: each tile's bytes after the predictor, ready to compress. */
+  readonly tiles: readonly (readonly Uint8Array[])[];
+}
+
+/** Validates, builds the overview levels and cuts and predicts every tile: everything but compression. */
+function planCog(opts: EncodeCogOptions): CogPlan {
   const { width, height, data, noData, blockSize } = opts;
   if (data.length !== width * height) {
     throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
   }
-  if (opts.compression !== 'DEFLATE')
+  if (opts.compression !== 'DEFLATE') {
     throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE`);
+  }
   if (typeof noData !== 'number') throw new InvalidParamsError('encodeCog: noData must be a number');
   const base: TiledImageSpec = {
     width,
@@ -162,9 +159,8 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   };
   validateImageSpec(base);
 
-  const levels: { spec: TiledImageSpec; pixels: Float32Array }[] = [
-    { spec: { ...base, georeference: { geoTransform: opts.geoTransform, crs: opts.crs } }, pixels: data },
-  ];
+  const levels: TiledImageSpec[] = [{ ...base, georeference: { geoTransform: opts.geoTransform, crs: opts.crs } }];
+  const pixels: Float32Array[] = [data];
   let prev = data;
   let pw = width;
   let ph = height;
@@ -172,24 +168,60 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
     prev = downsampleAverage(prev, pw, ph, noData);
     pw = size.width;
     ph = size.height;
-    levels.push({ spec: { ...base, width: pw, height: ph, subfileType: 1 }, pixels: prev });
+    levels.push({ ...base, width: pw, height: ph, subfileType: 1 });
+    pixels.push(prev);
   }
-
   const tile = new Float32Array(blockSize * blockSize);
-  const encoded = levels.map(({ spec, pixels }) => {
-    const across = Math.ceil(spec.width / blockSize);
-    const down = Math.ceil(spec.height / blockSize);
-    const tiles: Uint8Array[] = [];
-    for (let ty = 0; ty < down; ty++) {
-      for (let tx = 0; tx < across; tx++) {
-        tiles.push(encodeTile(spec, cutTile(pixels, spec.width, spec.height, blockSize, tx, ty, noData, tile)));
+  const tiles = levels.map((spec, l) => {
+    const out: Uint8Array[] = [];
+    for (let ty = 0; ty < tilesDown(spec); ty++) {
+      for (let tx = 0; tx < tilesAcross(spec); tx++) {
+        out.push(predictTile(spec, cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, tx, ty, noData, tile)));
       }
     }
-    return tiles;
+    return out;
   });
+  return { levels, tiles };
+}
 
+/**
+ * Encodes a float32 raster as a Cloud Optimized GeoTIFF, the way GDAL's COG
+ * driver lays one out: classic TIFF, GDAL's ghost area (LAYOUT=IFDS_BEFORE_DATA,
+ * row-major blocks with a 4-byte size leader and a 4-byte trailer), the full
+ * resolution IFD first, then overview IFDs (averaged, halving until one block
+ * holds the level), then tile data from the smallest overview to the full
+ * resolution, tiles row-major with increasing offsets. A raster that fits in
+ * one block has no overviews (GDAL makes none either: there is nothing coarser
+ * to serve than the one block a reader fetches anyway).
+ *
+ * @example
+ * const cog = encodeCog({ width: 512, height: 512, data, geoTransform, crs: { epsg: 32631 },
+ *                         noData: -9999, blockSize: 512, compression: 'DEFLATE' });
+ */
+export function encodeCog(opts: EncodeCogOptions): Uint8Array {
+  const plan = planCog(opts);
+  return assembleCog(
+    plan.levels,
+    plan.tiles.map((level, l) => level.map((t) => deflate(t, (plan.levels[l] as TiledImageSpec).level))),
+  );
+}
+
+/**
+ * {@link encodeCog} with DEFLATE on libuv's thread pool: the same bytes, but the
+ * event loop stays free, so concurrent tile workers in one process use every core.
+ */
+export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array> {
+  const plan = planCog(opts);
+  const compressed = await Promise.all(
+    plan.tiles.map((level, l) => Promise.all(level.map((t) => deflateAsync(t, (plan.levels[l] as TiledImageSpec).level)))),
+  );
+  return assembleCog(plan.levels, compressed);
+}
+
+/** Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG. */
+function assembleCog(levels: readonly TiledImageSpec[], encoded: readonly (readonly Uint8Array[])[]): Uint8Array {
   const ghost = new TextEncoder().encode(COG_GHOST_AREA);
-  const placeholders = levels.map(({ spec }) => imageTags(spec, new Array(tileCount(spec)).fill(0), new Array(tileCount(spec)).fill(0)));
+  const placeholders = levels.map((spec) => imageTags(spec, new Array(tileCount(spec)).fill(0), new Array(tileCount(spec)).fill(0)));
   const { dataStart } = layoutIfds(placeholders, ghost);
 
   // Data: smallest overview first, full resolution last; each tile behind its 4-byte leader and before its trailer.
@@ -203,7 +235,7 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
     }
   }
   assertClassicSize(at);
-  const ifds: TagSpec[][] = levels.map(({ spec }, l) =>
+  const ifds: TagSpec[][] = levels.map((spec, l) =>
     imageTags(
       spec,
       offsets[l] as number[],

@@ -2,7 +2,7 @@ import { InvalidGridError, NotARasterError, UnsupportedRasterError } from '../do
 import { MAX_RASTER_SIDE } from '../domain/tile-grid.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import { BlockCache } from './block-cache.js';
-import { inflate, lzwDecode, packBitsDecode, swapBytes, undoFloatingPointPredictor, undoHorizontalPredictor } from './codecs.js';
+import { inflateAsync, lzwDecode, packBitsDecode, swapBytes, undoFloatingPointPredictor, undoHorizontalPredictor } from './codecs.js';
 import { parseGdalMetadata } from './gdal-metadata.js';
 import { crsFromGeoKeys, type GeoTransform, geoTransformFromTags, parseGeoKeys, type RasterCrs } from './georeferencing.js';
 import { type Ifd, RangeReader, TiffDirectoryReader } from './tiff-directory.js';
@@ -546,8 +546,8 @@ class GeoTiffSource implements RasterSource {
       const bytes = this.readRange(first.offset, end - first.offset, group[0]?.id ?? 0);
       for (const loc of group) {
         const p = bytes
-          .then((b) => {
-            const block = this.decode(loc, b.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.length));
+          .then(async (b) => {
+            const block = await this.decode(loc, b.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.length));
             this.cache.set(loc.id, block);
             return block;
           })
@@ -577,7 +577,8 @@ class GeoTiffSource implements RasterSource {
     return block;
   }
 
-  private decode(loc: BlockLocation, stored: Uint8Array): TypedArray {
+  /** Decodes one block; DEFLATE runs on libuv's thread pool so concurrent readers use every core. */
+  private async decode(loc: BlockLocation, stored: Uint8Array): Promise<TypedArray> {
     const L = this.layout;
     const bps = this.bytesPerSample;
     const samples = loc.rows * this.rowSamples;
@@ -590,7 +591,7 @@ class GeoTiffSource implements RasterSource {
           break;
         case Compression.ADOBE_DEFLATE:
         case Compression.DEFLATE:
-          raw = inflate(stored);
+          raw = await inflateAsync(stored);
           break;
         case Compression.LZW:
           raw = lzwDecode(stored, expected);

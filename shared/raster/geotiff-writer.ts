@@ -1,5 +1,6 @@
 import { open } from 'node:fs/promises';
 import { InvalidParamsError } from '../domain/errors.js';
+import { deflateAsync } from './codecs.js';
 import { bandDescriptionItems, buildGdalMetadata } from './gdal-metadata.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import { DATA_TYPES, type RasterDataType, type TypedArray } from './tiff-format.js';
@@ -8,6 +9,7 @@ import {
   encodeTile,
   imageTags,
   layoutIfds,
+  predictTile,
   type TiledImageSpec,
   tileCount,
   tileSamples,
@@ -160,17 +162,27 @@ export function encodeGeoTiff(opts: GeoTiffLayoutOptions & { readonly bands: rea
   return out;
 }
 
+/** Tiles compressed or written concurrently: enough to keep the thread pool busy, few enough to bound memory. */
+const MAX_TILES_IN_FLIGHT = 4;
+
 /**
  * Writes a tiled GeoTIFF to a file one tile at a time, so a scene larger than
  * memory can be produced: it reserves the header (its size is fixed by the tile
  * count), appends each encoded tile, and writes the header with the real
  * offsets on `close`. Tiles must be written in order: band-planar files plane
  * by plane, each row-major.
+ *
+ * DEFLATE runs on libuv's thread pool while the caller computes the next
+ * tiles; at most a few tiles are in flight, and they reach the file in order.
  */
 export class TiledGeoTiffFileWriter {
   private readonly offsets: number[] = [];
   private readonly byteCounts: number[] = [];
   private position: number;
+  private queued = 0;
+  /** Resolves when every queued tile is in the file; rejects with the first failure. */
+  private tail: Promise<void> = Promise.resolve();
+  private readonly unwritten: Promise<void>[] = [];
 
   private constructor(
     private readonly file: Awaited<ReturnType<typeof open>>,
@@ -195,29 +207,44 @@ export class TiledGeoTiffFileWriter {
     return new TiledGeoTiffFileWriter(file, spec, dataStart);
   }
 
-  /** Tiles written so far. */
+  /** Tiles accepted so far. */
   get written(): number {
-    return this.offsets.length;
+    return this.queued;
   }
 
-  /** Encodes and appends the next tile; `samples` is `tileSamples(spec)` long, host order, and may be reused afterwards. */
+  /**
+   * Encodes and appends the next tile; `samples` is `tileSamples(spec)` long, in
+   * host order, and may be reused as soon as the returned promise resolves.
+   */
   async writeTile(samples: TypedArray): Promise<void> {
-    if (this.offsets.length >= tileCount(this.spec))
+    if (this.queued >= tileCount(this.spec))
       throw new InvalidParamsError(`TiledGeoTiffFileWriter: all ${tileCount(this.spec)} tiles are written`);
     if (samples.length !== tileSamples(this.spec)) {
       throw new InvalidParamsError(`TiledGeoTiffFileWriter: a tile holds ${tileSamples(this.spec)} samples, got ${samples.length}`);
     }
-    const bytes = encodeTile(this.spec, samples);
-    assertClassicSize(this.position + bytes.byteLength);
-    await this.file.write(bytes, 0, bytes.byteLength, this.position);
-    this.offsets.push(this.position);
-    this.byteCounts.push(bytes.byteLength);
-    this.position += bytes.byteLength;
+    this.queued++;
+    const prepared = predictTile(this.spec, samples);
+    const encoded: Promise<Uint8Array> =
+      this.spec.compression === 'DEFLATE' ? deflateAsync(prepared, this.spec.level) : Promise.resolve(prepared);
+    encoded.catch(() => undefined); // a failure is reported through `tail`, in tile order
+    const written = this.tail.then(async () => {
+      const bytes = await encoded;
+      assertClassicSize(this.position + bytes.byteLength);
+      const at = this.position;
+      this.position += bytes.byteLength;
+      await this.file.write(bytes, 0, bytes.byteLength, at);
+      this.offsets.push(at);
+      this.byteCounts.push(bytes.byteLength);
+    });
+    this.tail = written;
+    this.unwritten.push(written);
+    while (this.unwritten.length >= MAX_TILES_IN_FLIGHT) await this.unwritten.shift();
   }
 
-  /** Writes the header with the real tile offsets and closes the file. Returns the file size. */
+  /** Waits for every tile, writes the header with the real tile offsets and closes the file. Returns the file size. */
   async close(): Promise<number> {
     try {
+      await this.tail;
       const n = tileCount(this.spec);
       if (this.offsets.length !== n) throw new InvalidParamsError(`TiledGeoTiffFileWriter: ${this.offsets.length} of ${n} tiles written`);
       const ifds = [imageTags(this.spec, this.offsets, this.byteCounts)];
@@ -233,6 +260,7 @@ export class TiledGeoTiffFileWriter {
 
   /** Closes the file without completing it (after a failure). */
   async abort(): Promise<void> {
+    await this.tail.catch(() => undefined);
     await this.file.close();
   }
 }

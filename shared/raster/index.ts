@@ -4,7 +4,7 @@
  * TypeScript on node:zlib (and node:fs for the streaming scene writer).
  */
 export { BlockCache } from './block-cache.js';
-export { COG_GHOST_AREA, cogOverviewSizes, downsampleAverage, type EncodeCogOptions, encodeCog } from './cog-writer.js';
+export { COG_GHOST_AREA, cogOverviewSizes, downsampleAverage, type EncodeCogOptions, encodeCog, encodeCogAsync } from './cog-writer.js';
 export {
   type EvaluateOptions,
   type Expression,

@@ -21,9 +21,13 @@ export interface SyntheticSceneOptions {
   readonly seed?: number | undefined;
   /** Default 0 (a reflectance never measured as exactly 0). */
   readonly noData?: number | undefined;
-  /** Default DEFLATE (with the horizontal predictor). */
+  /**
+   * Default NONE: measured 3-4x less CPU to write than DEFLATE (zlib level 1,
+   * horizontal predictor), and cheaper to read. DEFLATE makes files about 60%
+   * of the size, like real Sentinel-2 products.
+   */
   readonly compression?: 'DEFLATE' | 'NONE' | undefined;
-  /** zlib level; default 1: scenes are inputs to tests and benchmarks, write speed matters more than size. */
+  /** zlib level for DEFLATE; default 1: scenes are inputs to tests and benchmarks, write speed matters more than size. */
   readonly level?: number | undefined;
   /** Default pixel (GDAL's default INTERLEAVE). */
   readonly interleave?: 'pixel' | 'band' | undefined;
@@ -124,10 +128,10 @@ export class SyntheticLandscape {
     const last = band === 'all' ? this.models.length - 1 : band;
     // Hoisted into locals: this loop runs for every pixel of every scene.
     const { colA, colB, rowA, rowB, riverY, riverHalfWidth, seed, noData } = this;
-    const soil = this.models.map((m) => m.soil);
-    const gain = this.models.map((m) => m.vegetation - m.soil);
-    const water = this.models.map((m) => m.water);
-    const noiseScale = this.models.map((_, b) => 0.3 * (1 + b));
+    const soil = Float64Array.from(this.models, (m) => m.soil);
+    const gain = Float64Array.from(this.models, (m) => m.vegetation - m.soil);
+    const water = Float64Array.from(this.models, (m) => m.water);
+    const noiseScale = Float64Array.from(this.models, (_, b) => 0.3 * (1 + b));
     for (let r = 0; r < window.height; r++) {
       const y = window.y + r;
       const ra = 0.32 * (rowA[y] as number);
@@ -146,8 +150,10 @@ export class SyntheticLandscape {
         const noise = ((h >>> 8) & 0xff) - 127.5;
         for (let b = first; b <= last; b++) {
           const base = wet ? (water[b] as number) : (soil[b] as number) + (gain[b] as number) * veg;
-          let v = Math.round(base + noise * (noiseScale[b] as number));
-          v = Math.min(Math.max(v, 1), 65535);
+          // Rounding and clamping by hand: Math.round/min/max cost half of this loop (measured).
+          let v = (base + noise * (noiseScale[b] as number) + 0.5) | 0;
+          // biome-ignore lint/complexity/useMathMinMax: a hot loop; see above
+          v = v < 1 ? 1 : v > 65535 ? 65535 : v;
           out[o++] = v !== noData ? v : v === 65535 ? v - 1 : v + 1; // a measured value must never read as nodata
         }
       }
@@ -165,9 +171,9 @@ export class SyntheticLandscape {
 }
 
 /**
- * Writes a synthetic multi-band uint16 GeoTIFF (tiled, DEFLATE by default,
- * band names in GDAL_METADATA, the given EPSG CRS and geotransform), streaming
- * tile by tile: memory stays at a few tiles whatever the scene size.
+ * Writes a synthetic multi-band uint16 GeoTIFF (tiled, uncompressed or
+ * DEFLATE, band names in GDAL_METADATA, the given EPSG CRS and geotransform),
+ * streaming tile by tile: memory stays at a few tiles whatever the scene size.
  *
  * @example
  * await writeSyntheticScene('/tmp/scene.tif', { width: 4096, height: 4096, bands: ['B04', 'B08'], epsg: 32631,
@@ -188,7 +194,7 @@ export async function writeSyntheticScene(path: string, opts: SyntheticSceneOpti
     crs: { epsg: opts.epsg },
     noData,
     blockSize: opts.blockSize ?? 512,
-    compression: opts.compression ?? 'DEFLATE',
+    compression: opts.compression ?? 'NONE',
     level: opts.level ?? 1,
     interleave: opts.interleave ?? 'pixel',
     bandDescriptions: opts.bands,

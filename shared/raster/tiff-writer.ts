@@ -95,25 +95,28 @@ export function validateImageSpec(spec: TiledImageSpec): void {
 }
 
 /**
- * Encodes one tile's samples (host order, `tileSamples(spec)` long): predictor,
- * then DEFLATE. The input is not modified.
+ * Applies the spec's predictor to one tile's samples (host order,
+ * `tileSamples(spec)` long) and returns the bytes to compress or store: always
+ * a buffer of its own, so the caller may reuse `samples` at once.
  */
-export function encodeTile(spec: TiledImageSpec, samples: TypedArray): Uint8Array {
+export function predictTile(spec: TiledImageSpec, samples: TypedArray): Uint8Array {
   const bps = DATA_TYPES[spec.dataType].bytes;
   const stride = spec.planar ? 1 : spec.samplesPerPixel;
   const rowSamples = spec.blockSize * stride;
   const view = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
-  let bytes = view;
-  if (spec.predictor === Predictor.FLOATING_POINT) {
-    bytes = applyFloatingPointPredictor(view, spec.blockSize, rowSamples, bps, stride);
-  } else if (spec.predictor === Predictor.HORIZONTAL) {
+  if (spec.predictor === Predictor.FLOATING_POINT) return applyFloatingPointPredictor(view, spec.blockSize, rowSamples, bps, stride);
+  if (spec.predictor === Predictor.HORIZONTAL) {
     const copy = samples.slice();
     applyHorizontalPredictor(copy, spec.blockSize, rowSamples, stride);
-    bytes = new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength);
+    return new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength);
   }
-  if (spec.compression === 'DEFLATE') return deflate(bytes, spec.level);
-  // Uncompressed: hand back bytes the caller may keep while it reuses its sample buffer.
-  return bytes === view ? view.slice() : bytes;
+  return view.slice();
+}
+
+/** Encodes one tile: predictor, then DEFLATE (or nothing). The input is not modified. */
+export function encodeTile(spec: TiledImageSpec, samples: TypedArray): Uint8Array {
+  const bytes = predictTile(spec, samples);
+  return spec.compression === 'DEFLATE' ? deflate(bytes, spec.level) : bytes;
 }
 
 /** The IFD tags of a tiled image, given its tile offsets and byte counts. */

@@ -8,6 +8,7 @@ import {
   cogOverviewSizes,
   downsampleAverage,
   encodeCog,
+  encodeCogAsync,
   type GeoTransform,
   openGeoTiff,
 } from '../../../shared/raster/index.js';
@@ -152,6 +153,20 @@ describe('encodeCog', () => {
       for (let r = 0; r < 300; r += 37) {
         for (let c = 0; c < 400; c += 41) expect(got?.[r * 400 + c]).toBe(data[(200 + r) * width + 300 + c]);
       }
+    });
+
+    it('comes out byte for byte the same from encodeCogAsync', async () => {
+      const async = await encodeCogAsync({
+        width,
+        height,
+        data,
+        geoTransform: GT,
+        crs: { epsg: 32631 },
+        noData: NO_DATA,
+        blockSize: 256,
+        compression: 'DEFLATE',
+      });
+      expect(Buffer.compare(async, cog)).toBe(0);
     });
 
     it('reads back through geotiff.js, an independent decoder', async () => {
