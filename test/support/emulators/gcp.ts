@@ -1,9 +1,13 @@
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { connect } from 'node:net';
-import { FirestoreServer } from '@firestore-emulator/server';
 import { FAKE_GCS_BIN, findPubsubEmulator } from '../../../scripts/emulators/gcp.mjs';
 import { freePort, httpAnswers, type Started, startProcess } from './process.js';
 import type { GcpEndpoints } from './types.js';
+
+// The package's ESM build (dist/index.mjs, which Vite picks through "module") imports
+// extensionless paths that Node's ESM loader cannot resolve; its CommonJS build works.
+const { FirestoreServer } = createRequire(import.meta.url)('@firestore-emulator/server') as typeof import('@firestore-emulator/server');
 
 /** The project id every GCP test uses; the emulators accept any. */
 export const GCP_TEST_PROJECT = 'tessera-test';
