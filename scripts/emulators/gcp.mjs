@@ -9,7 +9,8 @@
 // - Pub/Sub: Google's own emulator cannot be downloaded here; it is used where the machine
 //   image ships it (google-cloud-cli-pubsub-emulator). Only checked, never installed.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -64,13 +65,42 @@ function installFakeGcs() {
   if (installedFakeGcsVersion() !== FAKE_GCS_VERSION) throw new Error(`fake-gcs-server was not built at ${FAKE_GCS_BIN}`);
 }
 
+/** The real directory of the installed @firestore-emulator/server. */
+function firestoreEmulatorDir() {
+  return realpathSync(dirname(createRequire(import.meta.url).resolve('@firestore-emulator/server/package.json')));
+}
+
+/**
+ * `git apply` used as a plain patch tool inside the package's real directory,
+ * with the patch's `a/node_modules/@firestore-emulator/server/` prefix stripped
+ * (-p4). GIT_CEILING_DIRECTORIES keeps git from finding the project's
+ * repository above it: inside a repository, git resolves paths from the
+ * repository root and silently skips the files (or, from the root, refuses a
+ * node_modules that is a symbolic link).
+ */
 function gitApply(args) {
-  execFileSync('git', ['apply', ...args, FIRESTORE_PATCH], { cwd: repo, stdio: 'pipe' });
+  const pkg = firestoreEmulatorDir();
+  execFileSync('git', ['apply', '-p4', ...args, FIRESTORE_PATCH], {
+    cwd: pkg,
+    env: { ...process.env, GIT_CEILING_DIRECTORIES: dirname(pkg) },
+    stdio: 'pipe',
+  });
+}
+
+/** Both bundles must carry the patch; a check that passed without touching them must not count. */
+function assertPatched() {
+  const dist = join(firestoreEmulatorDir(), 'dist');
+  for (const bundle of ['index.js', 'index.mjs']) {
+    if (!readFileSync(join(dist, bundle), 'utf8').includes('tesseraPreconditionPatch = 1')) {
+      throw new Error(`node_modules/@firestore-emulator/server/dist/${bundle} is not patched after applying ${FIRESTORE_PATCH}`);
+    }
+  }
 }
 
 function patchFirestoreEmulator() {
   try {
     gitApply(['--reverse', '--check']);
+    assertPatched();
     return; // already applied
   } catch {
     // not applied yet (or a different package version: the forward check says which)
@@ -85,6 +115,7 @@ function patchFirestoreEmulator() {
     );
   }
   gitApply([]);
+  assertPatched();
   console.error('[emulators] patched @firestore-emulator/server to enforce update_time preconditions');
 }
 
