@@ -1,4 +1,4 @@
-import { type MosaicResult, assembleMosaic } from '../../shared/app/assemble-mosaic.js';
+import { assembleMosaic, type MosaicResult } from '../../shared/app/assemble-mosaic.js';
 import type { Backend, WorkerHooks, WorkerSettings } from '../../shared/app/backend.js';
 import { type DeliveryVerdict, handleTileDelivery } from '../../shared/app/deliveries.js';
 import { type FanOutRequest, type FanOutResult, fanOutScene } from '../../shared/app/fan-out.js';
@@ -258,7 +258,10 @@ export class ScenarioContext {
   /** Hand one delivery to a worker (`handleTileDelivery`, as every trigger does) and note its answer. */
   async deliver(d: Delivery, worker: string, options: DeliverOptions = {}): Promise<DeliverResult> {
     const crashed = deferred<{ readonly kind: 'crashed' }>();
-    const settings = this.settings(worker, withFault(options, () => crashed.resolve({ kind: 'crashed' })));
+    const settings = this.settings(
+      worker,
+      withFault(options, () => crashed.resolve({ kind: 'crashed' })),
+    );
     const r = await Promise.race([
       handleTileDelivery(this.backend, settings, { body: d.body, deliveryId: d.deliveryId, receiveCount: d.receiveCount }),
       crashed.promise,
@@ -270,7 +273,10 @@ export class ScenarioContext {
   /** Run a tile job directly (no queue), with `owner` as the claim owner. */
   async process(job: TileJob, owner: string, options: DeliverOptions = {}): Promise<string> {
     const crashed = deferred<string>();
-    const settings = this.settings(owner, withFault(options, () => crashed.resolve('crashed')));
+    const settings = this.settings(
+      owner,
+      withFault(options, () => crashed.resolve('crashed')),
+    );
     const kind = await Promise.race([processTile(this.backend, settings, job, owner).then((o) => o.kind), crashed.promise]);
     this.note(kind);
     return kind;
@@ -433,7 +439,8 @@ export class ScenarioContext {
   }
 
   #learnRepair(job: TileJob): void {
-    if (job.mode.kind === 'overwrite') this.#jobs.set(repairJobKey(job.jobKey, job.mode.expectedVersion), `${this.jobLabel(job.jobKey)} repair`);
+    if (job.mode.kind === 'overwrite')
+      this.#jobs.set(repairJobKey(job.jobKey, job.mode.expectedVersion), `${this.jobLabel(job.jobKey)} repair`);
   }
 }
 

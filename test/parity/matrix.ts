@@ -51,7 +51,11 @@ export function judge(scenario: Scenario, backend: BackendName, run: { record: O
   return { status: 'limitation', reason: limitation.reason, declared: true, diff };
 }
 
-async function runOnce(scenario: Scenario, backend: BackendName, env: MatrixEnvironment): Promise<{ record: OutcomeRecord } | { error: unknown }> {
+async function runOnce(
+  scenario: Scenario,
+  backend: BackendName,
+  env: MatrixEnvironment,
+): Promise<{ record: OutcomeRecord } | { error: unknown }> {
   const startFailure = env.startFailures?.[backend];
   if (startFailure !== undefined) return { error: new Error(`the ${backend} emulators did not start: ${startFailure}`) };
   let timer: NodeJS.Timeout | undefined;
@@ -72,7 +76,11 @@ async function runOnce(scenario: Scenario, backend: BackendName, env: MatrixEnvi
 }
 
 /** Run one scenario on every backend at once (each in its own namespace) and judge each cell. */
-export async function runScenario(scenario: Scenario, env: MatrixEnvironment, backends: readonly BackendName[] = BACKEND_NAMES): Promise<ScenarioResult> {
+export async function runScenario(
+  scenario: Scenario,
+  env: MatrixEnvironment,
+  backends: readonly BackendName[] = BACKEND_NAMES,
+): Promise<ScenarioResult> {
   const runs = await Promise.all(backends.map((b) => runOnce(scenario, b, env)));
   const cells = Object.fromEntries(backends.map((b, i) => [b, judge(scenario, b, runs[i] as { record: OutcomeRecord })])) as Record<
     BackendName,
@@ -96,9 +104,6 @@ export async function runMatrix(
   return results;
 }
 
-/** A cell that stops the build: a failure, or a limitation nobody declared (an emulator that is missing). */
-export const isFailure = (c: Cell): boolean => c.status === 'fail' || (c.status === 'limitation' && !c.declared);
-
 const MARK: Record<Cell['status'], string> = { pass: '✓', fail: '✗', limitation: '⚠' };
 
 /** Every cell that did not pass, with what it says: the limitation's reason first, then the differing facts. */
@@ -121,10 +126,11 @@ function summary(results: readonly ScenarioResult[]): string {
 
 /** The matrix for a terminal: one row per scenario, one mark per backend, then every cell that did not pass and why. */
 export function renderMatrix(results: readonly ScenarioResult[]): string {
-  const titleWidth = 96;
+  const titleWidth = 94;
   const clip = (s: string) => (s.length > titleWidth ? `${s.slice(0, titleWidth - 1)}…` : s.padEnd(titleWidth));
   const lines = [`${clip('scenario')}  ${BACKEND_NAMES.map((b) => b.padEnd(6)).join('')}`];
-  for (const r of results) lines.push(`${clip(`${r.scenario.id} ${r.scenario.title}`)}  ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status].padEnd(6)).join('')}`);
+  for (const r of results)
+    lines.push(`${clip(`${r.scenario.id} ${r.scenario.title}`)}  ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status].padEnd(6)).join('')}`);
   const details = notes(results).flatMap((n) => n.lines.map((line) => `  ${n.mark} ${n.id} ${n.backend}: ${line}`));
   if (details.length > 0) lines.push('', ...details);
   lines.push('', summary(results));
@@ -133,7 +139,7 @@ export function renderMatrix(results: readonly ScenarioResult[]): string {
 
 /** The matrix as Markdown (reports/parity.md; the README pastes the table). */
 export function renderMarkdown(results: readonly ScenarioResult[], when: Date): string {
-  const escape = (s: string) => s.replace(/\|/g, '\\|');
+  const cellText = (s: string) => s.replace(/\|/g, '\\|');
   const lines = [
     '# Parity matrix',
     '',
@@ -141,20 +147,25 @@ export function renderMarkdown(results: readonly ScenarioResult[], when: Date): 
     '',
     `| # | scenario | ${BACKEND_NAMES.join(' | ')} |`,
     `|---|---|${BACKEND_NAMES.map(() => ':-:').join('|')}|`,
-    ...results.map((r) => `| ${r.scenario.id} | ${escape(r.scenario.title)} | ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status]).join(' | ')} |`),
+    ...results.map(
+      (r) => `| ${r.scenario.id} | ${cellText(r.scenario.title)} | ${BACKEND_NAMES.map((b) => MARK[r.cells[b].status]).join(' | ')} |`,
+    ),
     '',
     summary(results),
   ];
   const details = notes(results).flatMap((n) => [
-    `- ${n.mark} **${n.id} ${n.backend}**: ${escape(n.lines[0] as string)}`,
-    ...n.lines.slice(1).map((line) => `  - ${escape(line)}`),
+    `- ${n.mark} **${n.id} ${n.backend}**: ${cellText(n.lines[0] as string)}`,
+    ...n.lines.slice(1).map((line) => `  - ${cellText(line)}`),
   ]);
   if (details.length > 0) lines.push('', '## Cells that are not a pass', '', ...details);
   return `${lines.join('\n')}\n`;
 }
 
 /** One backend's entry in reports/parity.json. */
-export type ReportCell = { readonly pass: true } | { readonly pass: false; readonly diff: readonly string[] } | { readonly pass: false; readonly limitation: string; readonly diff: readonly string[] };
+export type ReportCell =
+  | { readonly pass: true }
+  | { readonly pass: false; readonly diff: readonly string[] }
+  | { readonly pass: false; readonly limitation: string; readonly diff: readonly string[] };
 
 export interface ReportEntry {
   readonly scenario: string;
@@ -165,7 +176,11 @@ export interface ReportEntry {
 /** reports/parity.json: `[{ scenario, title, backends: { local, aws, gcp, azure } }]`. */
 export function reportJson(results: readonly ScenarioResult[]): ReportEntry[] {
   const toCell = (c: Cell): ReportCell =>
-    c.status === 'pass' ? { pass: true } : c.status === 'fail' ? { pass: false, diff: c.diff } : { pass: false, limitation: c.reason, diff: c.diff };
+    c.status === 'pass'
+      ? { pass: true }
+      : c.status === 'fail'
+        ? { pass: false, diff: c.diff }
+        : { pass: false, limitation: c.reason, diff: c.diff };
   return results.map((r) => ({
     scenario: r.scenario.id,
     title: r.scenario.title,

@@ -28,7 +28,7 @@ describe('cross-cloud parity: every scenario has the same observable outcome on 
         // Identical to each other, not only each to the expectation.
         const records = BACKEND_NAMES.flatMap((b) => {
           const c = cells[b];
-          return c.status === 'limitation' ? [] : [JSON.stringify(c.status === 'pass' ? c.record : c.record ?? null)];
+          return c.status === 'limitation' ? [] : [JSON.stringify(c.status === 'pass' ? c.record : (c.record ?? null))];
         });
         expect(new Set(records).size).toBe(1);
       },

@@ -100,7 +100,11 @@ export class PubSubPullQueue implements PullQueue {
     const ackIds: string[] = [];
     try {
       for (let tries = 0; tries < DEAD_LETTER_PEEK_TRIES; tries++) {
-        const [response] = await this.subscriber.pull({ subscription: this.deadLetterSubscription, maxMessages: 100, returnImmediately: true });
+        const [response] = await this.subscriber.pull({
+          subscription: this.deadLetterSubscription,
+          maxMessages: 100,
+          returnImmediately: true,
+        });
         const fresh = (response.receivedMessages ?? []).filter((m) => m.message?.messageId && !seen.has(m.message.messageId));
         for (const m of fresh) {
           const message = m.message as NonNullable<typeof m.message>;
@@ -115,7 +119,9 @@ export class PubSubPullQueue implements PullQueue {
       }
     } finally {
       if (ackIds.length > 0) {
-        await this.subscriber.modifyAckDeadline({ subscription: this.deadLetterSubscription, ackIds, ackDeadlineSeconds: 0 }).catch(() => undefined);
+        await this.subscriber
+          .modifyAckDeadline({ subscription: this.deadLetterSubscription, ackIds, ackDeadlineSeconds: 0 })
+          .catch(() => undefined);
       }
     }
     return [...seen.values()];
@@ -123,7 +129,8 @@ export class PubSubPullQueue implements PullQueue {
 
   #ackId(delivery: Delivery): string {
     const ackId = this.#ackIds.get(delivery);
-    if (ackId === undefined) throw new Error(`[job-queue:${this.name}] delivery ${delivery.deliveryId} did not come from this queue's receive`);
+    if (ackId === undefined)
+      throw new Error(`[job-queue:${this.name}] delivery ${delivery.deliveryId} did not come from this queue's receive`);
     return ackId;
   }
 }

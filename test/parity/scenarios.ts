@@ -1,5 +1,6 @@
+import type { FanOutResult } from '../../shared/app/fan-out.js';
 import { reconcile } from '../../shared/app/reconcile.js';
-import { parseTileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { parseTileJob, type TileJob, toJobMessage } from '../../shared/app/tile-job.js';
 import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { windows } from '../../shared/domain/tile-grid.js';
@@ -62,10 +63,34 @@ const sceneOutputs = (scene: string, mosaic: boolean): string[] =>
   [...(mosaic ? [`${scene}/mosaic.vrt`] : []), `${scene}/scene.json`, ...tiles(scene, ...WINDOWS)].sort();
 const committed = (job: string, owner: string): ClaimFact => ({ job, state: 'COMMITTED', owner });
 /** Every tile of a scene committed by the first message of its job, taken by `worker`. */
-const allCommitted = (scene: string, worker: string): ClaimFact[] => WINDOWS.map((w) => committed(`${scene}/${w}`, `${scene}/${w}#m1@${worker}`));
+const allCommitted = (scene: string, worker: string): ClaimFact[] =>
+  WINDOWS.map((w) => committed(`${scene}/${w}`, `${scene}/${w}#m1@${worker}`));
 
 /** Whether a tile's window is (row, col). */
-const at = (row: number, col: number) => (job: { window: { row: number; col: number } }) => job.window.row === row && job.window.col === col;
+const at = (row: number, col: number) => (job: { window: { row: number; col: number } }) =>
+  job.window.row === row && job.window.col === col;
+
+/** A complete first run: stage the scene, fan it out, drain the queue with worker w1 and, unless told not to, assemble the mosaic. */
+async function firstRun(ctx: ScenarioContext, label = 'A', withMosaic = true): Promise<{ source: SourceRef; fan: FanOutResult }> {
+  const source = await ctx.stage();
+  const fan = await ctx.fanOut(label, { source, params: PARITY_PARAMS });
+  await ctx.drain('w1');
+  if (withMosaic) await ctx.mosaic(fan.sceneKey);
+  return { source, fan };
+}
+
+/** Stage the scene and put `copies` messages of its tile 0_0 on the queue. */
+async function enqueueOneTile(ctx: ScenarioContext, copies = 1): Promise<TileJob> {
+  const job = ctx.jobFor('A', await ctx.stage(), 0, 0);
+  await ctx.send([job], copies);
+  return job;
+}
+
+/** The one message on the queue, hidden for `visibilityMs`. */
+async function receiveOne(ctx: ScenarioContext, visibilityMs?: number): Promise<Delivery> {
+  const [d] = await ctx.receive(1, visibilityMs);
+  return d as Delivery;
+}
 
 /** The count of log lines at `level` for `event` so far. */
 function logged(ctx: ScenarioContext, level: string, event: string): number {
@@ -116,12 +141,9 @@ function expectedKeys(name: string, params: ProcessingParams): Json {
 export const SCENARIOS: readonly Scenario[] = [
   {
     id: '01',
-    title: 'first delivery of a scene writes every window once; manifest count equals grid count',
+    title: 'first delivery writes every window once; manifest count equals grid count',
     async run(ctx) {
-      const source = await ctx.stage();
-      const fan = await ctx.fanOut('A', { source, params: PARITY_PARAMS });
-      await ctx.drain('w1');
-      await ctx.mosaic(fan.sceneKey);
+      const { fan } = await firstRun(ctx);
       ctx.fact('gridCount', fan.grid.count);
       return ctx.record();
     },
@@ -168,11 +190,9 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '03',
-    title: 'the same tile delivered to 16 workers at once is written once; the others are told it is held',
+    title: 'one tile delivered to 16 workers at once is written once; the other 15 find it held',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job], 16);
+      await enqueueOneTile(ctx, 16);
       const deliveries = await ctx.receive(16);
       // The winner waits, after its claim, until the 15 others have answered, so every loser meets a
       // live lease ('held') rather than a finished job; should two ever win, both wait out the deadline.
@@ -190,7 +210,8 @@ export const SCENARIOS: readonly Scenario[] = [
       );
       await Promise.all(deliveries.map((d, i) => ctx.settle(d, results[i] as DeliverResult)));
       deliveries.forEach((d, i) => {
-        if (resultKind(results[i] as DeliverResult) === 'ack:written') ctx.aliasOwner(`${d.deliveryId}@w${i + 1}`, 'the delivery that wrote');
+        if (resultKind(results[i] as DeliverResult) === 'ack:written')
+          ctx.aliasOwner(`${d.deliveryId}@w${i + 1}`, 'the delivery that wrote');
       });
       ctx.fact('distinctMessages', new Set(deliveries.map((d) => d.deliveryId)).size);
       return ctx.record();
@@ -205,13 +226,10 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '04',
-    title: 'a worker dies after its claim; its redelivery waits out the lease, then takes it over and completes',
+    title: 'death after claim: the redelivery waits out the lease, takes it over and completes',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job]);
-      const [first] = await ctx.receive(1, CRASH_VISIBILITY_MS);
-      const d1 = first as Delivery;
+      const job = await enqueueOneTile(ctx);
+      const d1 = await receiveOne(ctx, CRASH_VISIBILITY_MS);
       await ctx.deliver(d1, 'w1', { fault: { crashAfter: 'claim' } });
       // The message comes back while the dead attempt's lease is still live: retry after the lease, do not ack.
       const d2 = await ctx.redeliver();
@@ -221,8 +239,7 @@ export const SCENARIOS: readonly Scenario[] = [
       ctx.fact('retryWaitsOutLease', early.kind === 'retry' && (early.delayMs ?? 0) > remaining);
       await ctx.settle(d2, early);
       ctx.clock.advance(LEASE_MS);
-      const [third] = await ctx.receive(1);
-      const d3 = third as Delivery;
+      const d3 = await receiveOne(ctx);
       await ctx.settle(d3, await ctx.deliver(d3, 'w3'));
       ctx.fact('sameMessage', d1.deliveryId === d2.deliveryId && d2.deliveryId === d3.deliveryId);
       ctx.fact('receiveCounts', [d1.receiveCount, d2.receiveCount, d3.receiveCount]);
@@ -238,13 +255,10 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '05',
-    title: "a worker dies after its write, before the commit; the redelivery finds 'already-present' and commits",
+    title: 'death after write, before commit: the redelivery finds already-present and commits',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job]);
-      const [first] = await ctx.receive(1, CRASH_VISIBILITY_MS);
-      const d1 = first as Delivery;
+      const job = await enqueueOneTile(ctx);
+      const d1 = await receiveOne(ctx, CRASH_VISIBILITY_MS);
       await ctx.deliver(d1, 'w1', { fault: { crashAfter: 'write' } });
       await ctx.checkpoint([job.outputKey]);
       ctx.clock.advance(LEASE_MS);
@@ -265,13 +279,10 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '06',
-    title: 'a worker dies after its commit, before the ack; the redelivery is rejected at the claim without reading the source',
+    title: 'death after commit, before ack: the redelivery stops at the claim and reads nothing',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job]);
-      const [first] = await ctx.receive(1, CRASH_VISIBILITY_MS);
-      const d1 = first as Delivery;
+      const job = await enqueueOneTile(ctx);
+      const d1 = await receiveOne(ctx, CRASH_VISIBILITY_MS);
       // The worker finishes (claim, write, commit) and dies before it can ack.
       await ctx.settle(d1, await ctx.deliver(d1, 'w1'), 'leave');
       await ctx.checkpoint([job.outputKey]);
@@ -291,16 +302,20 @@ export const SCENARIOS: readonly Scenario[] = [
       versionsUnchanged: true,
       counters: { claimed: 1, written: 1, committed: 1, 'claim-rejected': 1 },
       claims: [committed('A/0_0', 'A/0_0#m1@w1')],
-      facts: { firstDeliveryReadSource: true, sourceReadsByRedelivery: 0, sourceBytesByRedelivery: 0, sameMessage: true, receiveCounts: [1, 2] },
+      facts: {
+        firstDeliveryReadSource: true,
+        sourceReadsByRedelivery: 0,
+        sourceBytesByRedelivery: 0,
+        sameMessage: true,
+        receiveCounts: [1, 2],
+      },
     }),
   },
   {
     id: '07',
-    title: "the lease lapses mid-job and a second worker takes it over; the first worker's commit is lease-stolen; one output",
+    title: 'lease lapses mid-job, a second worker takes over: first commit lease-stolen, one output',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job], 2);
+      await enqueueOneTile(ctx, 2);
       const [da, db] = (await ctx.receive(2)) as [Delivery, Delivery];
       const firstFinished = deferred();
       const secondClaimed = deferred();
@@ -340,11 +355,9 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '08',
-    title: 'a zombie worker finishing after its lease was taken over and the job completed cannot replace the output',
+    title: 'a zombie finishing after the takeover and the commit cannot replace the output',
     async run(ctx) {
-      const source = await ctx.stage();
-      const job = ctx.jobFor('A', source, 0, 0);
-      await ctx.send([job], 2);
+      const job = await enqueueOneTile(ctx, 2);
       const [da, db] = (await ctx.receive(2)) as [Delivery, Delivery];
       // A stalls past its lease; meanwhile B takes over and finishes; then A, the zombie, wakes up.
       const zombie = await ctx.deliver(da, 'w1', {
@@ -386,7 +399,10 @@ export const SCENARIOS: readonly Scenario[] = [
       // skip: the same job keys again; committed jobs stop at the claim.
       await ctx.fanOut('A', { source, params: PARITY_PARAMS });
       await ctx.drain('w2');
-      ctx.fact('filled', (await ctx.outputs()).filter((k) => !before.has(k)));
+      ctx.fact(
+        'filled',
+        (await ctx.outputs()).filter((k) => !before.has(k)),
+      );
       await ctx.mosaic(fan.sceneKey);
       return ctx.record();
     },
@@ -415,12 +431,9 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '10',
-    title: 'backfill new-key (a version bump) writes new outputs beside the old ones and leaves the old ones untouched',
+    title: 'backfill new-key writes new outputs beside the old ones; the old stay untouched',
     async run(ctx) {
-      const source = await ctx.stage();
-      const v1 = await ctx.fanOut('v1', { source, params: PARITY_PARAMS });
-      await ctx.drain('w1');
-      await ctx.mosaic(v1.sceneKey);
+      const { source, fan: v1 } = await firstRun(ctx, 'v1');
       await ctx.checkpoint();
       ctx.phase('new-key');
       const v2 = await ctx.fanOut('v2', { source, params: { ...PARITY_PARAMS, version: 'parity-2' } });
@@ -448,11 +461,9 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '11',
-    title: 'backfill overwrite succeeds with the right version token and fails, into the dead-letter queue, if the object changed meanwhile',
+    title: 'backfill overwrite succeeds at the right version, dead-letters if the object changed',
     async run(ctx) {
-      const source = await ctx.stage();
-      const fan = await ctx.fanOut('A', { source, params: PARITY_PARAMS });
-      await ctx.drain('w1');
+      const { source, fan } = await firstRun(ctx, 'A', false);
       const overwrite = async (row: number, col: number, expectedVersion: string, worker: string) => {
         await ctx.fanOut('A', {
           source,
@@ -503,12 +514,9 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '12',
-    title: 'replay of a finished scene leaves every version token and modification time unchanged',
+    title: 'replay of a finished scene changes no version token or modification time',
     async run(ctx) {
-      const source = await ctx.stage();
-      const fan = await ctx.fanOut('A', { source, params: PARITY_PARAMS });
-      await ctx.drain('w1');
-      await ctx.mosaic(fan.sceneKey);
+      const { source, fan } = await firstRun(ctx);
       await ctx.checkpoint();
       ctx.phase('replay');
       await ctx.fanOut('A', { source, params: PARITY_PARAMS });
@@ -534,7 +542,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '13',
-    title: 'keys with +, %2F, spaces and unicode give the same job keys and output keys everywhere',
+    title: 'keys with +, %2F, spaces and unicode give the same job and output keys everywhere',
     async run(ctx) {
       const received = new Map<string, { fromQueue: string[]; fromBody: string[] }>();
       const scenes = new Map<string, string>();
@@ -587,7 +595,7 @@ export const SCENARIOS: readonly Scenario[] = [
   },
   {
     id: '14',
-    title: 'a poison message ends in the dead-letter queue after the configured count, with nothing written',
+    title: 'a poison message reaches the dead-letter queue after the configured count; nothing written',
     async run(ctx) {
       const notJson = 'this is not a tile job';
       ctx.nameBody(notJson, 'not-json');

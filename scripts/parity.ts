@@ -1,0 +1,78 @@
+/**
+ * `npm run parity`: start the emulators, run every parity scenario on the
+ * local backend, AWS (DynamoDB Local + moto), GCP (fake-gcs-server, the
+ * Firestore emulator, Google's Pub/Sub emulator) and Azure (Azurite), print
+ * the matrix, and write reports/parity.json and reports/parity.md.
+ *
+ * Exit status: 0 when no cell failed (limitation marks are shown, never
+ * counted as a pass), 1 when any cell failed, 2 when the run itself broke.
+ * How to read the matrix: docs/parity.md.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BackendName } from '../test/parity/backends.js';
+import { type MatrixEnvironment, renderMarkdown, renderMatrix, reportJson, runMatrix } from '../test/parity/matrix.js';
+import { SCENARIOS } from '../test/parity/scenarios.js';
+import type { Started } from '../test/support/emulators/process.js';
+import type { EmulatorEndpoints } from '../test/support/emulators/types.js';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const say = (line: string) => process.stderr.write(`[parity] ${line}\n`);
+
+type Cloud = Exclude<BackendName, 'local'>;
+
+/** Starts each cloud's emulators with the same code the test setup uses; a cloud that fails to start is reported, not fatal. */
+async function startEmulators(): Promise<{ env: MatrixEnvironment; stops: Started[] }> {
+  const starters: Record<Cloud, () => Promise<{ endpoints: unknown; stops: Started[] }>> = {
+    aws: () => import('../test/support/emulators/aws.js').then((m) => m.start()),
+    gcp: () => import('../test/support/emulators/gcp.js').then((m) => m.start()),
+    azure: () => import('../test/support/emulators/azure.js').then((m) => m.start()),
+  };
+  const clouds = Object.keys(starters) as Cloud[];
+  const t0 = Date.now();
+  const results = await Promise.allSettled(clouds.map((c) => starters[c]()));
+  const endpoints: Record<string, unknown> = {};
+  const startFailures: Partial<Record<BackendName, string>> = {};
+  const stops: Started[] = [];
+  results.forEach((r, i) => {
+    const cloud = clouds[i] as Cloud;
+    if (r.status === 'fulfilled') {
+      if (r.value.endpoints) endpoints[cloud] = r.value.endpoints;
+      stops.push(...r.value.stops);
+    } else {
+      startFailures[cloud] = r.reason instanceof Error ? (r.reason.message.split('\n')[0] ?? r.reason.message) : String(r.reason);
+      say(`the ${cloud} emulators did not start: ${startFailures[cloud]}`);
+    }
+  });
+  say(`emulators up in ${Date.now() - t0} ms (${Object.keys(endpoints).join(', ') || 'none'})`);
+  return { env: { endpoints: endpoints as EmulatorEndpoints, startFailures }, stops };
+}
+
+async function main(): Promise<number> {
+  const { env, stops } = await startEmulators();
+  try {
+    const t0 = Date.now();
+    const results = await runMatrix(SCENARIOS, env, (r) => {
+      const marks = Object.entries(r.cells).map(([b, c]) => `${b} ${c.status}`);
+      say(`${r.scenario.id} ${marks.join(', ')} (${Math.round((Date.now() - t0) / 1000)} s)`);
+    });
+    process.stdout.write(`${renderMatrix(results)}\n`);
+    const reports = join(repo, 'reports');
+    await mkdir(reports, { recursive: true });
+    await writeFile(join(reports, 'parity.json'), `${JSON.stringify(reportJson(results), null, 2)}\n`);
+    await writeFile(join(reports, 'parity.md'), renderMarkdown(results, new Date()));
+    say(`matrix run in ${Math.round((Date.now() - t0) / 1000)} s; wrote reports/parity.json and reports/parity.md`);
+    return results.some((r) => Object.values(r.cells).some((c) => c.status === 'fail')) ? 1 : 0;
+  } finally {
+    await Promise.allSettled(stops.map((s) => s.stop()));
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    say(`the parity run broke: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(2);
+  },
+);
