@@ -70,14 +70,14 @@ export interface RasterSource {
 export interface OpenGeoTiffOptions {
   /** Bytes read by the first range request; IFDs beyond it cost more requests. Default 64 KiB. */
   readonly maxHeaderBytes?: number | undefined;
-  /** Capacity of the decoded-block cache in bytes. Default 32 MiB. */
+  /** Capacity of the decoded-block cache in bytes. Default 16 MiB: sixteen 512 x 512 x 2-band uint16 blocks. */
   readonly blockCacheBytes?: number | undefined;
   /** Largest decoded block accepted (a whole-image compressed strip would exceed it). Default 64 MiB. */
   readonly maxBlockBytes?: number | undefined;
 }
 
 const DEFAULT_HEADER_BYTES = 64 * 1024;
-const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
+const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
 const DEFAULT_MAX_BLOCK_BYTES = 64 * 1024 * 1024;
 /** Uncompressed blocks are read in row slices of about this size, so a one-strip image is still read by window. */
 const UNCOMPRESSED_SLICE_BYTES = 1024 * 1024;

@@ -20,7 +20,7 @@ import {
 } from '../../../shared/raster/index.js';
 import { MemoryObjectStore } from '../../support/memory-object-store.js';
 import { gdalGeoTiff, gdalInfo, loadGdal, scratchDir } from './gdal-harness.js';
-import { patchTag } from './tiff-walker.js';
+import { patchTag, walkTiff } from './tiff-walker.js';
 
 /** Wraps a store and counts what a reader asks of it. */
 class CountingStore implements ObjectStore {
@@ -319,6 +319,30 @@ describe('openGeoTiff on layouts written by GDAL', () => {
     expectWindow(await src.readWindow(whole, all), cut(bands, W, whole));
     const inner = { x: 37, y: 61, width: 150, height: 101 };
     expectWindow(await src.readWindow(inner, all.slice().reverse()), cut(bands, W, inner).reverse());
+  });
+
+  it('reads blocks GDAL left out of a sparse file as nodata', async () => {
+    // The top-left 64 x 64 tile is all nodata, so GDAL with SPARSE_OK writes no bytes for it.
+    const band = (smooth16[0] as Uint16Array).slice();
+    for (let r = 0; r < 64; r++) band.fill(5, r * W, r * W + 64);
+    const bytes = await gdalGeoTiff(scratch.dir, 'sparse', [band], W, H, [
+      ...GEO,
+      '-a_nodata',
+      '5',
+      '-co',
+      'SPARSE_OK=TRUE',
+      '-co',
+      'TILED=YES',
+      '-co',
+      'BLOCKXSIZE=64',
+      '-co',
+      'BLOCKYSIZE=64',
+    ]);
+    expect(walkTiff(bytes).ifds[0]?.tags.get(325)?.[0]).toBe(0);
+    await store.putIfAbsent('gdal/sparse.tif', bytes);
+    const src = await openGeoTiff(store, 'gdal/sparse.tif');
+    const win = { x: 0, y: 0, width: 100, height: 80 };
+    expectWindow(await src.readWindow(win, [1]), cut([band], W, win));
   });
 
   it('reads the full-resolution image of a GDAL COG with overviews, and its nodata', async () => {
