@@ -12,7 +12,7 @@ import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
 import type { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { type CountingObjectStore, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
+import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
 import type { ClaimFact, Json, OutcomeRecord } from './outcome.js';
 
 /** A tiny scene and tile size: a 2 x 2 grid (the bottom row half height), so the whole matrix stays fast. */
@@ -42,8 +42,8 @@ export const DRAIN_VISIBILITY_MS = 30_000;
 export const CRASH_VISIBILITY_MS = 2_000;
 /** Empty polls in a row after which a queue counts as drained, and the pause between them. */
 const EMPTY_POLLS = 3;
-const EMPTY_POLL_MS = 150;
-const MAX_DRAIN_ROUNDS = 100;
+const EMPTY_POLL_MS = 250;
+const MAX_DRAIN_ROUNDS = 400;
 /** How long to wait for a message to come (back) before the scenario fails. */
 const RECEIVE_TIMEOUT_MS = 30_000;
 
@@ -284,7 +284,7 @@ export class ScenarioContext {
 
   /** Settle a delivery as the platform would after the worker's answer. */
   async settle(d: Delivery, r: DeliverResult, how?: Settlement): Promise<void> {
-    const settlement = how ?? (r.kind === 'ack' ? 'ack' : r.kind === 'crashed' ? 'leave' : 'release');
+    const settlement = how ?? defaultSettlement(r);
     switch (settlement) {
       case 'ack':
         return this.queue.ack(d);
@@ -302,24 +302,39 @@ export class ScenarioContext {
     }
   }
 
-  /** Pull and process until the queue stays empty: one worker, deliveries one after another, settled by their verdicts. */
+  /**
+   * Pull and process until the queue stays empty: one worker, deliveries one
+   * after another, settled by their verdicts. A message it released is
+   * waited for until it comes back (or, past the dead-letter count, until the
+   * queue had time to move it), so a queue that is slow to redeliver under
+   * load cannot end the drain early.
+   */
   async drain(worker: string, options: DrainOptions = {}): Promise<void> {
+    const expectedBack = new Set<string>();
     let empty = 0;
-    for (let round = 0; round < MAX_DRAIN_ROUNDS && empty < EMPTY_POLLS; round++) {
+    let lastDelivery = Date.now();
+    for (let round = 0; round < MAX_DRAIN_ROUNDS; round++) {
       const batch = await this.queue.receive(10, DRAIN_VISIBILITY_MS);
       this.#label(batch);
       if (batch.length === 0) {
         empty++;
+        const waiting = expectedBack.size > 0 && Date.now() - lastDelivery < RECEIVE_TIMEOUT_MS;
+        if (empty >= EMPTY_POLLS && !waiting) return;
         await sleep(EMPTY_POLL_MS);
         continue;
       }
       empty = 0;
+      lastDelivery = Date.now();
       for (const d of batch) {
+        expectedBack.delete(d.deliveryId);
         const r = await this.deliver(d, worker, options);
         await options.onResult?.(d, r);
-        await this.settle(d, r, options.settle?.(d, r));
+        const how = options.settle?.(d, r) ?? defaultSettlement(r);
+        await this.settle(d, r, how);
+        if (how === 'release' && d.receiveCount < PARITY_MAX_RECEIVE_COUNT) expectedBack.add(d.deliveryId);
       }
     }
+    throw new Error(`the queue was still delivering after ${MAX_DRAIN_ROUNDS} rounds`);
   }
 
   /** Assemble the scene's mosaic and note the result and the manifest count. */
@@ -442,6 +457,11 @@ export class ScenarioContext {
     if (job.mode.kind === 'overwrite')
       this.#jobs.set(repairJobKey(job.jobKey, job.mode.expectedVersion), `${this.jobLabel(job.jobKey)} repair`);
   }
+}
+
+/** What a trigger does after an answer: ack a success, leave a dead worker's message hidden, release the rest. */
+function defaultSettlement(r: DeliverResult): Settlement {
+  return r.kind === 'ack' ? 'ack' : r.kind === 'crashed' ? 'leave' : 'release';
 }
 
 /** The worker hooks for a delivery: the caller's own, then the fault's crash (which never returns). */
