@@ -125,6 +125,8 @@ export function countedBackend(inner: Backend): CountedBackend {
 /** What the three ports have counted so far (a point to measure a delivery from). */
 export interface PortSnapshot {
   readonly claimCalls: number;
+  /** Time spent inside the claim store. */
+  readonly claimMs: number;
   readonly sourceCalls: number;
   readonly sourceBytes: number;
   readonly outputCalls: number;
@@ -133,6 +135,7 @@ export interface PortSnapshot {
 export function snapshot(b: CountedBackend): PortSnapshot {
   return {
     claimCalls: b.claims.count.calls,
+    claimMs: b.claims.count.ms,
     sourceCalls: b.sources.count.calls,
     sourceBytes: b.sources.count.bytesRead,
     outputCalls: b.outputs.count.calls,
@@ -143,6 +146,7 @@ export function since(b: CountedBackend, before: PortSnapshot): PortSnapshot {
   const now = snapshot(b);
   return {
     claimCalls: now.claimCalls - before.claimCalls,
+    claimMs: now.claimMs - before.claimMs,
     sourceCalls: now.sourceCalls - before.sourceCalls,
     sourceBytes: now.sourceBytes - before.sourceBytes,
     outputCalls: now.outputCalls - before.outputCalls,

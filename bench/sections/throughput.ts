@@ -222,7 +222,8 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       note:
         `GDAL's Python bindings in one warm process, no start-up per tile: the strongest GDAL baseline. ` +
         (rWarm.median < 1
-          ? `Tessera is ${times(1 / rWarm.median)} slower here; most of a Tessera tile is DEFLATE in node:zlib (GDAL 3.6 uses libdeflate) and the JS floating-point predictor.`
+          ? `Tessera is ${times(1 / rWarm.median)} slower here. The gate section's stage timings show where a Tessera tile goes: ` +
+            "mostly the COG encode (DEFLATE in node:zlib and the floating-point predictor in JavaScript; Debian's GDAL 3.6 links libdeflate)."
           : 'Tessera keeps up with it.'),
     },
     {
