@@ -63,7 +63,10 @@ export async function handleTileDelivery(backend: Backend, settings: WorkerSetti
       return { kind: 'ack', outcome };
     case 'version-mismatch':
       telemetry.count('poison');
-      return { kind: 'poison', error: new VersionMismatchError(backend.outputs.name, outcome.outputKey, outcome.expected, outcome.current) };
+      return {
+        kind: 'poison',
+        error: new VersionMismatchError(backend.outputs.name, outcome.outputKey, outcome.expected, outcome.current),
+      };
     default:
       return assertNever(outcome, 'tile outcome');
   }

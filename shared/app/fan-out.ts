@@ -1,5 +1,5 @@
 import { InvalidParamsError } from '../domain/errors.js';
-import { outputKeys, type ProcessingParams, type SourceRef, sceneKey as deriveSceneKey } from '../domain/job-key.js';
+import { sceneKey as deriveSceneKey, outputKeys, type ProcessingParams, type SourceRef } from '../domain/job-key.js';
 import { type TileGrid, tileGrid, windows } from '../domain/tile-grid.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import type { JobMessage } from '../ports/job-queue.port.js';
@@ -54,7 +54,13 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     source,
     params,
     grid,
-    raster: { crs: raster.crs, geoTransform: raster.geoTransform, noData: raster.noData, dataType: raster.dataType, bandCount: raster.bandCount },
+    raster: {
+      crs: raster.crs,
+      geoTransform: raster.geoTransform,
+      noData: raster.noData,
+      dataType: raster.dataType,
+      bandCount: raster.bandCount,
+    },
   };
   const written = await backend.outputs.putIfAbsent(outputKeys.sceneManifest(scene), new TextEncoder().encode(JSON.stringify(manifest)), {
     contentType: 'application/json',
@@ -77,7 +83,12 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     if (batch.length >= ENQUEUE_SLICE) await flush();
   }
   await flush();
-  backend.telemetry.log('INFO', 'scene-fanned-out', { sceneKey: scene, source: `${source.bucket}/${source.key}`, windows: grid.count, enqueued });
+  backend.telemetry.log('INFO', 'scene-fanned-out', {
+    sceneKey: scene,
+    source: `${source.bucket}/${source.key}`,
+    windows: grid.count,
+    enqueued,
+  });
   return { sceneKey: scene, grid, enqueued, manifest: written.kind };
 }
 

@@ -2,15 +2,28 @@ import { assertNever } from '../domain/claim.js';
 import { LeaseStolenError } from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
 import { tilingParams } from '../domain/tiling-params.js';
-import { encodeCog, evaluate, parseExpression } from '../raster/index.js';
+import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
-import { openSourceCached } from './raster-cache.js';
+import { renderTile } from './render-tile.js';
 import type { TileJob } from './tile-job.js';
 
 export type TileOutcome =
   | { readonly kind: 'written' | 'already-present' | 'lease-stolen'; readonly jobKey: string; readonly outputKey: string }
-  | { readonly kind: 'version-mismatch'; readonly expected: string; readonly current: string | undefined; readonly jobKey: string; readonly outputKey: string }
-  | { readonly kind: 'claim-rejected'; readonly reason: 'held' | 'done'; readonly by?: string | undefined; readonly leaseUntil?: number | undefined; readonly jobKey: string; readonly outputKey: string };
+  | {
+      readonly kind: 'version-mismatch';
+      readonly expected: string;
+      readonly current: string | undefined;
+      readonly jobKey: string;
+      readonly outputKey: string;
+    }
+  | {
+      readonly kind: 'claim-rejected';
+      readonly reason: 'held' | 'done';
+      readonly by?: string | undefined;
+      readonly leaseUntil?: number | undefined;
+      readonly jobKey: string;
+      readonly outputKey: string;
+    };
 
 /**
  * Process one tile job through the three gates.
@@ -27,17 +40,34 @@ export type TileOutcome =
  *
  * `claimOwner` is the owner written to the row (the delivery and the worker, see deliveries.ts).
  */
-export async function processTile(backend: Backend, settings: WorkerSettings, job: TileJob, claimOwner = settings.owner): Promise<TileOutcome> {
+export async function processTile(
+  backend: Backend,
+  settings: WorkerSettings,
+  job: TileJob,
+  claimOwner = settings.owner,
+): Promise<TileOutcome> {
   const { claims, outputs, clock, telemetry } = backend;
   const claimId = job.mode.kind === 'overwrite' ? repairJobKey(job.jobKey, job.mode.expectedVersion) : job.jobKey;
   const base = { jobKey: job.jobKey, outputKey: job.outputKey } as const;
-  const fields = { jobKey: job.jobKey, claimId, outputKey: job.outputKey, owner: claimOwner, window: `${job.window.row}_${job.window.col}` };
+  const fields = {
+    jobKey: job.jobKey,
+    claimId,
+    outputKey: job.outputKey,
+    owner: claimOwner,
+    window: `${job.window.row}_${job.window.col}`,
+  };
   // Validate before claiming: a bad parameter is poison and must not wedge a claim.
   const tiling = tilingParams(job.params);
   const expression = parseExpression(tiling.expression, Object.keys(tiling.bands));
 
   const now = clock.now();
-  const claim = await claims.claim({ jobId: claimId, owner: claimOwner, now, leaseUntil: now + settings.leaseMs, expiresAt: now + settings.retentionMs });
+  const claim = await claims.claim({
+    jobId: claimId,
+    owner: claimOwner,
+    now,
+    leaseUntil: now + settings.leaseMs,
+    expiresAt: now + settings.retentionMs,
+  });
   switch (claim.kind) {
     case 'claimed':
       telemetry.count('claimed');
@@ -61,43 +91,25 @@ export async function processTile(backend: Backend, settings: WorkerSettings, jo
 
   let result: 'written' | 'already-present';
   try {
-    const source = await openSourceCached(backend.sources, job.source.key, job.source.versionToken);
-    const names = Object.keys(tiling.bands);
-    const arrays = await source.readWindow(
-      job.window,
-      names.map((n) => tiling.bands[n] as number),
-    );
-    const byName: Record<string, ArrayLike<number>> = {};
-    names.forEach((n, i) => {
-      byName[n] = arrays[i] as ArrayLike<number>;
-    });
-    const pixels = evaluate(expression, byName, job.window.width * job.window.height, {
-      noData: tiling.noData,
-      ...(source.noData === undefined ? {} : { sourceNoData: source.noData }),
-    });
-    const [a, b, c, d, e, f] = source.geoTransform;
-    const { x, y } = job.window;
-    const cog = encodeCog({
-      width: job.window.width,
-      height: job.window.height,
-      data: pixels,
-      geoTransform: [a + x * b + y * c, b, c, d + x * e + y * f, e, f],
-      crs: source.crs,
-      noData: tiling.noData,
-      blockSize: tiling.blockSize,
-      compression: 'DEFLATE',
-    });
+    const cog = await renderTile(backend.sources, job, tiling, expression);
 
     // A long computation may have used up much of the lease: renew it before the
     // write so a healthy slow worker is not mistaken for a dead one.
     const beforeWrite = clock.now();
     if (beforeWrite - now > settings.leaseMs / 2) {
-      const hb = await claims.heartbeat({ jobId: claimId, owner: claimOwner, now: beforeWrite, leaseUntil: beforeWrite + settings.leaseMs });
+      const hb = await claims.heartbeat({
+        jobId: claimId,
+        owner: claimOwner,
+        now: beforeWrite,
+        leaseUntil: beforeWrite + settings.leaseMs,
+      });
       if (hb.kind === 'lost') telemetry.log('WARN', 'heartbeat-lost', { ...fields, holder: hb.current?.owner });
     }
 
     if (job.mode.kind === 'create') {
-      const put = await outputs.putIfAbsent(job.outputKey, cog, { contentType: 'image/tiff; application=geotiff; profile=cloud-optimized' });
+      const put = await outputs.putIfAbsent(job.outputKey, cog, {
+        contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
+      });
       result = put.kind;
       if (put.kind === 'written') telemetry.count('written');
       else {
@@ -143,7 +155,13 @@ export async function processTile(backend: Backend, settings: WorkerSettings, jo
     case 'lease-stolen': {
       const err = new LeaseStolenError(claims.name, claimId, claimOwner, commit.current?.owner);
       telemetry.count('lease-stolen');
-      telemetry.log('ERROR', 'lease-stolen', { ...fields, holder: commit.current?.owner, state: commit.current?.state, write: result, message: err.message });
+      telemetry.log('ERROR', 'lease-stolen', {
+        ...fields,
+        holder: commit.current?.owner,
+        state: commit.current?.state,
+        write: result,
+        message: err.message,
+      });
       return { kind: 'lease-stolen', ...base };
     }
     default:

@@ -23,8 +23,23 @@ export interface TileJob {
 /** Largest message we accept; SQS allows 256 KiB, Azure queues 64 KiB. */
 export const MAX_JOB_MESSAGE_BYTES = 48 * 1024;
 
-export function makeTileJob(scene: string, source: SourceRef, params: ProcessingParams, window: Window, mode: TileMode = { kind: 'create' }): TileJob {
-  return { v: 1, sceneKey: scene, jobKey: tileJobKey(scene, window), source, params, window, outputKey: outputKeys.tile(scene, window), mode };
+export function makeTileJob(
+  scene: string,
+  source: SourceRef,
+  params: ProcessingParams,
+  window: Window,
+  mode: TileMode = { kind: 'create' },
+): TileJob {
+  return {
+    v: 1,
+    sceneKey: scene,
+    jobKey: tileJobKey(scene, window),
+    source,
+    params,
+    window,
+    outputKey: outputKeys.tile(scene, window),
+    mode,
+  };
 }
 
 export function toJobMessage(job: TileJob): JobMessage {
@@ -41,7 +56,8 @@ const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isInt
  */
 export function parseTileJob(body: string): TileJob {
   if (typeof body !== 'string') throw new InvalidEventError('tile job message body is not text');
-  if (body.length > MAX_JOB_MESSAGE_BYTES) throw new InvalidEventError(`tile job message is ${body.length} bytes, more than ${MAX_JOB_MESSAGE_BYTES}`);
+  if (body.length > MAX_JOB_MESSAGE_BYTES)
+    throw new InvalidEventError(`tile job message is ${body.length} bytes, more than ${MAX_JOB_MESSAGE_BYTES}`);
   let raw: unknown;
   try {
     raw = JSON.parse(body);
@@ -79,13 +95,18 @@ export function parseTileJob(body: string): TileJob {
     validateObjectKey(src.key);
     expected = makeTileJob(sceneKey(src, params as ProcessingParams), src, params as ProcessingParams, win, parsedMode);
   } catch (cause) {
-    throw new InvalidEventError(`tile job message does not describe a valid job: ${cause instanceof TesseraError ? cause.message : String(cause)}`, {
-      cause,
-    });
+    throw new InvalidEventError(
+      `tile job message does not describe a valid job: ${cause instanceof TesseraError ? cause.message : String(cause)}`,
+      {
+        cause,
+      },
+    );
   }
   // The keys must be what the fields derive to: a tampered or stale message is poison.
   if (raw.sceneKey !== expected.sceneKey || raw.jobKey !== expected.jobKey || raw.outputKey !== expected.outputKey) {
-    throw new InvalidEventError(`tile job message keys do not match its source, params and window (jobKey ${String(raw.jobKey).slice(0, 16)}...)`);
+    throw new InvalidEventError(
+      `tile job message keys do not match its source, params and window (jobKey ${String(raw.jobKey).slice(0, 16)}...)`,
+    );
   }
   return expected;
 }

@@ -31,7 +31,8 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   const expression = params.expression;
   if (typeof expression !== 'string' || expression.trim() === '') fail('expression must be a non-empty string');
   const bandsRaw = params.bands;
-  if (typeof bandsRaw !== 'object' || bandsRaw === null || Array.isArray(bandsRaw)) fail('bands must map band names to 1-based band indexes, e.g. {"B04":1,"B08":2}');
+  if (typeof bandsRaw !== 'object' || bandsRaw === null || Array.isArray(bandsRaw))
+    fail('bands must map band names to 1-based band indexes, e.g. {"B04":1,"B08":2}');
   const bands: Record<string, number> = {};
   for (const [name, index] of Object.entries(bandsRaw as Record<string, unknown>)) {
     if (!BAND_NAME.test(name)) fail(`band name ${JSON.stringify(name)} must be an identifier (letters, digits, _)`);

@@ -1,18 +1,10 @@
 import type { Request, Response } from '@google-cloud/functions-framework';
-import { assembleMosaic, type MosaicResult } from '../../../shared/app/assemble-mosaic.js';
+import { assembleMosaic } from '../../../shared/app/assemble-mosaic.js';
+import { type MosaicSweepResult, sweepMosaics } from '../../../shared/app/mosaic-sweep.js';
 import { InvalidEventError, MissingTilesError, TesseraError } from '../../../shared/domain/errors.js';
-import { outputKeys } from '../../../shared/domain/job-key.js';
-import type { ObjectStore } from '../../../shared/ports/object-store.port.js';
 import type { GcpRuntime } from '../compose.js';
 
-/** What one sweep did. Pending scenes (tiles still missing) are simply tried again on the next run. */
-export interface MosaicSweepResult {
-  readonly assembled: readonly { readonly sceneKey: string; readonly mosaicKey: string; readonly result: MosaicResult['result'] }[];
-  readonly pending: readonly { readonly sceneKey: string; readonly missing: number }[];
-  readonly failed: readonly { readonly sceneKey: string; readonly error: string }[];
-  /** Scenes left for the next run: over the per-run limit, or out of time. */
-  readonly deferred: number;
-}
+export type { MosaicSweepResult };
 
 export interface MosaicHandlerOptions {
   /** Most scenes one sweep tries (each costs a listing of its tiles). Default 50. */
@@ -22,8 +14,6 @@ export interface MosaicHandlerOptions {
 }
 
 const SCENE_KEY = /^[0-9a-f]{64}$/;
-const SCENE_MANIFEST = /^scenes\/([0-9a-f]{64})\/scene\.json$/;
-const MOSAIC = /^mosaics\/([0-9a-f]{64})\.vrt$/;
 
 /**
  * Mosaic assembly, an HTTP function (3,600 s ceiling).
@@ -69,34 +59,7 @@ export function createMosaicHandler(runtime: GcpRuntime | (() => GcpRuntime), op
   async function sweep(r: GcpRuntime): Promise<MosaicSweepResult> {
     const { backend, config } = r;
     const deadline = backend.clock.now() + config.functionTimeoutSec * 1000 * budget;
-    const waiting = await scenesWithoutMosaic(backend.outputs);
-    const assembled: { sceneKey: string; mosaicKey: string; result: MosaicResult['result'] }[] = [];
-    const pending: { sceneKey: string; missing: number }[] = [];
-    const failed: { sceneKey: string; error: string }[] = [];
-    let tried = 0;
-    for (const sceneKey of waiting) {
-      if (tried >= maxScenes || backend.clock.now() > deadline) break;
-      tried++;
-      try {
-        const result = await assembleMosaic(backend, sceneKey);
-        assembled.push({ sceneKey, mosaicKey: result.mosaicKey, result: result.result });
-      } catch (error) {
-        if (error instanceof MissingTilesError) pending.push({ sceneKey, missing: error.missing.length });
-        else {
-          const err = error instanceof Error ? error : new Error(String(error));
-          backend.telemetry.log('ERROR', 'mosaic-failed', { sceneKey, error: err });
-          failed.push({ sceneKey, error: err.message });
-        }
-      }
-    }
-    const result = { assembled, pending, failed, deferred: waiting.length - tried };
-    backend.telemetry.log('INFO', 'mosaic-sweep', {
-      assembled: assembled.length,
-      pending: pending.length,
-      failed: failed.length,
-      deferred: result.deferred,
-    });
-    return result;
+    return sweepMosaics(backend, { maxScenes, shouldStop: () => backend.clock.now() > deadline });
   }
 
   return async function mosaicHandler(req: Request, res: Response): Promise<void> {
@@ -118,19 +81,4 @@ export function createMosaicHandler(runtime: GcpRuntime | (() => GcpRuntime), op
       res.status(retryable ? 503 : 400).json({ error: err.message, code: err instanceof TesseraError ? err.code : 'INTERNAL' });
     }
   };
-}
-
-/** Scene keys with a manifest and no mosaic, oldest manifest first. */
-async function scenesWithoutMosaic(outputs: ObjectStore): Promise<string[]> {
-  const done = new Set<string>();
-  for await (const head of outputs.list('mosaics/')) {
-    const key = MOSAIC.exec(head.key)?.[1];
-    if (key) done.add(key);
-  }
-  const waiting: { sceneKey: string; at: number }[] = [];
-  for await (const head of outputs.list('scenes/')) {
-    const key = SCENE_MANIFEST.exec(head.key)?.[1];
-    if (key && !done.has(key) && head.key === outputKeys.sceneManifest(key)) waiting.push({ sceneKey: key, at: head.lastModified });
-  }
-  return waiting.sort((a, b) => a.at - b.at).map((w) => w.sceneKey);
 }

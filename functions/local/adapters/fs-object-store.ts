@@ -145,7 +145,7 @@ export class FsObjectStore implements ObjectStore {
 
   async head(key: string): Promise<ObjectHead | undefined> {
     const s = await this.#stat(this.pathOf(key));
-    if (!s || !s.isFile()) return undefined;
+    if (!s?.isFile()) return undefined;
     return { key, size: Number(s.size), version: versionOf(s), lastModified: Math.floor(Number(s.mtimeMs)) };
   }
 
