@@ -18,6 +18,13 @@ export const SCENE = {
   noData: 0,
   /** Internal tiling of the source scene (a COG-like 512 px block). */
   blockSize: 512,
+  /**
+   * DEFLATE (zlib level 1, horizontal predictor), like the compressed COGs real
+   * scenes arrive as: every contender pays to decode what it reads. Pinned here
+   * (the writer's default is uncompressed) so runs stay comparable.
+   */
+  compression: 'DEFLATE',
+  level: 1,
   seed: 7,
 } as const;
 
@@ -30,7 +37,10 @@ export const SCENE = {
  */
 export async function ensureScene(width: number, height = width, log: (line: string) => void = () => {}): Promise<string> {
   mkdirSync(SCENES_DIR, { recursive: true });
-  const path = join(SCENES_DIR, `synthetic-${width}x${height}-b${SCENE.blockSize}-seed${SCENE.seed}.tif`);
+  const path = join(
+    SCENES_DIR,
+    `synthetic-${width}x${height}-b${SCENE.blockSize}-${SCENE.compression.toLowerCase()}-seed${SCENE.seed}.tif`,
+  );
   if (existsSync(path)) return path;
   const tmp = `${path}.${process.pid}.part`;
   const started = performance.now();
@@ -46,6 +56,8 @@ export async function ensureScene(width: number, height = width, log: (line: str
       pixelSize: SCENE.pixelSize,
       noData: SCENE.noData,
       blockSize: SCENE.blockSize,
+      compression: SCENE.compression,
+      level: SCENE.level,
       seed: SCENE.seed,
     });
     renameSync(tmp, path);

@@ -1,26 +1,33 @@
 /**
- * Child process of the gate-cost section: the same windows processed by the
- * gated worker (handleTileDelivery: claim, create-only write, commit) and by
- * the ungated one (the same message parsing and raster work, then a plain
- * overwrite, no claim), tile by tile in alternating order on one warm
- * process, so each pair sees the same JIT state, page cache and machine load.
- * The gates' own calls are also timed through counting wrappers.
+ * Child process of the gate-cost section: windows processed by the gated
+ * worker (handleTileDelivery: claim, create-only write, commit) and by the
+ * ungated one (the same validation and raster work, then a plain overwrite,
+ * no claim), tile by tile in alternating order on one warm process, so each
+ * pair sees the same JIT state and machine load.
+ *
+ * Each round takes windows no earlier round read, and each variant reads the
+ * scene under its own key (its own decoded-block cache): every tile pays its
+ * window read and decode, as a first delivery does, and neither variant warms
+ * the other's blocks. The gates' own calls are also timed through counting
+ * wrappers, and a last pass profiles the raster steps.
  */
 import { createLocalBackend, LOCAL_SOURCE_BUCKET } from '../../functions/local/compose.js';
 import { handleTileDelivery } from '../../shared/app/deliveries.js';
 import { parseTileJob, toJobMessage } from '../../shared/app/tile-job.js';
-import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import type { ProcessingParams, SourceRef } from '../../shared/domain/job-key.js';
 import type { Window } from '../../shared/domain/tile-grid.js';
 import { countedBackend } from '../lib/counting.js';
 import { jobsFor, sourceRef } from '../lib/jobs.js';
-import { renderTile, type StageTimings, writeUnconditionally } from '../lib/ungated.js';
+import { processTileUngated, profileTile, type StageTimings } from '../lib/ungated.js';
 import { workerMain } from './common.js';
 
 export interface GatesInput {
   readonly dir: string;
   readonly scenePath: string;
   readonly params: ProcessingParams;
+  /** Windows to use, in order: the first `tilesPerRound` warm up, the next ones feed the rounds (cycled when too few). */
   readonly windows: readonly Window[];
+  readonly tilesPerRound: number;
   readonly rounds: number;
 }
 
@@ -32,58 +39,68 @@ export interface GatesPair {
   readonly gateCallsMs: number;
   /** The ungated tile's plain write. */
   readonly plainWriteMs: number;
-  readonly stages: StageTimings;
 }
 
-workerMain(async (input: GatesInput): Promise<{ pairs: GatesPair[] }> => {
+workerMain(async (input: GatesInput): Promise<{ pairs: GatesPair[]; stages: StageTimings[] }> => {
   const local = createLocalBackend(input.dir);
   try {
-    const key = 'scenes/bench.tif';
-    await local.sources.importFile(key, input.scenePath);
-    const source = await sourceRef(local.sources, LOCAL_SOURCE_BUCKET, key);
+    const stage = async (key: string) => {
+      await local.sources.importFile(key, input.scenePath);
+      return sourceRef(local.sources, LOCAL_SOURCE_BUCKET, key);
+    };
+    const gatedSource = await stage('scenes/gated.tif');
+    const ungatedSource = await stage('scenes/ungated.tif');
+    const profileSource = await stage('scenes/profile.tif');
     const counted = countedBackend(local);
     const settings = { owner: 'bench-worker', leaseMs: 600_000, retentionMs: 7 * 86_400_000 };
-    // Each variant and round gets its own params version: fresh job keys and output keys.
-    const bodies = (version: string) => jobsFor(source, { ...input.params, version }, input.windows).map((j) => toJobMessage(j).body);
+    const n = input.tilesPerRound;
+    const windowsOf = (round: number) =>
+      Array.from({ length: n }, (_, i) => input.windows[(round * n + i) % input.windows.length] as Window);
+    const bodies = (source: SourceRef, version: string, ws: readonly Window[]) =>
+      jobsFor(source, { ...input.params, version }, ws).map((j) => toJobMessage(j).body);
 
     const gated = async (body: string, deliveryId: string) => {
       const gateMsBefore = counted.claims.count.ms + counted.outputs.count.ms;
       const t = performance.now();
       const verdict = await handleTileDelivery(counted.backend, settings, { body, deliveryId, receiveCount: 1 });
       const ms = performance.now() - t;
-      if (verdict.kind !== 'ack' || verdict.outcome.kind !== 'written')
-        throw new Error(`gated tile not written: ${verdict.kind === 'ack' ? verdict.outcome.kind : verdict.error.stack}`);
+      if (verdict.kind !== 'ack' || verdict.outcome.kind !== 'written') {
+        throw new Error(`gated tile not written: ${verdict.kind === 'ack' ? verdict.outcome.kind : verdict.error.message}`);
+      }
       return { ms, gateCallsMs: counted.claims.count.ms + counted.outputs.count.ms - gateMsBefore };
     };
-    // The same sources store as the gated worker (the same cached header), with no wrapper in the way.
     const ungated = async (body: string) => {
       const t = performance.now();
       const job = parseTileJob(body);
-      const { cog, timings } = await renderTile(counted.backend.sources, job);
-      const w = performance.now();
-      await writeUnconditionally(local.outputs.pathOf(job.outputKey), cog);
-      const done = performance.now();
-      return { ms: done - t, plainWriteMs: done - w, stages: timings };
+      const { writeMs } = await processTileUngated(counted.backend.sources, job, local.outputs.pathOf(job.outputKey));
+      return { ms: performance.now() - t, plainWriteMs: writeMs };
     };
 
-    // Warm-up (untimed): JIT, the source header cache, the SQLite statements, the output folders.
-    for (const [i, body] of bodies('warmup-gated').entries()) await gated(body, `warmup-${i}`);
-    for (const body of bodies('warmup-ungated')) await ungated(body);
+    // Warm-up (untimed): JIT, both sources' headers, the SQLite statements, the output folders.
+    for (const [i, body] of bodies(gatedSource, 'warmup', windowsOf(0)).entries()) await gated(body, `warmup-${i}`);
+    for (const body of bodies(ungatedSource, 'warmup', windowsOf(0))) await ungated(body);
 
     const pairs: GatesPair[] = [];
-    for (let r = 0; r < input.rounds; r++) {
-      const g = bodies(`gated-${r}`);
-      const u = bodies(`ungated-${r}`);
-      for (let i = 0; i < g.length; i++) {
+    for (let r = 1; r <= input.rounds; r++) {
+      const g = bodies(gatedSource, `round-${r}`, windowsOf(r));
+      const u = bodies(ungatedSource, `round-${r}`, windowsOf(r));
+      for (let i = 0; i < n; i++) {
         // Alternate which goes first, so neither always inherits the other's garbage to collect.
         const gatedFirst = (r + i) % 2 === 0;
         const a = gatedFirst ? await gated(g[i] as string, `r${r}-${i}`) : undefined;
         const b = await ungated(u[i] as string);
         const c = a ?? (await gated(g[i] as string, `r${r}-${i}`));
-        pairs.push({ gatedMs: c.ms, ungatedMs: b.ms, gateCallsMs: c.gateCallsMs, plainWriteMs: b.plainWriteMs, stages: b.stages });
+        pairs.push({ gatedMs: c.ms, ungatedMs: b.ms, gateCallsMs: c.gateCallsMs, plainWriteMs: b.plainWriteMs });
       }
     }
-    return { pairs };
+
+    // Where a tile's time goes: the raster steps one by one, on windows of the rounds (a third cache of their own).
+    const stages: StageTimings[] = [];
+    for (let r = 1; r <= input.rounds; r++) {
+      for (const body of bodies(profileSource, 'profile', windowsOf(r)))
+        stages.push(await profileTile(counted.backend.sources, parseTileJob(body)));
+    }
+    return { pairs, stages };
   } finally {
     local.close();
   }

@@ -31,8 +31,11 @@ workerMain(async (input: TileWorkerInput) => {
     await backend.queue.sendBatch(jobs.map(toJobMessage));
     const settings = { owner: 'bench-worker', leaseMs: 600_000, retentionMs: 7 * 86_400_000 };
 
-    // One untimed warm-up tile (its own job key): a long-lived worker has its JIT warm and the scene header cached.
-    const [warm] = jobsFor(source, { ...input.params, version: `${input.params.version}-warmup` }, input.windows.slice(0, 1));
+    // One untimed warm-up tile: a long-lived worker has its JIT warm. The scene under another key is another
+    // source with its own block cache, so the timed tiles still read and decode every window they use.
+    await backend.sources.importFile('scenes/warmup.tif', input.scenePath);
+    const warmSource = await sourceRef(backend.sources, LOCAL_SOURCE_BUCKET, 'scenes/warmup.tif');
+    const [warm] = jobsFor(warmSource, input.params, input.windows.slice(0, 1));
     if (warm) {
       const v = await handleTileDelivery(backend, settings, { body: toJobMessage(warm).body, deliveryId: 'warmup', receiveCount: 1 });
       if (v.kind !== 'ack') throw new Error(`warm-up tile failed: ${JSON.stringify(v)}`);
