@@ -1,11 +1,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { openSourceCached } from '../../shared/app/raster-cache.js';
-import { renderTile } from '../../shared/app/render-tile.js';
+import { computeTilePixels, encodeTile, readTileBands, renderTile } from '../../shared/app/render-tile.js';
 import type { TileJob } from '../../shared/app/tile-job.js';
 import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { ObjectStore } from '../../shared/ports/object-store.port.js';
-import { encodeCogAsync, evaluate, parseExpression, windowGeoTransform } from '../../shared/raster/index.js';
+import { parseExpression } from '../../shared/raster/index.js';
 
 /**
  * The ungated worker of the gate-cost section: what processTile does minus
@@ -32,41 +31,19 @@ export interface StageTimings {
 }
 
 /**
- * A profile of renderTile's three steps, timed one by one: the window read
+ * A profile of renderTile's three steps (the same exported functions), timed one by one: the window read
  * by range (and its decode), the band math, the COG encode. The same calls
  * with the same options as renderTile; used only to say where a tile's time
  * goes, never as a baseline.
  */
 export async function profileTile(sources: ObjectStore, job: TileJob): Promise<StageTimings> {
   const tiling = tilingParams(job.params);
-  const names = Object.keys(tiling.bands);
-  const expression = parseExpression(tiling.expression, names);
+  const expression = parseExpression(tiling.expression, Object.keys(tiling.bands));
   const t0 = performance.now();
-  const source = await openSourceCached(sources, job.source.key, job.source.versionToken);
-  const arrays = await source.readWindow(
-    job.window,
-    names.map((n) => tiling.bands[n] as number),
-  );
+  const read = await readTileBands(sources, job, tiling);
   const t1 = performance.now();
-  const pixels = evaluate(
-    expression,
-    Object.fromEntries(names.map((n, i) => [n, arrays[i] as ArrayLike<number>])),
-    job.window.width * job.window.height,
-    {
-      noData: tiling.noData,
-      ...(source.noData === undefined ? {} : { sourceNoData: source.noData }),
-    },
-  );
+  const pixels = computeTilePixels(job, tiling, expression, read);
   const t2 = performance.now();
-  await encodeCogAsync({
-    width: job.window.width,
-    height: job.window.height,
-    data: pixels,
-    geoTransform: windowGeoTransform(source.geoTransform, job.window),
-    crs: source.crs,
-    noData: tiling.noData,
-    blockSize: tiling.blockSize,
-    compression: 'DEFLATE',
-  });
+  await encodeTile(job, tiling, read.source, pixels);
   return { readMs: t1 - t0, mathMs: t2 - t1, encodeMs: performance.now() - t2 };
 }

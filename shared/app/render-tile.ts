@@ -1,30 +1,36 @@
 import type { TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
-import { type Expression, encodeCogAsync, evaluate, windowGeoTransform } from '../raster/index.js';
+import { type Expression, encodeCogAsync, evaluate, type RasterSource, windowGeoTransform } from '../raster/index.js';
 import { openSourceCached } from './raster-cache.js';
 import type { TileJob } from './tile-job.js';
 
-/**
- * The work of a tile, without any gate: range-read the window's bands,
- * evaluate the band math, encode a COG georeferenced to the window. Pure
- * with respect to its inputs, so a re-execution produces the same bytes.
- * DEFLATE runs on libuv's thread pool, so concurrent workers use every core.
- */
-export async function renderTile(sources: ObjectStore, job: TileJob, tiling: TilingParams, expression: Expression): Promise<Uint8Array> {
+/** The bands a tile's expression reads, by name, and the source they came from. */
+export interface TileBands {
+  readonly source: RasterSource;
+  readonly bands: Readonly<Record<string, ArrayLike<number>>>;
+}
+
+/** Step 1: range-read the window of every band the parameters name (never the whole scene). */
+export async function readTileBands(sources: ObjectStore, job: TileJob, tiling: TilingParams): Promise<TileBands> {
   const source = await openSourceCached(sources, job.source.key, job.source.versionToken);
   const names = Object.keys(tiling.bands);
   const arrays = await source.readWindow(
     job.window,
     names.map((n) => tiling.bands[n] as number),
   );
-  const byName: Record<string, ArrayLike<number>> = {};
-  names.forEach((n, i) => {
-    byName[n] = arrays[i] as ArrayLike<number>;
-  });
-  const pixels = evaluate(expression, byName, job.window.width * job.window.height, {
+  return { source, bands: Object.fromEntries(names.map((n, i) => [n, arrays[i] as ArrayLike<number>])) };
+}
+
+/** Step 2: the band math, source nodata and division by zero giving the output nodata. */
+export function computeTilePixels(job: TileJob, tiling: TilingParams, expression: Expression, read: TileBands): Float32Array {
+  return evaluate(expression, read.bands, job.window.width * job.window.height, {
     noData: tiling.noData,
-    ...(source.noData === undefined ? {} : { sourceNoData: source.noData }),
+    ...(read.source.noData === undefined ? {} : { sourceNoData: read.source.noData }),
   });
+}
+
+/** Step 3: a COG georeferenced to the window. DEFLATE runs on libuv's thread pool, so concurrent workers use every core. */
+export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSource, pixels: Float32Array): Promise<Uint8Array> {
   return encodeCogAsync({
     width: job.window.width,
     height: job.window.height,
@@ -35,4 +41,13 @@ export async function renderTile(sources: ObjectStore, job: TileJob, tiling: Til
     blockSize: tiling.blockSize,
     compression: 'DEFLATE',
   });
+}
+
+/**
+ * The work of a tile, without any gate: the three steps above. Pure with
+ * respect to its inputs, so a re-execution produces the same bytes.
+ */
+export async function renderTile(sources: ObjectStore, job: TileJob, tiling: TilingParams, expression: Expression): Promise<Uint8Array> {
+  const read = await readTileBands(sources, job, tiling);
+  return encodeTile(job, tiling, read.source, computeTilePixels(job, tiling, expression, read));
 }
