@@ -14,7 +14,7 @@ import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { windows } from '../../shared/domain/tile-grid.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
-import { writeSyntheticScene } from '../../shared/raster/index.js';
+import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 import type { Progress } from './progress.js';
 import { runWorkerPool } from './worker-pool.js';
@@ -191,11 +191,7 @@ async function stageScene(backend: LocalBackend, options: MainJobOptions) {
       await writeSyntheticScene(tmp, {
         width: options.width,
         height: options.height,
-        bands: ['B04', 'B08'],
-        epsg: 32631,
-        originX: 500_000,
-        originY: 5_700_000,
-        pixelSize: 10,
+        ...SENTINEL_LIKE_SCENE,
         seed: options.seed,
       });
       await backend.sources.importFile(key, tmp);

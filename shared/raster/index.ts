@@ -18,6 +18,6 @@ export { buildGdalMetadata, type GdalMetadataItem, parseGdalMetadata } from './g
 export { epsgFromWkt, type GeoTransform, type RasterCrs, windowGeoTransform } from './georeferencing.js';
 export { type OpenGeoTiffOptions, openGeoTiff, type RasterReadStats, type RasterSource, type RasterWindow } from './geotiff-source.js';
 export { encodeGeoTiff, type GeoTiffLayoutOptions, TiledGeoTiffFileWriter } from './geotiff-writer.js';
-export { SyntheticLandscape, type SyntheticSceneOptions, writeSyntheticScene } from './synthetic-scene.js';
+export { SENTINEL_LIKE_SCENE, SyntheticLandscape, type SyntheticSceneOptions, writeSyntheticScene } from './synthetic-scene.js';
 export { DATA_TYPES, type RasterDataType, type TypedArray } from './tiff-format.js';
 export { type BuildVrtOptions, buildVrt, type GdalDataTypeName, type VrtSource } from './vrt.js';

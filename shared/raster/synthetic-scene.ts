@@ -64,6 +64,18 @@ function rand(seed: number, k: number): number {
  * window can be computed on its own, which is what lets scenes be streamed
  * and tests know the expected value of every pixel.
  */
+/**
+ * The georeferencing of Tessera's default synthetic scene: Sentinel-2 style
+ * B04/B08 bands, UTM zone 31N (EPSG:32631), 10 m pixels near Paris.
+ */
+export const SENTINEL_LIKE_SCENE = {
+  bands: ['B04', 'B08'],
+  epsg: 32631,
+  originX: 500_000,
+  originY: 5_700_000,
+  pixelSize: 10,
+} as const satisfies Partial<SyntheticSceneOptions>;
+
 export class SyntheticLandscape {
   private readonly models: { soil: number; vegetation: number; water: number }[];
   private readonly colA: Float64Array;

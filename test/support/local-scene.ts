@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SourceRef } from '../../shared/domain/job-key.js';
 import type { ObjectStore } from '../../shared/ports/object-store.port.js';
-import { writeSyntheticScene } from '../../shared/raster/index.js';
+import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 
 export interface SceneSpec {
   readonly width: number;
@@ -19,11 +19,7 @@ export async function syntheticSceneBytes(spec: SceneSpec): Promise<Uint8Array> 
     await writeSyntheticScene(path, {
       width: spec.width,
       height: spec.height,
-      bands: ['B04', 'B08'],
-      epsg: 32631,
-      originX: 500_000,
-      originY: 5_700_000,
-      pixelSize: 10,
+      ...SENTINEL_LIKE_SCENE,
       seed: spec.seed ?? 7,
     });
     const { readFile } = await import('node:fs/promises');
