@@ -16,6 +16,7 @@ export type TesseraErrorCode =
   | 'RASTER_WITHOUT_CRS'
   | 'UNSUPPORTED_RASTER'
   | 'OBJECT_NOT_FOUND'
+  | 'SOURCE_CHANGED'
   | 'LEASE_STOLEN'
   | 'VERSION_MISMATCH'
   | 'MISSING_TILES'
@@ -102,6 +103,31 @@ export class UnsupportedRasterError extends TesseraError {
 export class ObjectNotFoundError extends TesseraError {
   constructor(store: string, key: string, options: { cause?: unknown } = {}) {
     super('OBJECT_NOT_FOUND', `[object-store:${store}] object ${JSON.stringify(key)} does not exist`, options);
+  }
+}
+
+/**
+ * The source object no longer has the version named in the job key (it was
+ * overwritten or deleted since its event), or that version can no longer be
+ * read. Not retryable: the job is settled once (acked, counted
+ * `source-changed`, its scene marked superseded); the new version's own event
+ * makes the new scene.
+ */
+export class SourceChangedError extends TesseraError {
+  readonly key: string;
+  readonly expectedVersion: string;
+  readonly currentVersion: string | undefined;
+
+  constructor(store: string, key: string, expectedVersion: string, currentVersion: string | undefined, options: { cause?: unknown } = {}) {
+    super(
+      'SOURCE_CHANGED',
+      `[object-store:${store}] source ${JSON.stringify(key)} no longer has version ${expectedVersion}` +
+        ` (now ${currentVersion ?? 'absent or unreadable'}); the job for the old version is settled, the new version's event makes a new scene`,
+      options,
+    );
+    this.key = key;
+    this.expectedVersion = expectedVersion;
+    this.currentVersion = currentVersion;
   }
 }
 

@@ -6,6 +6,23 @@ export interface ObjectHead {
   readonly lastModified: number;
 }
 
+/**
+ * A read pinned to one version of a source object: every byte a tile job reads
+ * comes from the version named in its job key, or the read fails with
+ * SourceChangedError. Made once per scene by `ObjectStore.pin` at fan-out and
+ * carried in every tile message (and the scene manifest, for backfills).
+ *
+ * - `version`: the version token of the job key (S3 versionId or ETag, GCS
+ *   generation, Blob version/ETag, local content hash).
+ * - `handle`: what the adapter needs to address exactly that version, if it is
+ *   not the token itself (an Azure snapshot time or versionId, an S3 versionId
+ *   when the key names the ETag). Opaque to the core; never part of a key.
+ */
+export interface ReadPin {
+  readonly version: string;
+  readonly handle?: string | undefined;
+}
+
 export interface PutOptions {
   readonly contentType?: string | undefined;
 }
@@ -28,8 +45,18 @@ export interface ObjectStore {
   readonly name: string;
   putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult>;
   putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult>;
-  /** Bytes `[start, end)`; `end` past the size is clipped. Throws ObjectNotFoundError. */
-  getRange(key: string, start: number, end: number): Promise<Uint8Array>;
+  /**
+   * Resolve the version named in a job key into a read pin, at fan-out.
+   * Throws SourceChangedError when the object's current version is not
+   * `version` (overwritten since the event), ObjectNotFoundError when absent.
+   */
+  pin(key: string, version: string): Promise<ReadPin>;
+  /**
+   * Bytes `[start, end)`; `end` past the size is clipped. Throws ObjectNotFoundError.
+   * With `pin`, the bytes come from exactly that version or the call throws
+   * SourceChangedError (never ObjectNotFoundError for a version that is gone).
+   */
+  getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array>;
   /** The whole object. Throws ObjectNotFoundError. Use only for small objects (manifests). */
   get(key: string): Promise<Uint8Array>;
   head(key: string): Promise<ObjectHead | undefined>;
