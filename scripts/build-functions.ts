@@ -1,7 +1,8 @@
 /**
  * `npm run build:functions [-- aws gcp azure] [--out <dir>]`
  *
- * Bundles each cloud's handlers with esbuild (Node 20, ESM) into the archive
+ * Bundles each cloud's handlers with esbuild (ESM, for the Node major the
+ * cloud's deployed runtime runs: shared/domain/runtimes.ts) into the archive
  * its platform takes, and prints the sizes. The infra program deploys these
  * archives (infra/common/packaging.ts holds the paths both sides use).
  *
@@ -34,9 +35,10 @@ import {
   REPO_ROOT,
 } from '../infra/common/packaging.js';
 import { ENV } from '../shared/domain/runtime-config.js';
+import { deployedRuntime, type RuntimePlatform } from '../shared/domain/runtimes.js';
 
-/** Packages that only the local backend may use. */
-const LOCAL_ONLY = ['better-sqlite3'];
+/** Modules that only the local backend may use: its SQLite driver (and the native one it replaced). */
+const LOCAL_ONLY = ['node:sqlite', 'better-sqlite3'];
 /** A fixed timestamp for every zip entry: the same code gives the same bytes, so Pulumi sees no change. */
 const ZIP_MTIME = new Date('2020-01-01T00:00:00Z');
 /** Lambda refuses a directly uploaded zip above 50 MB. */
@@ -91,9 +93,13 @@ const refuseLocalOnly: Plugin = {
     b.onResolve({ filter }, (args) => ({
       errors: [
         {
-          text: `${args.path} is the local backend's native SQLite driver and cannot run in a cloud function; ${relative(REPO_ROOT, args.importer) || args.importer} imports it (cloud handlers must not import functions/local/)`,
+          text: `${args.path} is the local backend's SQLite driver and has no place in a cloud function; ${relative(REPO_ROOT, args.importer) || args.importer} imports it (cloud handlers must not import functions/local/)`,
         },
       ],
+    }));
+    // The local adapters load node:sqlite at run time (after filtering its notice), which onResolve cannot see.
+    b.onLoad({ filter: /[\\/]functions[\\/]local[\\/]/ }, (args) => ({
+      errors: [{ text: `${relative(REPO_ROOT, args.path)} is local-backend code and cannot be bundled into a cloud function` }],
     }));
   },
 };
@@ -115,13 +121,26 @@ interface Bundle {
   readonly inputs: readonly string[];
 }
 
-async function bundle(root: string, entry: string, outName: string, external: readonly string[]): Promise<Bundle> {
+/**
+ * The Node major an archive must run on: the lowest of the deployed runtimes
+ * of the platforms that run it (one Azure archive serves both plans).
+ */
+export function nodeMajorFor(cloud: Cloud): number {
+  const platforms: Record<Cloud, readonly RuntimePlatform[]> = {
+    aws: ['aws-lambda'],
+    gcp: ['gcp-functions'],
+    azure: ['azure-functions-flex', 'azure-functions-consumption'],
+  };
+  return Math.min(...platforms[cloud].map((p) => deployedRuntime(p).nodeMajor));
+}
+
+async function bundle(root: string, entry: string, outName: string, external: readonly string[], cloud: Cloud): Promise<Bundle> {
   const result = await build({
     absWorkingDir: root,
     entryPoints: [join(root, entry)],
     bundle: true,
     platform: 'node',
-    target: 'node20',
+    target: `node${nodeMajorFor(cloud)}`,
     format: 'esm',
     outfile: join(root, '.tessera-build', outName),
     write: false,
@@ -183,8 +202,12 @@ export const GCP_SIGNATURES: Readonly<Record<(typeof FUNCTION_ROLES)[number], 'c
   mosaic: 'http',
 };
 
-/** The queue each Azure function must be triggered by (the tile queue may be named through its app setting). */
+/**
+ * The queue each Azure function must be triggered by (the tile queue may be named through its app setting);
+ * none for the mosaic, which is a timer-triggered sweep (infra/ creates no queue or event subscription for it).
+ */
 export function azureQueueNames(role: (typeof FUNCTION_ROLES)[number]): string[] {
+  if (role === 'mosaic') return [];
   return role === 'tile' ? [AZURE_QUEUES.tile, `%${ENV.tileQueue}%`] : [AZURE_QUEUES[role]];
 }
 
@@ -273,7 +296,7 @@ interface AzureRegistration {
   >;
 }
 
-/** The Azure bundle registers scene, tile and mosaic as queue triggers on the queues infra/ creates. */
+/** The Azure bundle registers scene and tile as queue triggers on the queues infra/ creates, and mosaic as a timer. */
 function verifyAzure(checkDir: string, code: Uint8Array): void {
   const dir = join(checkDir, 'azure');
   mkdirSync(join(dir, 'dist'), { recursive: true });
@@ -293,9 +316,18 @@ function verifyAzure(checkDir: string, code: Uint8Array): void {
     const name = AZURE_FUNCTION_NAMES[role];
     const reg = regs.r.find((x) => x.name === name);
     const queues = azureQueueNames(role);
+    const trigger = reg && Object.values(reg.bindings).find((b) => /trigger$/i.test(b.type));
+    if (queues.length === 0) {
+      const wantTimer = `app.timer('${name}', { schedule: ... })`;
+      if (!reg) return [`${name} is not registered (want ${wantTimer})`];
+      return trigger?.type === 'timerTrigger'
+        ? []
+        : [
+            `${name} is registered as ${trigger?.type ?? 'no trigger'}, but infra/ delivers nothing to it: it is a timer sweep (want ${wantTimer})`,
+          ];
+    }
     const want = `app.storageQueue('${name}', { queueName: '${queues[0]}', connection: '${AZURE_TRIGGER_CONNECTION}' })`;
     if (!reg) return [`${name} is not registered (want ${want})`];
-    const trigger = Object.values(reg.bindings).find((b) => /trigger$/i.test(b.type));
     if (trigger?.type !== 'queueTrigger')
       return [
         `${name} is registered as ${trigger?.type ?? 'no trigger'}, but infra/ delivers its events to a Storage Queue (want ${want})`,
@@ -377,7 +409,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
   async aws({ root, checkDir, verify }) {
     const archives: PlannedArchive[] = [];
     for (const role of FUNCTION_ROLES) {
-      const b = await bundle(root, HANDLER_ENTRIES.aws[role], 'index.mjs', []);
+      const b = await bundle(root, HANDLER_ENTRIES.aws[role], 'index.mjs', [], 'aws');
       if (verify) verifyAws(checkDir, role, b.code);
       archives.push({
         rel: ARCHIVES.aws[role],
@@ -393,14 +425,15 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
   /** A Cloud Functions source: the bundle, and a package.json that makes Cloud Build install the framework it shares. */
   async gcp({ root, checkDir, verify }) {
     const framework = '@google-cloud/functions-framework';
-    const b = await bundle(root, HANDLER_ENTRIES.gcp, 'index.js', [framework]);
+    const b = await bundle(root, HANDLER_ENTRIES.gcp, 'index.js', [framework], 'gcp');
     if (verify) verifyGcp(root, checkDir, b.code);
     const manifest = {
       name: 'tessera-gcp-functions',
       private: true,
       type: 'module',
       main: 'index.js',
-      engines: { node: '20' },
+      // Cloud Build's buildpack reads engines.node; it must name the runtime's own major.
+      engines: { node: String(nodeMajorFor('gcp')) },
       dependencies: { [framework]: installedVersion(root, framework) },
     };
     return [
@@ -417,7 +450,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
 
   /** A run-from-package app: host.json at the root, package.json whose `main` is the bundle. */
   async azure({ root, checkDir, verify }) {
-    const b = await bundle(root, HANDLER_ENTRIES.azure, 'index.js', ['@azure/functions-core']);
+    const b = await bundle(root, HANDLER_ENTRIES.azure, 'index.js', ['@azure/functions-core'], 'azure');
     if (verify) verifyAzure(checkDir, b.code);
     const hostJson = readFileSync(join(root, HANDLER_ENTRIES.azureHostJson));
     try {
@@ -425,7 +458,13 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
     } catch (e) {
       throw new BuildError(`${HANDLER_ENTRIES.azureHostJson} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
     }
-    const manifest = { name: 'tessera-azure-functions', private: true, type: 'module', main: 'dist/index.js', engines: { node: '>=20' } };
+    const manifest = {
+      name: 'tessera-azure-functions',
+      private: true,
+      type: 'module',
+      main: 'dist/index.js',
+      engines: { node: `>=${nodeMajorFor('azure')}` },
+    };
     return [
       {
         rel: ARCHIVES.azure,

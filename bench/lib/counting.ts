@@ -1,7 +1,7 @@
 import type { Backend } from '../../shared/app/backend.js';
 import type { ClaimResult, ClaimRow, CommitResult, HeartbeatResult } from '../../shared/domain/claim.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../shared/ports/claim-store.port.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
+import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions, ReadPin } from '../../shared/ports/object-store.port.js';
 
 /** Calls made through one port, the time spent in them, and the bytes read through it. */
 export interface PortCount {
@@ -53,8 +53,12 @@ export class CountingObjectStore implements ObjectStore {
     return track(this.count, 'putIfMatch', () => this.inner.putIfMatch(key, body, expectedVersion, options));
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
-    const bytes = await track(this.count, 'getRange', () => this.inner.getRange(key, start, end));
+  pin(key: string, version: string): Promise<ReadPin> {
+    return this.inner.pin(key, version);
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
+    const bytes = await track(this.count, 'getRange', () => this.inner.getRange(key, start, end, pin));
     this.count.bytesRead += bytes.byteLength;
     return bytes;
   }

@@ -4,6 +4,7 @@ import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { type TileGrid, type Window, windowAt } from '../../shared/domain/tile-grid.js';
 import type { JobMessage, JobQueue } from '../../shared/ports/job-queue.port.js';
 import type { ObjectStore } from '../../shared/ports/object-store.port.js';
+import { openGeoTiff } from '../../shared/raster/index.js';
 
 /**
  * The processing every section runs: the project's default NDVI tiler,
@@ -26,10 +27,21 @@ export function spreadWindows(grid: TileGrid, n: number): Window[] {
   return out;
 }
 
-/** The tile jobs of `windows`, built exactly as fanOutScene builds them. */
-export function jobsFor(source: SourceRef, params: ProcessingParams, windows: readonly Window[]): TileJob[] {
+/** The tile jobs of `windows` of a `grid`-sized scene, built exactly as fanOutScene builds them. */
+export function jobsFor(
+  source: SourceRef,
+  params: ProcessingParams,
+  grid: { readonly width: number; readonly height: number },
+  windows: readonly Window[],
+): TileJob[] {
   const scene = sceneKey(source, params);
-  return windows.map((w) => makeTileJob(scene, source, params, w));
+  return windows.map((w) => makeTileJob(scene, source, params, grid, w));
+}
+
+/** The raster size of a staged scene (what fan-out reads from its header): the grid a tile job names. */
+export async function sceneSize(store: ObjectStore, key: string): Promise<{ width: number; height: number }> {
+  const raster = await openGeoTiff(store, key);
+  return { width: raster.width, height: raster.height };
 }
 
 /** The source reference of an object already in a store, as a trigger would see it. */

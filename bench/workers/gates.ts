@@ -17,7 +17,7 @@ import { parseTileJob, toJobMessage } from '../../shared/app/tile-job.js';
 import type { ProcessingParams, SourceRef } from '../../shared/domain/job-key.js';
 import type { Window } from '../../shared/domain/tile-grid.js';
 import { countedBackend } from '../lib/counting.js';
-import { jobsFor, sourceRef } from '../lib/jobs.js';
+import { jobsFor, sceneSize, sourceRef } from '../lib/jobs.js';
 import { processTileUngated, profileTile, type StageTimings } from '../lib/ungated.js';
 import { workerMain } from './common.js';
 
@@ -51,13 +51,14 @@ workerMain(async (input: GatesInput): Promise<{ pairs: GatesPair[]; stages: Stag
     const gatedSource = await stage('scenes/gated.tif');
     const ungatedSource = await stage('scenes/ungated.tif');
     const profileSource = await stage('scenes/profile.tif');
+    const size = await sceneSize(local.sources, 'scenes/gated.tif');
     const counted = countedBackend(local);
     const settings = { owner: 'bench-worker', leaseMs: 600_000, retentionMs: 7 * 86_400_000 };
     const n = input.tilesPerRound;
     const windowsOf = (round: number) =>
       Array.from({ length: n }, (_, i) => input.windows[(round * n + i) % input.windows.length] as Window);
     const bodies = (source: SourceRef, version: string, ws: readonly Window[]) =>
-      jobsFor(source, { ...input.params, version }, ws).map((j) => toJobMessage(j).body);
+      jobsFor(source, { ...input.params, version }, size, ws).map((j) => toJobMessage(j).body);
 
     const gated = async (body: string, deliveryId: string) => {
       const gateMsBefore = counted.claims.count.ms + counted.outputs.count.ms;

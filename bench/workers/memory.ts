@@ -42,7 +42,7 @@ workerMain(async (input: MemoryInput): Promise<MemoryOutput> => {
     // The middle window: the same position in every scene size, far from any edge.
     const grid = tileGrid(input.size, input.size, tilingParams(input.params).tilePx);
     const window = windowAt(grid, Math.floor(grid.rows / 2), Math.floor(grid.cols / 2));
-    const [job] = jobsFor(source, input.params, [window]);
+    const [job] = jobsFor(source, input.params, grid, [window]);
     if (!job) throw new Error('no job');
     const idle = memory();
     const started = performance.now();
@@ -60,7 +60,7 @@ workerMain(async (input: MemoryInput): Promise<MemoryOutput> => {
       throw new Error(`the tile was not written: ${JSON.stringify(verdict)}`);
     const peak = memory();
     // The same cached source processTile used: what it read.
-    const stats = (await openSourceCached(backend.sources, key, source.versionToken)).stats();
+    const stats = (await openSourceCached(backend.sources, key, { version: source.versionToken })).stats();
     return { idle, peak, window: `${window.row}_${window.col}`, sourceBytesRead: stats.bytesRead, rangeReads: stats.rangeReads, tileMs };
   } finally {
     backend.close();

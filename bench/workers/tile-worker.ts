@@ -11,7 +11,7 @@ import { handleTileDelivery } from '../../shared/app/deliveries.js';
 import { toJobMessage } from '../../shared/app/tile-job.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import type { Window } from '../../shared/domain/tile-grid.js';
-import { jobsFor, sourceRef } from '../lib/jobs.js';
+import { jobsFor, sceneSize, sourceRef } from '../lib/jobs.js';
 import { memory, workerMain } from './common.js';
 
 export interface TileWorkerInput {
@@ -27,7 +27,8 @@ workerMain(async (input: TileWorkerInput) => {
     const key = 'scenes/bench.tif';
     await backend.sources.importFile(key, input.scenePath);
     const source = await sourceRef(backend.sources, LOCAL_SOURCE_BUCKET, key);
-    const jobs = jobsFor(source, input.params, input.windows);
+    const size = await sceneSize(backend.sources, key);
+    const jobs = jobsFor(source, input.params, size, input.windows);
     await backend.queue.sendBatch(jobs.map(toJobMessage));
     const settings = { owner: 'bench-worker', leaseMs: 600_000, retentionMs: 7 * 86_400_000 };
 
@@ -35,7 +36,7 @@ workerMain(async (input: TileWorkerInput) => {
     // source with its own block cache, so the timed tiles still read and decode every window they use.
     await backend.sources.importFile('scenes/warmup.tif', input.scenePath);
     const warmSource = await sourceRef(backend.sources, LOCAL_SOURCE_BUCKET, 'scenes/warmup.tif');
-    const [warm] = jobsFor(warmSource, input.params, input.windows.slice(0, 1));
+    const [warm] = jobsFor(warmSource, input.params, size, input.windows.slice(0, 1));
     if (warm) {
       const v = await handleTileDelivery(backend, settings, { body: toJobMessage(warm).body, deliveryId: 'warmup', receiveCount: 1 });
       if (v.kind !== 'ack') throw new Error(`warm-up tile failed: ${JSON.stringify(v)}`);

@@ -9,9 +9,10 @@ import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
-import { AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
+import { AzurePoisonQueue, AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
 
 /**
@@ -63,6 +64,8 @@ export interface AzureRuntime {
   readonly settings: WorkerSettings;
   /** The host's effective function timeout and retry settings, checked against the lease. */
   readonly host: HostSettings;
+  /** `<queue>-poison` of a trigger queue, where its handler settles poison at once (shared/app/poison.ts). */
+  poisonQueue(queueName: string): DeadLetterSink;
 }
 
 export interface HostSettings {
@@ -207,7 +210,14 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     telemetry: options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock }),
   };
   const owner = options.owner ?? `${(env.WEBSITE_INSTANCE_ID ?? hostname()).slice(0, 16)}:${process.pid}`;
-  return { config, backend, host, settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 } };
+  const queues = clients.queue;
+  return {
+    config,
+    backend,
+    host,
+    settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
+    poisonQueue: (queueName) => new AzurePoisonQueue(queues, queueName),
+  };
 }
 
 let runtime: AzureRuntime | undefined;

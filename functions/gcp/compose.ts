@@ -119,8 +119,12 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     );
   }
   const projectId = env[ENV.gcpProject] || undefined;
+  // infra/ gives each stack its own named database (a project's (default) one may exist already or belong to App Engine).
+  const databaseId = env[ENV.firestoreDatabase] || undefined;
   const clients: GcpClients = {
-    firestore: options.clients?.firestore ?? new Firestore({ ...FIRESTORE_SETTINGS, ...(projectId ? { projectId } : {}) }),
+    firestore:
+      options.clients?.firestore ??
+      new Firestore({ ...FIRESTORE_SETTINGS, ...(projectId ? { projectId } : {}), ...(databaseId ? { databaseId } : {}) }),
     storage: options.clients?.storage ?? new Storage(projectId ? { projectId } : {}),
     pubsub: options.clients?.pubsub ?? new PubSub(projectId ? { projectId } : {}),
   };

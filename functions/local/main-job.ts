@@ -98,8 +98,11 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       const [delivery] = await backend.queue.receive(1, 1_000);
       if (delivery) {
         const job = parseTileJob(delivery.body);
+        // A zombie's process is stalled, not just its job: its lease keeper's timer does not run
+        // either, so its lease lapses as a stalled instance's does (a live one would renew it).
+        const stalled = { ...backend, clock: { now: () => backend.clock.now(), every: () => () => {} } };
         zombie = processTile(
-          backend,
+          stalled,
           {
             owner: 'zombie',
             leaseMs: 1_500,
@@ -121,7 +124,6 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     let settled = 0;
     await runWorkerPool(backend, {
       workers: options.workers,
-      visibilityMs: 30_000,
       settings: (i) => ({ owner: `worker-${i}`, leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
       onSettled: () => options.progress.update(++settled, total, 'deliveries'),
       moreExpected: () => !zombieDone,
@@ -224,7 +226,7 @@ async function loadJobsFor(backend: LocalBackend, sceneKey: string, chosen: Read
   const out: JobMessage[] = [];
   let i = 0;
   for (const w of windows(manifest.grid)) {
-    if (chosen.has(i++)) out.push(toJobMessage(makeTileJob(sceneKey, manifest.source, manifest.params, w)));
+    if (chosen.has(i++)) out.push(toJobMessage(makeTileJob(sceneKey, manifest.source, manifest.params, manifest.grid, w)));
   }
   return out;
 }

@@ -30,6 +30,8 @@ export interface FunctionArns {
   readonly tileQueue: string;
   /** The queue whose event source mapping invokes this function (none for the scheduled mosaic sweep). */
   readonly triggerQueue: string | undefined;
+  /** The dead-letter queue of the trigger queue: the handler settles a poison record there at once. */
+  readonly deadLetterQueue: string | undefined;
   readonly logGroup: string;
 }
 
@@ -57,16 +59,25 @@ function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyState
 /**
  * The inline policy of one function's role.
  *
- * - scene: reads source objects, writes `scenes/` (the scene manifest), sends tile jobs.
- * - tile: reads source objects, writes `tiles/`, claims and commits in the table.
+ * - scene: reads source objects (pinned versions), writes `scenes/` (the scene manifest), sends tile jobs.
+ * - tile: reads source objects (pinned versions), writes `tiles/`, claims and commits in the table, sends
+ *   fan-out chunks to the tile queue.
+ * - scene and tile: send a poison record to their own trigger queue's DLQ.
  * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists `tiles/`, writes `mosaics/`.
  *
  * Writes are `s3:PutObject` only: create-only (`If-None-Match: *`) and repair
  * (`If-Match`) writes need nothing more, and no function may delete an output.
  */
 export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePrefix: string): PolicyDocument {
+  // GetObjectVersion: reads are pinned to the versionId in the job key (the source bucket is versioned), so a scene
+  // replaced while its tiles run is detected, not silently mixed.
   const readSource: PolicyStatement[] = [
-    { Sid: 'ReadSourceScenes', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.sourceBucket, sourcePrefix) },
+    {
+      Sid: 'ReadSourceScenes',
+      Effect: 'Allow',
+      Action: ['s3:GetObject', 's3:GetObjectVersion'],
+      Resource: objects(arns.sourceBucket, sourcePrefix),
+    },
     listUnder(arns.sourceBucket, [sourcePrefix], 'ListSourceScenes'),
   ];
   const logs: PolicyStatement = {
@@ -85,6 +96,10 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
       Resource: arns.triggerQueue,
     });
   }
+  if (arns.deadLetterQueue !== undefined) {
+    // Poison is settled at once: the handler sends the bad record (alone, out of a multi-record message) to its DLQ.
+    statements.push({ Sid: 'SettlePoison', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.deadLetterQueue });
+  }
   switch (role) {
     case 'scene':
       statements.push(
@@ -99,6 +114,8 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
         ...readSource,
         writeUnder(arns.outputBucket, OUTPUT_PREFIXES.tiles, 'WriteTiles'),
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
+        // A long fan-out continues in chunk messages on the tile queue, which the tile function handles.
+        { Sid: 'EnqueueFanOutChunks', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
         {
           Sid: 'ClaimAndCommitJobs',
           Effect: 'Allow',

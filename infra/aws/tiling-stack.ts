@@ -87,8 +87,9 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       mosaic: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
     };
 
-    // Buckets: private, owner-enforced, SSE-S3, TLS only; outputs versioned so repair writes keep history.
-    this.sourceBucket = this.privateBucket(`${name}-sources`, false, tags);
+    // Buckets: private, owner-enforced, SSE-S3, TLS only, versioned: outputs so repair writes keep history,
+    // sources so a job's reads pin the version its key names (a replaced scene is detected, not mixed).
+    this.sourceBucket = this.privateBucket(`${name}-sources`, true, tags);
     this.outputBucket = this.privateBucket(`${name}-outputs`, true, tags);
 
     // Claims: one item per job, TTL on expires_at (epoch seconds), point-in-time recovery on.
@@ -128,16 +129,28 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       );
       logGroups[role] = logGroup;
       const roleResource = new iam.Role(`${name}-${role}`, { assumeRolePolicy: JSON.stringify(LAMBDA_ASSUME_ROLE), tags }, parent);
-      const triggerQueue = role === 'mosaic' ? undefined : queues[role].queue.arn;
+      const trigger = role === 'mosaic' ? undefined : queues[role];
       const policy = new iam.RolePolicy(
         `${name}-${role}`,
         {
           role: roleResource.id,
           policy: pulumi
-            .all([this.sourceBucket.arn, this.outputBucket.arn, this.claimsTable.arn, queues.tile.queue.arn, triggerQueue, logGroup.arn])
-            .apply(([sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, lg]) =>
+            .all([
+              this.sourceBucket.arn,
+              this.outputBucket.arn,
+              this.claimsTable.arn,
+              queues.tile.queue.arn,
+              trigger?.queue.arn,
+              trigger?.deadLetter.arn,
+              logGroup.arn,
+            ])
+            .apply(([sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, deadLetterQueue, lg]) =>
               JSON.stringify(
-                functionPolicy(role, { sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, logGroup: lg }, cfg.source.prefix),
+                functionPolicy(
+                  role,
+                  { sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, deadLetterQueue, logGroup: lg },
+                  cfg.source.prefix,
+                ),
               ),
             ),
         },
@@ -146,7 +159,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       const fn = new lambda.Function(
         `${name}-${role}`,
         {
-          runtime: 'nodejs20.x',
+          runtime: cfg.runtime.id, // shared/domain/runtimes.ts, checked by parseStackConfig
           // The bundles are plain JS and WebAssembly (no native modules), so Graviton is safe and cheaper.
           architectures: ['arm64'],
           handler: LAMBDA_HANDLER,
@@ -162,7 +175,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                 sourceBucket: this.sourceBucket.bucket,
                 outputBucket: this.outputBucket.bucket,
                 tileQueue: queues.tile.queue.url,
-                deadLetterQueue: queues.tile.deadLetter.url,
+                // The DLQ of the queue that triggers this function (where its handler settles poison).
+                deadLetterQueue: (trigger ?? queues.tile).deadLetter.url,
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -183,6 +197,9 @@ export class AwsTilingStack extends pulumi.ComponentResource {
             batchSize: spec.batchSize ?? 1,
             // Only the failed records of a batch are retried; the others are deleted.
             functionResponseTypes: ['ReportBatchItemFailures'],
+            // At most this many tile workers at once (tessera:tileMaxConcurrency): the poller stops receiving
+            // instead of being throttled, so receives are not burnt against maxReceiveCount.
+            ...(role === 'tile' ? { scalingConfig: { maximumConcurrency: cfg.tileMaxConcurrency } } : {}),
           },
           { parent: this, dependsOn: [policy, sourceNotify] },
         );

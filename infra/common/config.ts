@@ -2,7 +2,9 @@ import * as pulumi from '@pulumi/pulumi';
 import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
+import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
 import { tilingParams } from '../../shared/domain/tiling-params.js';
+import { gcpFirestoreDatabaseId } from './naming.js';
 
 /**
  * The typed stack configuration (../../docs/deploy.md lists every key).
@@ -38,6 +40,16 @@ export const SQS_MAX_VISIBILITY_SEC = 43_200;
 export const SQS_VISIBILITY_FACTOR = 6;
 /** Pub/Sub caps an ack deadline (for push: the request timeout too) at 600 s. */
 export const PUBSUB_MAX_ACK_DEADLINE_SEC = 600;
+/** Deliveries before a message is dead-lettered, on every cloud (tessera:maxReceiveCount). */
+export const DEFAULT_MAX_RECEIVE_COUNT = 5;
+/** The tile event source mapping's maximumConcurrency: as many tile workers as GCP and Azure allow by default. */
+export const DEFAULT_TILE_MAX_CONCURRENCY = 100;
+/** Lambda refuses a maximumConcurrency below 2. */
+export const LAMBDA_MIN_MAX_CONCURRENCY = 2;
+/** The id GCP gives a project's default Firestore database. */
+export const FIRESTORE_DEFAULT_DATABASE = '(default)';
+/** Firestore database ids: 4-63 characters, lowercase letters, digits and hyphens, a letter first, no hyphen last. */
+export const FIRESTORE_DATABASE_ID = /^[a-z][a-z0-9-]{2,61}[a-z0-9]$/;
 /** Flex Consumption instance sizes, in MB. */
 export const FLEX_INSTANCE_MEMORY_MB = [512, 2048, 4096] as const;
 
@@ -52,6 +64,10 @@ export const CONFIG_KEYS = {
   azureStorageAccountName: 'azure only: storage account name override (3-24 lowercase letters and digits)',
   gcpTileTrigger: 'gcp only: event | http',
   claimsCollection: 'gcp only: Firestore collection holding claim rows',
+  gcpFirestoreDatabase:
+    'gcp only: Firestore database of the claims (default tessera-<stack>, created by the stack); "(default)" uses the project\'s existing default database',
+  tileMaxConcurrency:
+    'aws only: most tile functions the SQS event source runs at once (scalingConfig.maximumConcurrency, 2-1000; default 100)',
   sourcePrefix: 'only source objects under this prefix start a scene',
   sourceSuffix: 'only source objects with this suffix start a scene',
   tilePx: 'tile edge in pixels',
@@ -61,6 +77,8 @@ export const CONFIG_KEYS = {
     'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
   alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
+  runtime:
+    'Node.js runtime id override, e.g. nodejs22.x / nodejs22 / 22 (Flex) / Node|22 (Consumption); default and dates: shared/domain/runtimes.ts',
   archiveDir: 'folder holding the build:functions archives (default: dist/ at the repository root)',
 } as const;
 export type ConfigKey = keyof typeof CONFIG_KEYS;
@@ -86,6 +104,12 @@ interface CommonStackConfig {
   readonly retentionSec: number;
   readonly alertEmail: string | undefined;
   readonly archiveDir: string;
+  /**
+   * The Node.js runtime every function of the stack gets: the table's deployed
+   * runtime, or `tessera:runtime`. `check` is never `refuse` here (parsing
+   * refuses the stack instead); a `warn` is printed by readStackConfig.
+   */
+  readonly runtime: { readonly id: string; readonly nodeMajor: number; readonly check: RuntimeCheck };
 }
 
 export interface AwsStackConfig extends CommonStackConfig {
@@ -93,6 +117,8 @@ export interface AwsStackConfig extends CommonStackConfig {
   readonly platform: 'aws-lambda';
   /** Visibility timeout of the tile queue: six times the function timeout, within SQS's 12 h cap. */
   readonly tileQueueVisibilitySec: number;
+  /** scalingConfig.maximumConcurrency of the tile event source mapping (Lambda allows 2-1000). */
+  readonly tileMaxConcurrency: number;
 }
 
 export interface GcpStackConfig extends CommonStackConfig {
@@ -101,6 +127,8 @@ export interface GcpStackConfig extends CommonStackConfig {
   readonly project: string;
   readonly tileTrigger: GcpTileTrigger;
   readonly claimsCollection: string;
+  /** The Firestore database id: a named one per stack, which the stack creates, or `(default)`, which it only uses. */
+  readonly firestoreDatabase: string;
   /** Ack deadline of the tile push subscription (also its request timeout). */
   readonly ackDeadlineSec: number;
 }
@@ -148,6 +176,8 @@ export interface ParseContext {
   readonly stack: string;
   /** Where `npm run build:functions` writes the archives, unless `tessera:archiveDir` says otherwise. */
   readonly defaultArchiveDir: string;
+  /** The day runtime dates are checked against (shared/domain/runtimes.ts); default: now. */
+  readonly today?: Date;
 }
 
 const TESSERA = 'tessera:';
@@ -223,6 +253,8 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     ['azureStorageAccountName', 'azure'],
     ['gcpTileTrigger', 'gcp'],
     ['claimsCollection', 'gcp'],
+    ['gcpFirestoreDatabase', 'gcp'],
+    ['tileMaxConcurrency', 'aws'],
   ] as const) {
     if (cloud && cloud !== only && get(name) !== undefined)
       problems.push(`${key(name)} applies to ${only} stacks only; remove it from this ${cloud} stack`);
@@ -271,7 +303,11 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
 
   // SQS allows 1-1000; Pub/Sub 5-100; the Azure host needs at least 3 (one retry after a lease-holding attempt died).
   const receiveRange = cloud === 'gcp' ? { min: 5, max: 100 } : cloud === 'aws' ? { min: 1, max: 1000 } : { min: 3, max: 100 };
-  const maxReceiveCount = int('maxReceiveCount', receiveRange, cloud === 'gcp' ? 5 : 3) ?? (cloud === 'aws' ? 3 : 5); // Pub/Sub allows 5-100; Azure's own default is 5
+  // Default 5 everywhere: Pub/Sub's minimum, Azure's own default, and AWS's advice for queues feeding Lambda
+  // (at least 5, so a receive the Lambda poller makes while the function is throttled does not dead-letter a job).
+  const maxReceiveCount = int('maxReceiveCount', receiveRange, 5) ?? DEFAULT_MAX_RECEIVE_COUNT;
+  const tileMaxConcurrency =
+    int('tileMaxConcurrency', { min: LAMBDA_MIN_MAX_CONCURRENCY, max: 1000 }, DEFAULT_TILE_MAX_CONCURRENCY) ?? DEFAULT_TILE_MAX_CONCURRENCY;
 
   const prefix = get('sourcePrefix') ?? 'scenes/';
   const suffix = get('sourceSuffix') ?? '.tif';
@@ -313,12 +349,34 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   if (cloud === 'gcp' && !/^[A-Za-z0-9_-]{1,100}$/.test(claimsCollection)) {
     problems.push(`${key('claimsCollection')} must be 1-100 letters, digits, _ or -, got ${JSON.stringify(claimsCollection)}`);
   }
+  const firestoreDatabase = get('gcpFirestoreDatabase') ?? gcpFirestoreDatabaseId(ctx.stack);
+  if (cloud === 'gcp' && firestoreDatabase !== FIRESTORE_DEFAULT_DATABASE && !FIRESTORE_DATABASE_ID.test(firestoreDatabase)) {
+    problems.push(
+      `${key('gcpFirestoreDatabase')} must be ${FIRESTORE_DEFAULT_DATABASE} or 4-63 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen; got ${JSON.stringify(firestoreDatabase)}`,
+    );
+  }
   const storageAccountName = get('azureStorageAccountName');
   if (storageAccountName !== undefined && !/^[a-z0-9]{3,24}$/.test(storageAccountName)) {
     problems.push(`${key('azureStorageAccountName')} must be 3-24 lowercase letters and digits, got ${JSON.stringify(storageAccountName)}`);
   }
 
-  if (problems.length > 0 || !cloud || !region || !platform || !lease || memoryMb === undefined) {
+  // Runtime dates are checked against today: a stack that deployed last month may be refused now.
+  const runtimePlatform = platform === undefined ? undefined : runtimePlatformOf(platform);
+  const runtimeId = get('runtime') ?? (runtimePlatform === undefined ? undefined : deployedRuntime(runtimePlatform).runtimeId);
+  const runtimeCheck =
+    runtimePlatform === undefined || runtimeId === undefined
+      ? undefined
+      : checkRuntime(runtimePlatform, runtimeId, ctx.today ?? new Date());
+  if (runtimeCheck?.level === 'refuse') {
+    // The default itself refused means the table says its runtime is blocked: the table needs updating, not the stack.
+    const fix =
+      get('runtime') === undefined
+        ? '; the default runtime is blocked too: update shared/domain/runtimes.ts'
+        : `; remove ${key('runtime')} to deploy Tessera's default`;
+    problems.push(`${key('runtime')}: ${runtimeCheck.message}${fix}`);
+  }
+
+  if (problems.length > 0 || !cloud || !region || !platform || !lease || memoryMb === undefined || !runtimeCheck?.row) {
     throw new StackConfigError(ctx.stack, problems.length > 0 ? problems : ['the configuration is incomplete']);
   }
   const common = {
@@ -332,10 +390,17 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     retentionSec,
     alertEmail,
     archiveDir: get('archiveDir') ?? ctx.defaultArchiveDir,
+    runtime: { id: runtimeCheck.row.runtimeId, nodeMajor: runtimeCheck.row.nodeMajor, check: runtimeCheck },
   };
   switch (cloud) {
     case 'aws':
-      return { ...common, cloud, platform: 'aws-lambda', tileQueueVisibilitySec: visibility ?? lease.functionTimeoutSec };
+      return {
+        ...common,
+        cloud,
+        platform: 'aws-lambda',
+        tileQueueVisibilitySec: visibility ?? lease.functionTimeoutSec,
+        tileMaxConcurrency,
+      };
     case 'gcp':
       return {
         ...common,
@@ -344,6 +409,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
         project: project as string,
         tileTrigger: gcpTrigger ?? 'event',
         claimsCollection,
+        firestoreDatabase,
         ackDeadlineSec: PUBSUB_MAX_ACK_DEADLINE_SEC,
       };
     case 'azure':
@@ -431,7 +497,9 @@ function editDistance(a: string, b: string): number {
 export function readStackConfig(defaultArchiveDir: string): StackConfig {
   const stack = pulumi.getStack();
   try {
-    return parseStackConfig(pulumi.runtime.allConfig(), { stack, defaultArchiveDir });
+    const cfg = parseStackConfig(pulumi.runtime.allConfig(), { stack, defaultArchiveDir, today: new Date() });
+    if (cfg.runtime.check.level === 'warn') void pulumi.log.warn(`tessera:runtime: ${cfg.runtime.check.message}`);
+    return cfg;
   } catch (e) {
     if (e instanceof StackConfigError) throw new pulumi.RunError(e.message);
     throw e;

@@ -42,6 +42,8 @@ export interface RuntimeResources {
   readonly deadLetterQueue: pulumi.Input<string>;
   readonly azureStorageAccount?: pulumi.Input<string>;
   readonly gcpProject?: pulumi.Input<string>;
+  /** GCP: the Firestore database id; omitted for `(default)`. */
+  readonly firestoreDatabase?: pulumi.Input<string>;
 }
 
 /**
@@ -82,5 +84,6 @@ export function functionEnvironment(
   };
   if (resources.azureStorageAccount !== undefined) env[ENV.azureStorageAccount] = resources.azureStorageAccount;
   if (resources.gcpProject !== undefined) env[ENV.gcpProject] = resources.gcpProject;
+  if (resources.firestoreDatabase !== undefined) env[ENV.firestoreDatabase] = resources.firestoreDatabase;
   return env;
 }

@@ -37,6 +37,11 @@ export function azureStorageAccountName(organization: string, project: string, s
   return `tsr${shortHash([organization, project, stack], 12)}`;
 }
 
+/** The Functions host's own storage account name (AzureWebJobsStorage), derived like the data account's. */
+export function azureHostStorageAccountName(organization: string, project: string, stack: string): string {
+  return `tsh${shortHash([organization, project, stack, 'host'], 12)}`;
+}
+
 /**
  * A GCP service account id (6-30 characters, lowercase letters, digits and
  * hyphens, starting with a letter). Unique per project, so it carries the
@@ -51,4 +56,16 @@ export function gcpServiceAccountId(stack: string, role: string): string {
 /** A log group, metric or alert name prefix per stack. */
 export function monitoringPrefix(cloud: Cloud, stack: string): string {
   return cloud === 'aws' ? `/tessera/${slug(stack)}` : `tessera-${slug(stack)}`;
+}
+
+/**
+ * The stack's own Firestore database id (4-63 lowercase letters, digits and
+ * hyphens, starting with a letter). A named database per stack, because the
+ * `(default)` database often exists already (App Engine, another stack) and
+ * creating it again fails with 409.
+ */
+export function gcpFirestoreDatabaseId(stack: string): string {
+  const readable = `tessera-${slug(stack)}`;
+  if (readable.length <= 63) return readable;
+  return `tessera-${shortHash([stack], 12)}`;
 }

@@ -57,18 +57,22 @@ export const GCP_ENTRY_POINTS: Readonly<Record<FunctionRole, string>> = {
 /** Function names the Azure bundle registers (`app.storageQueue('scene', ...)` and so on). */
 export const AZURE_FUNCTION_NAMES: Readonly<Record<FunctionRole, string>> = { scene: 'scene', tile: 'tile', mosaic: 'mosaic' };
 
+/** The Azure functions a Storage Queue triggers; the mosaic is a timer-triggered sweep, as on AWS and GCP. */
+export const AZURE_QUEUE_TRIGGERED = ['scene', 'tile'] as const;
+export type AzureQueueTriggered = (typeof AZURE_QUEUE_TRIGGERED)[number];
+
 /**
- * The Storage Queue each Azure function is triggered by. Event Grid delivers
- * BlobCreated events (base64-encoded Event Grid schema JSON, as the Functions
- * queue trigger expects) to the scene and mosaic queues; the scene function
- * enqueues tile jobs on the tile queue. Each queue has a `<name>-poison` twin
- * where the host moves a message after maxDequeueCount failed deliveries.
+ * The Storage Queue each queue-triggered Azure function listens on. Event Grid
+ * delivers BlobCreated events (base64-encoded Event Grid schema JSON, as the
+ * Functions queue trigger expects) to the scene queue; the scene function
+ * enqueues tile jobs (and the tile function fan-out chunks) on the tile queue.
+ * Each queue has a `<name>-poison` twin where poison is settled: at once by
+ * the handler, or by the host after maxDequeueCount failed deliveries.
  * The tile queue's name is also in TESSERA_TILE_QUEUE.
  */
-export const AZURE_QUEUES: Readonly<Record<FunctionRole, string>> = {
+export const AZURE_QUEUES: Readonly<Record<AzureQueueTriggered, string>> = {
   scene: 'tessera-scenes',
   tile: 'tessera-tiles',
-  mosaic: 'tessera-mosaics',
 };
 
 /**

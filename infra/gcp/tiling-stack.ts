@@ -4,14 +4,15 @@ import * as cloudscheduler from '@pulumi/gcp/cloudscheduler';
 import * as firestore from '@pulumi/gcp/firestore';
 import * as logging from '@pulumi/gcp/logging';
 import * as monitoring from '@pulumi/gcp/monitoring';
-import * as organizations from '@pulumi/gcp/organizations';
 import * as projects from '@pulumi/gcp/projects';
 import * as pubsub from '@pulumi/gcp/pubsub';
 import * as serviceaccount from '@pulumi/gcp/serviceaccount';
 import * as storage from '@pulumi/gcp/storage';
 import * as pulumi from '@pulumi/pulumi';
+import * as time from '@pulumiverse/time';
 import type { Platform } from '../../shared/domain/ceilings.js';
 import {
+  FIRESTORE_DEFAULT_DATABASE,
   FUNCTION_ROLES,
   type FunctionRole,
   type GcpStackConfig,
@@ -34,9 +35,12 @@ export const GCP_SERVICES = [
   'artifactregistry.googleapis.com',
   'cloudbuild.googleapis.com',
   'cloudfunctions.googleapis.com',
+  // Project IAM grants (projects.IAMMember) go through Resource Manager; service accounts through IAM.
+  'cloudresourcemanager.googleapis.com',
   'cloudscheduler.googleapis.com',
   'eventarc.googleapis.com',
   'firestore.googleapis.com',
+  'iam.googleapis.com',
   'logging.googleapis.com',
   'monitoring.googleapis.com',
   'pubsub.googleapis.com',
@@ -54,6 +58,23 @@ export const MOSAIC_SCHEDULE = '*/5 * * * *';
 const RETENTION = '604800s'; // 7 days: Pub/Sub's default, time to inspect dead letters
 /** Pub/Sub's own retry backoff bounds (10-600 s), widest spread: a throttled store gets time to recover. */
 const RETRY_BACKOFF = { minimumBackoff: '10s', maximumBackoff: '600s' };
+/**
+ * How long the functions wait after the trigger grants and the service agents'
+ * roles are in place. IAM changes take up to minutes to propagate, and on a
+ * fresh project the Eventarc service agent is created on first use: creating
+ * the Eventarc trigger right after its grants fails with "Permission denied
+ * while using the Eventarc Service Agent" (terraform-provider-google#25294,
+ * pulumi-gcp#1290). The agents are created explicitly (ServiceIdentity), then
+ * granted, then this wait.
+ */
+export const IAM_PROPAGATION_WAIT = '120s';
+/**
+ * The roles the dedicated Cloud Build account needs to build a function from
+ * source (Google's "custom service account for Cloud Build" page): build logs,
+ * the image in Artifact Registry; reading the source archive is granted on the
+ * artifacts bucket only.
+ */
+export const BUILD_PROJECT_ROLES = ['roles/logging.logWriter', 'roles/artifactregistry.writer'] as const;
 /** Matches the JSON lines JsonTelemetry writes for a commit whose lease was stolen (Cloud Run puts them in jsonPayload). */
 export const LEASE_STOLEN_LOG_FILTER = 'jsonPayload.event="lease-stolen" AND jsonPayload.level="ERROR"';
 
@@ -96,6 +117,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
   readonly tileSubscription: pubsub.Subscription;
   readonly functions: Readonly<Record<FunctionRole, cloudfunctionsv2.Function>>;
   readonly serviceAccounts: Readonly<Record<FunctionRole | 'trigger', serviceaccount.Account>>;
+  /** The account Cloud Build builds the functions as (buildConfig.serviceAccount). */
+  readonly buildAccount: serviceaccount.Account;
 
   constructor(name: string, args: GcpTilingStackArgs, opts?: pulumi.ComponentResourceOptions) {
     super('tessera:gcp:TilingStack', name, {}, opts);
@@ -103,14 +126,17 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const labels = gcpLabels(args.tags);
     const parent = { parent: this };
     const project = cfg.project;
-    const projectInfo = organizations.getProjectOutput({ projectId: project }, parent);
     const storageAgent = storage.getProjectServiceAccountOutput({ project }, parent);
-    const pubsubAgent = pulumi.interpolate`serviceAccount:service-${projectInfo.number}@gcp-sa-pubsub.iam.gserviceaccount.com`;
 
     const services = GCP_SERVICES.map(
       (service) => new projects.Service(`${name}-${service.split('.')[0]}`, { project, service, disableOnDestroy: false }, parent),
     );
     const afterApis = { parent: this, dependsOn: services };
+    // Service agents are created lazily by Google on first use; creating them here makes them exist before their grants.
+    const agent = (service: 'pubsub' | 'eventarc') =>
+      new projects.ServiceIdentity(`${name}-${service}-agent`, { project, service: `${service}.googleapis.com` }, afterApis);
+    const pubsubAgent = agent('pubsub').member;
+    const eventarcAgent = agent('eventarc');
 
     // Buckets: uniform access, public access prevention enforced (Google-managed encryption is always on).
     const bucket = (what: string, versioned: boolean): storage.Bucket =>
@@ -146,32 +172,38 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       parent,
     );
 
-    // Claims: the (default) Firestore database, point-in-time recovery on, TTL on expires_at.
-    const database = new firestore.Database(
-      `${name}-firestore`,
-      {
-        project,
-        name: '(default)',
-        locationId: cfg.region,
-        type: 'FIRESTORE_NATIVE',
-        pointInTimeRecoveryEnablement: 'POINT_IN_TIME_RECOVERY_ENABLED',
-        // A project has one (default) database and other stacks may share it: never delete it with a stack.
-        deletionPolicy: 'ABANDON',
-      },
-      afterApis,
-    );
+    // Claims: the stack's own named Firestore database (point-in-time recovery on, TTL on expires_at). The
+    // (default) database often exists already (App Engine, another stack), and creating it again fails with 409;
+    // tessera:gcpFirestoreDatabase "(default)" uses that one instead, without declaring it.
+    const adoptDefault = cfg.firestoreDatabase === FIRESTORE_DEFAULT_DATABASE;
+    const database = adoptDefault
+      ? undefined
+      : new firestore.Database(
+          `${name}-firestore`,
+          {
+            project,
+            name: cfg.firestoreDatabase,
+            locationId: cfg.region,
+            type: 'FIRESTORE_NATIVE',
+            pointInTimeRecoveryEnablement: 'POINT_IN_TIME_RECOVERY_ENABLED',
+            // The stack owns this database: `pulumi destroy` removes it with the claims.
+            deletionPolicy: 'DELETE',
+          },
+          afterApis,
+        );
+    const databaseName: pulumi.Input<string> = database ? database.name : FIRESTORE_DEFAULT_DATABASE;
     new firestore.Field(
       `${name}-claims-ttl`,
       {
         project,
-        database: database.name,
+        database: databaseName,
         collection: cfg.claimsCollection,
         field: 'expires_at',
         ttlConfig: {},
         // A TTL timestamp that only grows makes a hot single-field index; claims are read by id only.
         indexConfig: {},
       },
-      parent,
+      adoptDefault ? afterApis : parent,
     );
 
     // Tile jobs: topic -> push subscription with a dead-letter topic and retry policy.
@@ -199,6 +231,27 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     }
     this.serviceAccounts = accounts;
     const member = (role: FunctionRole | 'trigger') => accounts[role].member;
+    // Builds run as a dedicated account: since 2024 a new project's default build account may lack what a build needs.
+    this.buildAccount = new serviceaccount.Account(
+      `${name}-build`,
+      { project, accountId: gcpServiceAccountId(cfg.stack, 'build'), displayName: `Tessera ${cfg.stack} function builds` },
+      afterApis,
+    );
+    const buildGrants: pulumi.Resource[] = BUILD_PROJECT_ROLES.map(
+      (role) =>
+        new projects.IAMMember(
+          `${name}-build-${role.split('/')[1]?.split('.')[0]}`,
+          { project, role, member: this.buildAccount.member },
+          afterApis,
+        ),
+    );
+    buildGrants.push(
+      new storage.BucketIAMMember(
+        `${name}-build-read-source`,
+        { bucket: artifacts.name, role: 'roles/storage.objectViewer', member: this.buildAccount.member },
+        parent,
+      ),
+    );
     // Least privilege, as a table: reads on whole buckets (listing needs the bucket), writes limited
     // to the function's own output prefix by an IAM condition on the object name.
     const bucketGrants: readonly { id: string; bucket: storage.Bucket; role: string; who: FunctionRole; onlyUnder?: string }[] = [
@@ -243,6 +296,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     // scene publishes tile jobs; tile routes poison to the dead-letter topic.
     const topicGrants = [
       { id: 'scene-publish', topic: this.tileTopic, who: 'scene' },
+      // A long fan-out continues in chunk messages on the tile topic, handled by the tile function.
+      { id: 'tile-fan-out', topic: this.tileTopic, who: 'tile' },
       { id: 'tile-dead-letter', topic: this.deadLetterTopic, who: 'tile' },
     ] as const;
     for (const g of topicGrants) {
@@ -261,21 +316,34 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         member: member('tile'),
         condition: {
           title: 'claims database only',
-          expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${database.name}")`,
+          expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${databaseName}")`,
         },
       },
-      parent,
+      afterApis,
     );
     // Triggers (Eventarc, the push subscription, Cloud Scheduler) share one account; GCS publishes its events through Pub/Sub.
-    new projects.IAMMember(
-      `${name}-trigger-receiver`,
-      { project, role: 'roles/eventarc.eventReceiver', member: member('trigger') },
-      parent,
-    );
-    new projects.IAMMember(
-      `${name}-gcs-agent-publisher`,
-      { project, role: 'roles/pubsub.publisher', member: pulumi.interpolate`serviceAccount:${storageAgent.emailAddress}` },
-      parent,
+    const triggerGrants = [
+      new projects.IAMMember(
+        `${name}-trigger-receiver`,
+        { project, role: 'roles/eventarc.eventReceiver', member: member('trigger') },
+        afterApis,
+      ),
+      new projects.IAMMember(
+        `${name}-gcs-agent-publisher`,
+        { project, role: 'roles/pubsub.publisher', member: pulumi.interpolate`serviceAccount:${storageAgent.emailAddress}` },
+        afterApis,
+      ),
+      new projects.IAMMember(
+        `${name}-eventarc-agent-role`,
+        { project, role: 'roles/eventarc.serviceAgent', member: eventarcAgent.member },
+        afterApis,
+      ),
+    ];
+    // Then wait for them to propagate (IAM_PROPAGATION_WAIT): the scene function's Eventarc trigger is created after it.
+    const propagated = new time.Sleep(
+      `${name}-iam-propagation`,
+      { createDuration: IAM_PROPAGATION_WAIT },
+      { parent: this, dependsOn: [...triggerGrants, ...buildGrants] },
     );
     // Pub/Sub's own agent forwards undeliverable messages: it publishes to the dead-letter topic and acks the original.
     new pubsub.TopicIAMMember(
@@ -299,6 +367,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const platforms: Record<FunctionRole, Platform> = { scene: 'gcf2-event', tile: cfg.platform, mosaic: 'gcf2-http' };
     const triggers: Record<FunctionRole, storage.Bucket | undefined> = { scene: this.sourceBucket, tile: undefined, mosaic: undefined };
     const functions = {} as Record<FunctionRole, cloudfunctionsv2.Function>;
+    const invokers = {} as Record<FunctionRole, cloudrunv2.ServiceIamMember>;
     for (const role of FUNCTION_ROLES) {
       const triggerBucket = triggers[role];
       functions[role] = new cloudfunctionsv2.Function(
@@ -308,7 +377,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
           location: cfg.region,
           description: `Tessera ${role} (${cfg.stack})`,
           buildConfig: {
-            runtime: 'nodejs20',
+            serviceAccount: this.buildAccount.id,
+            runtime: cfg.runtime.id, // shared/domain/runtimes.ts, checked by parseStackConfig
             entryPoint: GCP_ENTRY_POINTS[role],
             source: { storageSource: { bucket: artifacts.name, object: sourceObject.name } },
           },
@@ -331,6 +401,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
                 tileQueue: this.tileTopic.name,
                 deadLetterQueue: this.deadLetterTopic.name,
                 gcpProject: project,
+                ...(adoptDefault ? {} : { firestoreDatabase: databaseName }),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -349,9 +420,10 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             : {}),
           labels,
         },
-        afterApis,
+        // A build needs its account's roles, and the scene function's Eventarc trigger its grants, before creation.
+        { parent: this, dependsOn: [...services, ...buildGrants, ...(triggerBucket ? [...triggerGrants, propagated] : [])] },
       );
-      new cloudrunv2.ServiceIamMember(
+      invokers[role] = new cloudrunv2.ServiceIamMember(
         `${name}-${role}-invoker`,
         {
           project,
@@ -364,6 +436,11 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       );
     }
     this.functions = functions;
+    // Pub/Sub push and Cloud Scheduler must call the Cloud Run service URI (run.app), not the function's
+    // cloudfunctions.net `url`: with internal-only ingress only the run.app address counts their calls as internal.
+    const serviceUri = (fn: cloudfunctionsv2.Function) => fn.serviceConfig.apply((s) => s?.uri ?? '');
+    const tileUri = serviceUri(functions.tile);
+    const mosaicUri = serviceUri(functions.mosaic);
 
     this.tileSubscription = new pubsub.Subscription(
       `${name}-tiles`,
@@ -377,12 +454,13 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         expirationPolicy: { ttl: '' },
         pushConfig: {
           // The functions-framework turns a raw push to /projects/<p>/topics/<t> into a messagePublished CloudEvent.
-          pushEndpoint: pulumi.interpolate`${functions.tile.url}/projects/${project}/topics/${this.tileTopic.name}`,
-          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: functions.tile.url },
+          pushEndpoint: pulumi.interpolate`${tileUri}/projects/${project}/topics/${this.tileTopic.name}`,
+          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: tileUri },
         },
         labels,
       },
-      parent,
+      // Pushes start at once: the trigger account must already be allowed to invoke the tile service.
+      { parent: this, dependsOn: [invokers.tile] },
     );
     new cloudscheduler.Job(
       `${name}-mosaic-sweep`,
@@ -395,14 +473,14 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         attemptDeadline: `${SUPPORT_FUNCTION_TIMEOUT_SEC + 20}s`,
         retryConfig: { retryCount: 0 },
         httpTarget: {
-          uri: functions.mosaic.url,
+          uri: mosaicUri,
           httpMethod: 'POST',
           headers: { 'Content-Type': 'application/json' },
           body: Buffer.from('{}').toString('base64'),
-          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: functions.mosaic.url },
+          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: mosaicUri },
         },
       },
-      afterApis,
+      { parent: this, dependsOn: [...services, invokers.mosaic] },
     );
     // The dead-letter policy also needs Pub/Sub's agent to ack on the source subscription.
     new pubsub.SubscriptionIAMMember(
@@ -426,61 +504,69 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const serviceNames = pulumi.all(
       FUNCTION_ROLES.map((r) => functions[r].serviceConfig.apply((s) => (s?.service ?? '').split('/').at(-1) ?? '')),
     );
-    const leaseStolen = new logging.Metric(
+    const leaseStolenLogs = serviceNames.apply(
+      (names) =>
+        `resource.type="cloud_run_revision" AND resource.labels.service_name=(${names.map((n) => `"${n}"`).join(' OR ')}) AND ${LEASE_STOLEN_LOG_FILTER}`,
+    );
+    // A count to chart. The alert below matches the log lines itself: an alert policy that names a log-based
+    // metric created in the same `pulumi up` fails with 404 for up to 10 minutes, until the metric is visible.
+    new logging.Metric(
       `${name}-lease-stolen`,
       {
         project,
         name: `${prefix}-lease-stolen`,
         description: 'Commits refused because the lease was taken over (LeaseStolen)',
-        filter: serviceNames.apply(
-          (names) =>
-            `resource.type="cloud_run_revision" AND resource.labels.service_name=(${names.map((n) => `"${n}"`).join(' OR ')}) AND ${LEASE_STOLEN_LOG_FILTER}`,
-        ),
+        filter: leaseStolenLogs,
         metricDescriptor: { metricKind: 'DELTA', valueType: 'INT64', unit: '1' },
       },
       afterApis,
     );
-    /** An alert on the first occurrence of a metric (above 0 in one alignment period). */
-    const alertOnAny = (id: string, title: string, filter: pulumi.Input<string>, aligner: string, period: string, content: string) =>
+    const alert = (
+      id: string,
+      title: string,
+      conditions: monitoring.AlertPolicyArgs['conditions'],
+      content: string,
+      extra: Partial<monitoring.AlertPolicyArgs> = {},
+    ) =>
       new monitoring.AlertPolicy(
         `${name}-${id}`,
         {
           project,
           displayName: `${prefix}: ${title}`,
           combiner: 'OR',
-          conditions: [
-            {
-              displayName: title,
-              conditionThreshold: {
-                filter,
-                comparison: 'COMPARISON_GT',
-                thresholdValue: 0,
-                duration: '0s',
-                aggregations: [{ alignmentPeriod: period, perSeriesAligner: aligner }],
-                trigger: { count: 1 },
-              },
-            },
-          ],
+          conditions,
           documentation: { content, mimeType: 'text/markdown' },
           notificationChannels: channels,
           userLabels: labels,
+          ...extra,
         },
         afterApis,
       );
-    alertOnAny(
+    // A log-match condition: alerts on the first matching line, at most once per rate-limit period.
+    alert(
       'lease-stolen',
       'lease stolen',
-      pulumi.interpolate`metric.type="logging.googleapis.com/user/${leaseStolen.name}" AND resource.type="cloud_run_revision"`,
-      'ALIGN_DELTA',
-      '60s',
+      [{ displayName: 'lease stolen', conditionMatchedLog: { filter: leaseStolenLogs } }],
       'A worker committed after its lease was taken over. The create-only write kept the output correct, but the lease is too short for the work or a worker stalled: check tessera:leaseSeconds against the function timeout.',
+      { alertStrategy: { notificationRateLimit: { period: '300s' }, autoClose: '1800s' } },
     );
-    alertOnAny(
+    // A built-in Pub/Sub metric, which exists before the stack does.
+    alert(
       'dead-letters',
       'tile jobs dead-lettered',
-      pulumi.interpolate`metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages" AND resource.type="pubsub_subscription" AND resource.labels.subscription_id="${deadLetterSubscription.name}"`,
-      'ALIGN_MAX',
-      '300s',
+      [
+        {
+          displayName: 'tile jobs dead-lettered',
+          conditionThreshold: {
+            filter: pulumi.interpolate`metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages" AND resource.type="pubsub_subscription" AND resource.labels.subscription_id="${deadLetterSubscription.name}"`,
+            comparison: 'COMPARISON_GT',
+            thresholdValue: 0,
+            duration: '0s',
+            aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_MAX' }],
+            trigger: { count: 1 },
+          },
+        },
+      ],
       `Tile jobs failed ${cfg.maxReceiveCount} deliveries. Inspect them in the dead-letter subscription, fix the cause, then republish.`,
     );
 

@@ -1,13 +1,23 @@
-import { assertNever } from '../domain/claim.js';
-import { LeaseStolenError } from '../domain/errors.js';
+import { assertNever, type ClaimResult } from '../domain/claim.js';
+import { codeVersion } from '../domain/code-version.js';
+import { contentDigest } from '../domain/content-digest.js';
+import { CodeVersionMismatchError, LeaseStolenError, LeaseUnconfirmedError, OutputOccupiedError, SourceChangedError } from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
+import { keepLease } from './lease-keeper.js';
 import { renderTile } from './render-tile.js';
+import { markSceneSuperseded } from './scene-manifest.js';
 import type { TileJob } from './tile-job.js';
 
 export type TileOutcome =
+  /**
+   * A repair whose heartbeat found another owner holding its claim: it did not
+   * overwrite (two repairs racing one tile would leave the loser a false
+   * version-mismatch). Acked: the holder's own message completes the repair.
+   */
+  | { readonly kind: 'lease-lost'; readonly holder: string | undefined; readonly jobKey: string; readonly outputKey: string }
   | { readonly kind: 'written' | 'already-present' | 'lease-stolen'; readonly jobKey: string; readonly outputKey: string }
   | {
       readonly kind: 'version-mismatch';
@@ -23,16 +33,45 @@ export type TileOutcome =
       readonly leaseUntil?: number | undefined;
       readonly jobKey: string;
       readonly outputKey: string;
+    }
+  /**
+   * The source no longer has the version in the job key: nothing was written,
+   * the claim is given back and the scene is marked superseded. Settled once
+   * (acked); the new version's own event makes the new scene.
+   */
+  | {
+      readonly kind: 'source-changed';
+      readonly expected: string;
+      readonly current: string | undefined;
+      readonly jobKey: string;
+      readonly outputKey: string;
     };
+
+/** The id of a job's claim row: its job key, or for a repair the repair key (one repair per expected version). */
+export const claimIdOf = (job: TileJob): string =>
+  job.mode.kind === 'overwrite' ? repairJobKey(job.jobKey, job.mode.expectedVersion) : job.jobKey;
+
+export interface ProcessTileOptions {
+  /**
+   * The claim is already held by `claimOwner` until this time (epoch ms): the
+   * caller took over its own message's stale lease with a conditional
+   * heartbeat (shared/app/redelivery.ts), so the claim step is skipped.
+   */
+  readonly heldUntil?: number | undefined;
+}
 
 /**
  * Process one tile job through the three gates.
  *
  * Timeline (crash points and what each leaves behind, see docs/architecture.md):
  * 1. claim: one conditional write. Losing (`held`/`done`) is a normal answer: no work, no reads.
- *    (crash after claim: a CLAIMED row that lapses after the lease; a redelivery takes it over)
+ *    (crash after claim: a CLAIMED row that lapses after the lease; a redelivery takes it over, or,
+ *    where the transport would dead-letter the message first, takes its own message's lease over at once:
+ *    shared/app/redelivery.ts)
  * 2. read the window by range reads, band math, encode a COG.
- * 3. create-only write of the output. `already-present` is success (a duplicate got there first).
+ * 3. create-only write of the output. `already-present` with the same bytes is success (a duplicate,
+ *    or this attempt's own write whose answer was lost); other bytes at the key (foreign, truncated) are
+ *    an alarm: `write-occupied` ERROR, claim given back, never committed (OutputOccupiedError, poison).
  *    (crash after write: the object exists, the row is CLAIMED; a redelivery re-computes, gets
  *    `already-present` and commits)
  * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm.
@@ -45,9 +84,10 @@ export async function processTile(
   settings: WorkerSettings,
   job: TileJob,
   claimOwner = settings.owner,
+  options: ProcessTileOptions = {},
 ): Promise<TileOutcome> {
   const { claims, outputs, clock, telemetry } = backend;
-  const claimId = job.mode.kind === 'overwrite' ? repairJobKey(job.jobKey, job.mode.expectedVersion) : job.jobKey;
+  const claimId = claimIdOf(job);
   const base = { jobKey: job.jobKey, outputKey: job.outputKey } as const;
   const fields = {
     jobKey: job.jobKey,
@@ -57,19 +97,36 @@ export async function processTile(
     window: `${job.window.row}_${job.window.col}`,
   };
   // Validate before claiming: a bad parameter is poison and must not wedge a claim.
+  // A job of another build would put this build's pixels under that build's key (code-version.ts).
+  if (job.code !== codeVersion()) throw new CodeVersionMismatchError(`tile job ${job.jobKey.slice(0, 16)}...`, job.code, codeVersion());
   const tiling = tilingParams(job.params);
   const expression = parseExpression(tiling.expression, Object.keys(tiling.bands));
 
   const now = clock.now();
-  const claim = await claims.claim({
-    jobId: claimId,
-    owner: claimOwner,
-    now,
-    leaseUntil: now + settings.leaseMs,
-    expiresAt: now + settings.retentionMs,
-  });
+  const claim: ClaimResult =
+    options.heldUntil === undefined
+      ? await claims.claim({
+          jobId: claimId,
+          owner: claimOwner,
+          now,
+          leaseUntil: now + settings.leaseMs,
+          expiresAt: now + settings.retentionMs,
+        })
+      : // Already ours: the caller took its own message's stale lease over (deliveries.ts).
+        {
+          kind: 'claimed',
+          row: {
+            jobId: claimId,
+            state: 'CLAIMED',
+            owner: claimOwner,
+            leaseUntil: options.heldUntil,
+            expiresAt: now + settings.retentionMs,
+          },
+        };
+  let leaseUntil = now + settings.leaseMs;
   switch (claim.kind) {
     case 'claimed':
+      leaseUntil = claim.row.leaseUntil;
       telemetry.count('claimed');
       if (claim.stolenFrom !== undefined) {
         telemetry.count('lease-taken-over');
@@ -87,23 +144,30 @@ export async function processTile(
     default:
       return assertNever(claim, 'claim result');
   }
-  await settings.hooks?.afterClaim?.(job);
-
+  // A render may outlast the lease: renew it every lease/3 while it runs (lease-keeper.ts), so a
+  // healthy slow worker is never mistaken for a dead one and its job is not taken over.
+  const keeper = keepLease(backend, { jobId: claimId, owner: claimOwner }, settings.leaseMs, leaseUntil, fields);
+  try {
+    await settings.hooks?.afterClaim?.(job);
+  } catch (error) {
+    // A hook that throws is the process dying (a test seam): its timers die with it, its claim stays.
+    await keeper.stop();
+    throw error;
+  }
   let result: 'written' | 'already-present';
   try {
     const cog = await renderTile(backend.sources, job, tiling, expression);
 
-    // A long computation may have used up much of the lease: renew it before the
-    // write so a healthy slow worker is not mistaken for a dead one.
-    const beforeWrite = clock.now();
-    if (beforeWrite - now > settings.leaseMs / 2) {
-      const hb = await claims.heartbeat({
-        jobId: claimId,
-        owner: claimOwner,
-        now: beforeWrite,
-        leaseUntil: beforeWrite + settings.leaseMs,
-      });
-      if (hb.kind === 'lost') telemetry.log('WARN', 'heartbeat-lost', { ...fields, holder: hb.current?.owner });
+    // Where the lease stands now decides the write. A create-only write is safe without it (the
+    // commit checks ownership), so a failed or lost heartbeat never throws a finished tile away.
+    // A repair overwrites: it renews once more and writes only while it provably owns the claim.
+    const lease = await keeper.beforeWrite(job.mode.kind === 'overwrite');
+    if (job.mode.kind === 'overwrite' && lease.kind === 'lost') {
+      telemetry.log('WARN', 'repair-abandoned', { ...fields, holder: lease.holder });
+      return { kind: 'lease-lost', holder: lease.holder, ...base };
+    }
+    if (job.mode.kind === 'overwrite' && lease.kind === 'unconfirmed') {
+      throw new LeaseUnconfirmedError(claims.name, claimId, claimOwner, lease.error);
     }
 
     if (job.mode.kind === 'create') {
@@ -112,7 +176,14 @@ export async function processTile(
       });
       result = put.kind;
       if (put.kind === 'written') telemetry.count('written');
-      else {
+      else if (!put.sameBytes) {
+        // A foreign, truncated or unverifiable object holds the key: committing would call it good for ever.
+        // Alarm, give the claim back (the catch below) and dead-letter the delivery for an operator.
+        const err = new OutputOccupiedError(outputs.name, job.outputKey, contentDigest(cog), put.current);
+        telemetry.count('write-occupied');
+        telemetry.log('ERROR', 'write-occupied', { ...fields, found: put.current?.version ?? '(vanished)', message: err.message });
+        throw err;
+      } else {
         telemetry.count('write-already-present');
         telemetry.log('INFO', 'write-already-present', fields);
       }
@@ -140,9 +211,16 @@ export async function processTile(
       }
     }
   } catch (error) {
+    await keeper.stop();
     // A failure after the claim: give the claim back so the redelivery can
     // take it at once rather than find it `held` by this dead attempt.
     await releaseClaim(backend, claimId, claimOwner);
+    if (error instanceof SourceChangedError) {
+      // Pinned reads refused bytes of another version: nothing was written and no
+      // retry can succeed. Tombstone the scene (create-only) so the mosaic sweep closes it out.
+      await markSceneSuperseded(backend, job.sceneKey, job.source, job.jobKey, error);
+      return { kind: 'source-changed', expected: error.expectedVersion, current: error.currentVersion, ...base };
+    }
     throw error;
   }
   await settings.hooks?.afterWrite?.(job);

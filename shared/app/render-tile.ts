@@ -1,8 +1,9 @@
+import { InvalidEventError } from '../domain/errors.js';
 import type { TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import { type Expression, encodeCogAsync, evaluate, type RasterSource, windowGeoTransform } from '../raster/index.js';
 import { openSourceCached } from './raster-cache.js';
-import type { TileJob } from './tile-job.js';
+import { readPinOf, type TileJob } from './tile-job.js';
 
 /** The bands a tile's expression reads, by name, and the source they came from. */
 export interface TileBands {
@@ -10,9 +11,20 @@ export interface TileBands {
   readonly bands: Readonly<Record<string, ArrayLike<number>>>;
 }
 
-/** Step 1: range-read the window of every band the parameters name (never the whole scene). */
+/**
+ * Step 1: range-read the window of every band the parameters name (never the
+ * whole scene), pinned to the version in the job key: bytes of any other
+ * version throw SourceChangedError instead of being rendered.
+ */
 export async function readTileBands(sources: ObjectStore, job: TileJob, tiling: TilingParams): Promise<TileBands> {
-  const source = await openSourceCached(sources, job.source.key, job.source.versionToken);
+  const source = await openSourceCached(sources, job.source.key, readPinOf(job));
+  // The message's grid is bound to the source version here: the key binds (row, col) and the
+  // version, the window derives from the grid, and the grid must be this version's raster size.
+  if (source.width !== job.grid.width || source.height !== job.grid.height) {
+    throw new InvalidEventError(
+      `tile job ${job.jobKey.slice(0, 16)}... names a ${job.grid.width}x${job.grid.height} grid, but ${job.source.key} at its version is ${source.width}x${source.height}; the message is wrong (poison)`,
+    );
+  }
   const names = Object.keys(tiling.bands);
   const arrays = await source.readWindow(
     job.window,
@@ -39,7 +51,7 @@ export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSou
     crs: source.crs,
     noData: tiling.noData,
     blockSize: tiling.blockSize,
-    compression: 'DEFLATE',
+    compression: tiling.compression,
   });
 }
 

@@ -1,8 +1,9 @@
-import { InvalidEventError } from '../domain/errors.js';
+import { type SourceChangedError, InvalidEventError } from '../domain/errors.js';
 import type { ProcessingParams, SourceRef } from '../domain/job-key.js';
 import { outputKeys } from '../domain/job-key.js';
 import type { TileGrid } from '../domain/tile-grid.js';
-import type { ObjectStore } from '../ports/object-store.port.js';
+import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
+import type { Backend } from './backend.js';
 
 /** What fan-out learned about a scene, stored create-only beside its tiles for assembly and reconcile. */
 export interface SceneManifest {
@@ -18,7 +19,48 @@ export interface SceneManifest {
     readonly dataType: string;
     readonly bandCount: number;
   };
+  /**
+   * The read pin fan-out resolved for `source.versionToken`: a backfill days
+   * later reads exactly this version (or settles source-changed), never the
+   * live object. Absent in manifests written before pinning.
+   */
+  readonly pin?: ReadPin | undefined;
 }
+
+/**
+ * The keys of a scene's lifecycle beside its manifest. Every one is written
+ * create-only: each records a fact that, once true, stays true.
+ */
+export const sceneLifecycleKeys = {
+  /** Tombstone: an old-version tile job found the source overwritten; the scene can never complete. */
+  superseded: (scene: string): string => `scenes/${scene}/superseded.json`,
+  /** A fan-out chunk whose tile jobs are all enqueued (so a redelivered chunk enqueues nothing). */
+  chunkDone: (scene: string, first: number, count: number): string => `scenes/${scene}/chunks/${first}-${count}.json`,
+  /** Every chunk message of the scene is on the queue (so a redelivered scene event sends none). */
+  fannedOut: (scene: string): string => `scenes/${scene}/fanned-out.json`,
+  /** A scene the mosaic sweep closed out without a mosaic, with the report naming its missing windows. */
+  closedOut: (scene: string): string => `mosaics/${scene}.closed.json`,
+  /** The mosaic sweep's pending index: one entry per scene, under the UTC hour its fan-out ran. */
+  indexEntry: (hour: string, scene: string): string => `${SCENE_INDEX_PREFIX}${hour}/${scene}`,
+  indexHour: (hour: string): string => `${SCENE_INDEX_PREFIX}${hour}/`,
+} as const;
+
+export const SCENE_INDEX_PREFIX = 'index/scenes/';
+const HOUR_MS = 3_600_000;
+
+/** The index bucket of an instant: its UTC hour as `YYYYMMDDHH`, which sorts as time does. */
+export function indexHourOf(ms: number): string {
+  return new Date(Math.floor(ms / HOUR_MS) * HOUR_MS).toISOString().slice(0, 13).replace(/[-T]/g, '');
+}
+
+/** The instant an index bucket starts. */
+export function indexHourStart(hour: string): number {
+  const m = /^(\d{4})(\d{2})(\d{2})(\d{2})$/.exec(hour);
+  if (!m) throw new InvalidEventError(`index bucket ${JSON.stringify(hour)} is not YYYYMMDDHH`);
+  return Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]));
+}
+
+export const INDEX_HOUR_MS = HOUR_MS;
 
 export async function readSceneManifest(store: ObjectStore, sceneKey: string): Promise<SceneManifest> {
   const bytes = await store.get(outputKeys.sceneManifest(sceneKey));
@@ -29,4 +71,54 @@ export async function readSceneManifest(store: ObjectStore, sceneKey: string): P
   } catch (cause) {
     throw new InvalidEventError(`scene manifest ${outputKeys.sceneManifest(sceneKey)} is unreadable`, { cause });
   }
+}
+
+/** The pin reads of a manifest's scene use: the one fan-out resolved, or (an older manifest) the version token. */
+export function manifestPin(manifest: SceneManifest): ReadPin {
+  return manifest.pin ?? { version: manifest.source.versionToken };
+}
+
+/** The tombstone's content: what changed, seen by which job, when. */
+export interface SupersededRecord {
+  readonly v: 1;
+  readonly sceneKey: string;
+  readonly source: SourceRef;
+  readonly currentVersion: string | null;
+  readonly seenBy: string;
+  readonly at: number;
+}
+
+/**
+ * Mark a scene superseded: its source no longer has the version of its key.
+ * Create-only, so the first tile job to notice writes it and every later one
+ * finds it `already-present` (success). The mosaic sweep closes such a scene
+ * out instead of waiting for tiles that can never come.
+ */
+export async function markSceneSuperseded(
+  backend: Backend,
+  sceneKey: string,
+  source: SourceRef,
+  jobKey: string,
+  error: SourceChangedError,
+): Promise<'written' | 'already-present'> {
+  const record: SupersededRecord = {
+    v: 1,
+    sceneKey,
+    source,
+    currentVersion: error.currentVersion ?? null,
+    seenBy: jobKey,
+    at: backend.clock.now(),
+  };
+  const put = await backend.outputs.putIfAbsent(sceneLifecycleKeys.superseded(sceneKey), new TextEncoder().encode(JSON.stringify(record)), {
+    contentType: 'application/json',
+  });
+  if (put.kind === 'written') {
+    backend.telemetry.log('WARN', 'scene-superseded', { sceneKey, source: `${source.bucket}/${source.key}`, jobKey, current: error.currentVersion });
+  }
+  return put.kind;
+}
+
+/** Whether a scene carries the superseded tombstone. */
+export async function isSceneSuperseded(store: ObjectStore, sceneKey: string): Promise<boolean> {
+  return (await store.head(sceneLifecycleKeys.superseded(sceneKey))) !== undefined;
 }

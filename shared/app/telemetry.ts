@@ -2,7 +2,15 @@ import type { Clock } from '../ports/clock.port.js';
 import type { Counter, LogLevel, Telemetry } from '../ports/telemetry.port.js';
 
 /** The wall clock. The only place the core reads the time of day. */
-export const systemClock: Clock = { now: () => Date.now() };
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  every(periodMs, task) {
+    const timer = setInterval(() => void task(), periodMs);
+    // A lease keeper must never keep a finished process (a CLI, a test run) alive.
+    timer.unref();
+    return () => clearInterval(timer);
+  },
+};
 
 export const COUNTERS: readonly Counter[] = [
   'claimed',
@@ -17,6 +25,12 @@ export const COUNTERS: readonly Counter[] = [
   'poison',
   'enqueued',
   'version-mismatch',
+  'write-occupied',
+  'source-changed',
+  'code-version-refused',
+  'heartbeat-failed',
+  'heartbeat-lost',
+  'mosaic-closed-out',
 ];
 
 export type CounterSnapshot = Record<Counter, number>;

@@ -17,6 +17,10 @@ export type TesseraErrorCode =
   | 'UNSUPPORTED_RASTER'
   | 'OBJECT_NOT_FOUND'
   | 'SOURCE_CHANGED'
+  | 'OUTPUT_OCCUPIED'
+  | 'OBJECT_KEY_CONFLICT'
+  | 'CODE_VERSION_MISMATCH'
+  | 'LEASE_UNCONFIRMED'
   | 'LEASE_STOLEN'
   | 'VERSION_MISMATCH'
   | 'MISSING_TILES'
@@ -163,6 +167,7 @@ export class VersionMismatchError extends TesseraError {
 /** Mosaic assembly found tiles of the grid missing. */
 export class MissingTilesError extends TesseraError {
   readonly missing: readonly string[];
+  readonly gridCount: number;
   constructor(sceneKey: string, missing: readonly string[], gridCount: number) {
     const shown = missing.slice(0, 10).join(', ');
     super(
@@ -171,6 +176,7 @@ export class MissingTilesError extends TesseraError {
         `${missing.length > 10 ? ', ...' : ''}; re-deliver their tile jobs (tessera backfill --policy skip) and assemble again`,
     );
     this.missing = missing;
+    this.gridCount = gridCount;
   }
 }
 
@@ -178,5 +184,85 @@ export class MissingTilesError extends TesseraError {
 export class AdapterError extends TesseraError {
   constructor(message: string, options: { cause?: unknown; retryable?: boolean } = {}) {
     super('ADAPTER_FAILURE', message, options);
+  }
+}
+
+/**
+ * A tile job (or a backfill of a scene) made by another build of the render
+ * path than the one running. Its key names that build: running it here would
+ * put this build's pixels under that key, and one scene key would then mix
+ * tiles of two code versions. Never retryable on this build: poison.
+ */
+export class CodeVersionMismatchError extends TesseraError {
+  readonly expected: string;
+  readonly found: string | undefined;
+  constructor(what: string, found: string | undefined, expected: string) {
+    super(
+      'CODE_VERSION_MISMATCH',
+      `${what} was made by code version ${found ?? '(none: made before code versions were bound to keys)'}, but this worker runs ${expected}; ` +
+        'its key promises that build\'s pixels, so it is refused (dead-lettered) rather than run under the wrong key. ' +
+        'Let the scene be made again under this build (its source event, or `tessera run` / a new fan-out), which gives it a new scene key; ' +
+        'a message from a newer build that reached an old instance during a rollout can be redriven from the dead-letter queue once the rollout is done.',
+    );
+    this.expected = expected;
+    this.found = found;
+  }
+}
+
+/**
+ * A repair (overwrite) could not confirm it still holds its claim right before
+ * its write: the heartbeat failed with a transient error. Overwriting without
+ * the lease could race another repair of the same tile, so the write is not
+ * made; a redelivery retries the repair.
+ */
+export class LeaseUnconfirmedError extends TesseraError {
+  constructor(store: string, jobId: string, owner: string, cause: unknown) {
+    super(
+      'LEASE_UNCONFIRMED',
+      `[claim-store:${store}] the repair of ${jobId} by ${owner} could not renew its lease before the overwrite; nothing was written, and a redelivery retries it`,
+      { cause, retryable: true },
+    );
+  }
+}
+
+/**
+ * A create-only write found the key taken by an object whose bytes are not the
+ * ones this deterministic job makes: a foreign object, a truncated one, or one
+ * whose content cannot be verified. Never success (committing would call it
+ * good for ever): an alarm, not retryable, so the delivery is dead-lettered for
+ * an operator. Nothing was overwritten.
+ */
+export class OutputOccupiedError extends TesseraError {
+  readonly key: string;
+  constructor(store: string, key: string, expected: { size: number; sha256Hex: string }, found: { size: number; version: string } | undefined) {
+    super(
+      'OUTPUT_OCCUPIED',
+      `[object-store:${store}] ${JSON.stringify(key)} holds ${found ? `${found.size} bytes at version ${found.version}` : 'an object that vanished'}` +
+        ` that are not this job's output (${expected.size} bytes, sha256 ${expected.sha256Hex.slice(0, 16)}...); nothing was overwritten and the job is not committed. ` +
+        'Find out who wrote it; to replace it, run a backfill with --policy overwrite --expected <that version>',
+    );
+    this.key = key;
+  }
+}
+
+/**
+ * The local store cannot hold an object at this key because the filesystem
+ * already uses the name otherwise: a directory is at the key (other keys live
+ * under it), or a file sits where a parent directory of the key should be.
+ * Object stores allow both (`a/b` and `a/b/c`); a directory tree cannot.
+ */
+export class ObjectKeyConflictError extends TesseraError {
+  readonly key: string;
+  constructor(store: string, key: string, what: 'directory-at-key' | 'file-at-parent', path: string, options: { cause?: unknown } = {}) {
+    super(
+      'OBJECT_KEY_CONFLICT',
+      `[object-store:${store}] cannot store ${JSON.stringify(key)}: ` +
+        (what === 'directory-at-key'
+          ? `${path} is a directory (other keys live under this one)`
+          : `${path} is a file where a parent directory of the key must be`) +
+        '; on the local backend a key may not be both an object and a prefix of other keys: choose keys that do not nest',
+      options,
+    );
+    this.key = key;
   }
 }

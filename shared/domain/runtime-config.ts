@@ -18,6 +18,12 @@ export const ENV = {
   tileQueue: 'TESSERA_TILE_QUEUE',
   /** SQS DLQ URL / Pub/Sub dead-letter topic / Azure poison queue. */
   deadLetterQueue: 'TESSERA_DEAD_LETTER_QUEUE',
+  /**
+   * Deliveries before the trigger's queue dead-letters a message (SQS maxReceiveCount,
+   * Pub/Sub maxDeliveryAttempts): the redelivery schedule shared/app/redelivery.ts reads.
+   * Azure reads the host's own maxDequeueCount setting instead.
+   */
+  maxDeliveries: 'TESSERA_MAX_DELIVERIES',
   sourcePrefix: 'TESSERA_SOURCE_PREFIX',
   sourceSuffix: 'TESSERA_SOURCE_SUFFIX',
   functionTimeoutSeconds: 'TESSERA_FUNCTION_TIMEOUT_SECONDS',
@@ -28,6 +34,8 @@ export const ENV = {
   /** Azure: storage account name (identity-based access) or a connection string for Azurite. */
   azureStorageAccount: 'TESSERA_AZURE_STORAGE_ACCOUNT',
   gcpProject: 'TESSERA_GCP_PROJECT',
+  /** GCP: the Firestore database holding the claims collection (a named database per stack; absent: `(default)`). */
+  firestoreDatabase: 'TESSERA_FIRESTORE_DATABASE',
 } as const;
 
 export interface RuntimeConfig {
@@ -37,6 +45,8 @@ export interface RuntimeConfig {
   readonly outputBucket: string;
   readonly tileQueue: string;
   readonly deadLetterQueue: string | undefined;
+  /** {@link ENV.maxDeliveries}; `undefined` when unset (each cloud's compose then assumes what infra/ deploys). */
+  readonly maxDeliveries?: number | undefined;
   readonly sourcePrefix: string;
   readonly sourceSuffix: string;
   readonly functionTimeoutSec: number;
@@ -97,6 +107,7 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     outputBucket: need(ENV.outputBucket),
     tileQueue: need(ENV.tileQueue),
     deadLetterQueue: env[ENV.deadLetterQueue] || undefined,
+    maxDeliveries: int(ENV.maxDeliveries, undefined),
     sourcePrefix: env[ENV.sourcePrefix] ?? '',
     sourceSuffix: env[ENV.sourceSuffix] ?? '',
     timeout: int(ENV.functionTimeoutSeconds, undefined),
@@ -112,6 +123,7 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     outputBucket: config.outputBucket,
     tileQueue: config.tileQueue,
     deadLetterQueue: config.deadLetterQueue,
+    maxDeliveries: config.maxDeliveries,
     sourcePrefix: config.sourcePrefix,
     sourceSuffix: config.sourceSuffix,
     functionTimeoutSec: lease.functionTimeoutSec,

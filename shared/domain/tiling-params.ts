@@ -10,7 +10,21 @@ export interface TilingParams {
   readonly bands: Readonly<Record<string, number>>;
   readonly noData: number;
   readonly blockSize: number;
+  /** How the COG's blocks are compressed: `output.compression`. */
+  readonly compression: OutputCompression;
 }
+
+/**
+ * What the writer can honour, and nothing else: every `output` field is part
+ * of the job key, so a value the writer would ignore gives a key that promises
+ * bytes it never writes. Such a value is refused here, before any claim.
+ */
+export const OUTPUT_FORMATS = ['COG'] as const;
+/** Tiles are band math results: float32, the type NaN-free nodata and ratios need. */
+export const OUTPUT_DTYPES = ['float32'] as const;
+export const OUTPUT_COMPRESSIONS = ['DEFLATE', 'NONE'] as const;
+export type OutputCompression = (typeof OUTPUT_COMPRESSIONS)[number];
+const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'blocksize'] as const;
 
 const BAND_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
 
@@ -40,10 +54,22 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   }
   if (Object.keys(bands).length === 0) fail('bands must name at least one band');
   const output = (params.output ?? {}) as Record<string, unknown>;
-  if (typeof output !== 'object' || output === null) fail('output must be an object');
+  if (typeof output !== 'object' || output === null || Array.isArray(output)) fail('output must be an object');
+  for (const name of Object.keys(output)) {
+    if (!(OUTPUT_FIELDS as readonly string[]).includes(name))
+      fail(`output.${name} is not a setting the writer knows (it knows ${OUTPUT_FIELDS.join(', ')}); remove it`);
+  }
+  const oneOf = <T extends string>(name: string, v: unknown, allowed: readonly T[]): T => {
+    if (!(allowed as readonly unknown[]).includes(v))
+      fail(`output.${name} ${JSON.stringify(v)} is not supported; the writer supports ${allowed.map((a) => JSON.stringify(a)).join(', ')}`);
+    return v as T;
+  };
+  oneOf('format', output.format ?? 'COG', OUTPUT_FORMATS);
+  oneOf('dtype', output.dtype ?? 'float32', OUTPUT_DTYPES);
+  const compression = oneOf('compression', output.compression ?? 'DEFLATE', OUTPUT_COMPRESSIONS);
   const noData = output.nodata ?? -9999;
   if (typeof noData !== 'number' || !Number.isFinite(noData)) fail('output.nodata must be a finite number');
   const blockSize = int('output.blocksize', output.blocksize ?? 256, 16, 4096);
   if (blockSize % 16 !== 0) fail(`output.blocksize must be a multiple of 16 (TIFF tiles), got ${blockSize}`);
-  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize };
+  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize, compression };
 }

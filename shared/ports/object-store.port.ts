@@ -27,10 +27,27 @@ export interface PutOptions {
   readonly contentType?: string | undefined;
 }
 
-/** A create-only write: `already-present` is success (someone got there first). */
-export type PutIfAbsentResult = { readonly kind: 'written'; readonly version: string } | { readonly kind: 'already-present' };
+/**
+ * A create-only write. `already-present`: the key was taken, and the store
+ * compared what is there with `body` (size, and the content hash stored with
+ * every write or computed by the store: see shared/domain/content-digest.ts).
+ * - `sameBytes: true`: exactly these bytes are in place (a duplicate of the same
+ *   deterministic job got there first, or this caller's own earlier attempt
+ *   landed and its answer was lost): success.
+ * - `sameBytes: false`: a foreign, truncated or unverifiable object holds the
+ *   key. Never success: an alarm, and a tile job is not committed on it.
+ */
+export type PutIfAbsentResult =
+  | { readonly kind: 'written'; readonly version: string }
+  | { readonly kind: 'already-present'; readonly sameBytes: boolean; readonly current?: ObjectHead | undefined };
 
-/** A repair write under a known version. */
+/**
+ * A repair write under a known version. `written` also answers a retry that
+ * meets a precondition failure with exactly its own bytes in place (the first
+ * attempt landed, its answer was lost, the SDK or the delivery retried):
+ * outputs are deterministic, so equal content means this write is done;
+ * `version` is then the version found.
+ */
 export type PutIfMatchResult =
   | { readonly kind: 'written'; readonly version: string }
   | { readonly kind: 'version-mismatch'; readonly current: string | undefined }

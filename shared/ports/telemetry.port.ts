@@ -13,7 +13,13 @@ export type Counter =
   | 'event-ignored'
   | 'poison'
   | 'enqueued'
-  | 'version-mismatch';
+  | 'version-mismatch'
+  | 'write-occupied'
+  | 'source-changed'
+  | 'code-version-refused'
+  | 'heartbeat-failed'
+  | 'heartbeat-lost'
+  | 'mosaic-closed-out';
 
 /** Structured logs and counters. Adapters: JSON lines on stdout, CloudWatch EMF, etc. */
 export interface Telemetry {

@@ -25,8 +25,9 @@ export interface EncodeCogOptions {
   readonly noData: number;
   /** Tile size in pixels (a multiple of 16), e.g. 256 or 512. */
   readonly blockSize: number;
-  readonly compression: 'DEFLATE';
-  /** 3 (floating-point predictor, GDAL's PREDICTOR=YES for floats) or 1 (none). Default 3. */
+  /** DEFLATE (GDAL's default for COG tiles here) or NONE (uncompressed blocks, no predictor). */
+  readonly compression: 'DEFLATE' | 'NONE';
+  /** 3 (floating-point predictor, GDAL's PREDICTOR=YES for floats) or 1 (none). Default 3 with DEFLATE, 1 without. */
   readonly predictor?: 1 | 3 | undefined;
   /** zlib level; default 6, GDAL's ZLEVEL default. */
   readonly level?: number | undefined;
@@ -141,8 +142,8 @@ function planCog(opts: EncodeCogOptions): CogPlan {
   if (data.length !== width * height) {
     throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
   }
-  if (opts.compression !== 'DEFLATE') {
-    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE`);
+  if (opts.compression !== 'DEFLATE' && opts.compression !== 'NONE') {
+    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE or NONE`);
   }
   if (typeof noData !== 'number') throw new InvalidParamsError('encodeCog: noData must be a number');
   const base: TiledImageSpec = {
@@ -152,8 +153,9 @@ function planCog(opts: EncodeCogOptions): CogPlan {
     dataType: 'float32',
     samplesPerPixel: 1,
     planar: false,
-    compression: 'DEFLATE',
-    predictor: opts.predictor ?? 3,
+    compression: opts.compression,
+    // A predictor only helps a compressor (and TIFF forbids one without compression).
+    predictor: opts.predictor ?? (opts.compression === 'DEFLATE' ? 3 : 1),
     level: opts.level ?? 6,
     noData,
   };
@@ -202,7 +204,7 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   const plan = planCog(opts);
   return assembleCog(
     plan.levels,
-    plan.tiles.map((level, l) => level.map((t) => deflate(t, (plan.levels[l] as TiledImageSpec).level))),
+    plan.tiles.map((level, l) => level.map((t) => compressBlock(plan.levels[l] as TiledImageSpec, t))),
   );
 }
 
@@ -213,9 +215,16 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
 export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array> {
   const plan = planCog(opts);
   const compressed = await Promise.all(
-    plan.tiles.map((level, l) => Promise.all(level.map((t) => deflateAsync(t, (plan.levels[l] as TiledImageSpec).level)))),
+    plan.tiles.map((level, l) => {
+      const spec = plan.levels[l] as TiledImageSpec;
+      return Promise.all(level.map((t) => (spec.compression === 'DEFLATE' ? deflateAsync(t, spec.level) : Promise.resolve(t))));
+    }),
   );
   return assembleCog(plan.levels, compressed);
+}
+
+function compressBlock(spec: TiledImageSpec, block: Uint8Array): Uint8Array {
+  return spec.compression === 'DEFLATE' ? deflate(block, spec.level) : block;
 }
 
 /** Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG. */

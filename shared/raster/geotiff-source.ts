@@ -1,6 +1,6 @@
 import { InvalidGridError, NotARasterError, UnsupportedRasterError } from '../domain/errors.js';
 import { MAX_RASTER_SIDE } from '../domain/tile-grid.js';
-import type { ObjectStore } from '../ports/object-store.port.js';
+import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { BlockCache } from './block-cache.js';
 import { inflateAsync, lzwDecode, packBitsDecode, swapBytes, undoFloatingPointPredictor, undoHorizontalPredictor } from './codecs.js';
 import { parseGdalMetadata } from './gdal-metadata.js';
@@ -74,6 +74,8 @@ export interface OpenGeoTiffOptions {
   readonly blockCacheBytes?: number | undefined;
   /** Largest decoded block accepted (a whole-image compressed strip would exceed it). Default 64 MiB. */
   readonly maxBlockBytes?: number | undefined;
+  /** Read exactly this version of the object (header and every block), or throw SourceChangedError. */
+  readonly pin?: ReadPin | undefined;
 }
 
 const DEFAULT_HEADER_BYTES = 64 * 1024;
@@ -137,7 +139,7 @@ const HEADER_TAGS = [
  */
 export async function openGeoTiff(store: ObjectStore, key: string, opts: OpenGeoTiffOptions = {}): Promise<RasterSource> {
   const headerBytes = positive('maxHeaderBytes', opts.maxHeaderBytes ?? DEFAULT_HEADER_BYTES);
-  const reader = await RangeReader.open(store, key, headerBytes);
+  const reader = await RangeReader.open(store, key, headerBytes, opts.pin);
   const dir = TiffDirectoryReader.parse(reader);
   const ifd = await dir.readIfd(dir.firstIfdOffset);
   const values = await dir.loadValues(ifd, HEADER_TAGS);

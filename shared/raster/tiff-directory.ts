@@ -1,5 +1,5 @@
 import { NotARasterError, UnsupportedRasterError } from '../domain/errors.js';
-import type { ObjectStore } from '../ports/object-store.port.js';
+import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { FIELD_TYPE_SIZE, FieldType } from './tiff-format.js';
 
 /** One IFD entry; its values live at `valueOffset` (inside the entry itself when they fit). */
@@ -35,13 +35,15 @@ export class RangeReader {
     readonly key: string,
     readonly head: Uint8Array,
     requested: number,
+    /** Every read names this version (see ReadPin): header and blocks come from the same bytes, or fail. */
+    readonly pin: ReadPin | undefined,
   ) {
     this.knownSize = head.byteLength < requested ? head.byteLength : undefined;
   }
 
-  static async open(store: ObjectStore, key: string, headBytes: number): Promise<RangeReader> {
-    const head = await store.getRange(key, 0, headBytes);
-    return new RangeReader(store, key, head, headBytes);
+  static async open(store: ObjectStore, key: string, headBytes: number, pin?: ReadPin): Promise<RangeReader> {
+    const head = await store.getRange(key, 0, headBytes, pin);
+    return new RangeReader(store, key, head, headBytes, pin);
   }
 
   /** Exactly `length` bytes at `offset`; a short answer means the file is truncated. */
@@ -49,7 +51,7 @@ export class RangeReader {
     if (length === 0) return new Uint8Array(0);
     if (offset + length <= this.head.byteLength) return this.head.subarray(offset, offset + length);
     if (this.knownSize !== undefined && offset + length > this.knownSize) throw this.truncated(what, offset + length, this.knownSize);
-    const bytes = await this.store.getRange(this.key, offset, offset + length);
+    const bytes = await this.store.getRange(this.key, offset, offset + length, this.pin);
     if (bytes.byteLength < length) throw this.truncated(what, offset + length, offset + bytes.byteLength);
     return bytes;
   }

@@ -13,6 +13,7 @@ import {
   TRIGGER_CONNECTION,
 } from '../../functions/azure/compose.js';
 import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
+import { MOSAIC_SCHEDULE } from '../../functions/azure/handlers/mosaic.handler.js';
 import { AZURE_FUNCTION_NAMES, AZURE_QUEUES, AZURE_TRIGGER_CONNECTION } from '../../infra/common/packaging.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
@@ -97,7 +98,7 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     });
   });
 
-  it('registers scene, tile, mosaic and cleanup on the queues and connection infra/ deploys', () => {
+  it('registers scene and tile on the queues and connection infra/ deploys, mosaic and cleanup on timers', () => {
     const seen: { kind: string; name: string; options: Record<string, unknown> }[] = [];
     const record =
       (kind: string) =>
@@ -108,12 +109,14 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     expect(seen.map((s) => [s.kind, s.name])).toEqual([
       ['storageQueue', AZURE_FUNCTION_NAMES.scene],
       ['storageQueue', AZURE_FUNCTION_NAMES.tile],
-      ['storageQueue', AZURE_FUNCTION_NAMES.mosaic],
+      ['timer', AZURE_FUNCTION_NAMES.mosaic],
       ['timer', 'cleanup'],
     ]);
     expect(seen[0]?.options).toMatchObject({ queueName: AZURE_QUEUES.scene, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: AZURE_TRIGGER_CONNECTION });
-    expect(seen[2]?.options).toMatchObject({ queueName: AZURE_QUEUES.mosaic, connection: AZURE_TRIGGER_CONNECTION });
+    // The mosaic is the same scheduled sweep as on AWS and GCP, never a trigger per tile write.
+    expect(seen[2]?.options).toMatchObject({ schedule: MOSAIC_SCHEDULE });
+    expect(seen[2]?.options).not.toHaveProperty('queueName');
     expect(seen[3]?.options).toMatchObject({ schedule: CLEANUP_SCHEDULE });
     expect(TRIGGER_CONNECTION).toBe(AZURE_TRIGGER_CONNECTION);
     for (const s of seen) expect(typeof s.options.handler).toBe('function');

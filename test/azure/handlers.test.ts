@@ -207,27 +207,24 @@ describe('Azure handlers on Azurite', () => {
       return r.sceneKey;
     }
 
-    it('writes and commits every tile of a scene, and the mosaic trigger assembles it when the last tile lands', async () => {
+    it('writes and commits every tile of a scene, and the mosaic timer (the sweep) leaves it pending until the last tile lands', async () => {
       const stack = await testStack();
       const { rt } = stack.runtime();
       const scene = await fannedOut(stack, rt);
       const mosaic = makeMosaicHandler(() => rt);
       const logs: CapturedLog[] = [];
-      const mosaicResults = [];
-      // One message at a time, each tile's BlobCreated event delivered to the mosaic trigger as it lands.
+      const sweeps: { assembled: number; pending: number }[] = [];
+      // One message at a time, a sweep after each tile: no tile write triggers anything.
       for (let i = 0; i < GRID.count; i++) {
         const [d] = await rt.backend.queue.receive(1, 600_000);
         if (!d) throw new Error(`message ${i} missing`);
         expect(await invokeTile(rt, d, logs)).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
         await rt.backend.queue.ack(d);
-        const tile = await rt.backend.outputs.head(JSON.parse(d.body).outputKey);
-        if (!tile) throw new Error('tile not written');
-        const { context } = invocationContext('mosaic', 'eventGridTrigger');
-        mosaicResults.push(
-          await mosaic(blobCreatedEvent(blobEndpoint(), stack.outputContainer, tile.key, tile.version, tile.size), context),
-        );
+        const { context } = invocationContext('mosaic', 'timerTrigger');
+        const r = await mosaic(timerPayload(), context);
+        sweeps.push({ assembled: r.assembled.length, pending: r.pending.length });
       }
-      expect(mosaicResults.map((r) => (r as { kind: string }).kind)).toEqual([...Array(GRID.count - 1).fill('waiting'), 'assembled']);
+      expect(sweeps).toEqual([...Array(GRID.count - 1).fill({ assembled: 0, pending: 1 }), { assembled: 1, pending: 0 }]);
       const tiles = await heads(rt, outputKeys.tilePrefix(scene));
       expect(tiles.map((t) => t.key)).toEqual([...windows(GRID)].map((w) => outputKeys.tile(scene, w)).sort());
       for (const w of windows(GRID)) expect(await rt.backend.claims.get(tileJobKey(scene, w))).toMatchObject({ state: 'COMMITTED' });
@@ -247,7 +244,7 @@ describe('Azure handlers on Azurite', () => {
       const before = await heads(rt, outputKeys.tilePrefix(scene));
       // The same jobs delivered again (a duplicate fan-out), handled by another instance.
       const source = JSON.parse(new TextDecoder().decode(await rt.backend.outputs.get(outputKeys.sceneManifest(scene)))).source;
-      await rt.backend.queue.sendBatch([...windows(GRID)].map((w) => toJobMessage(makeTileJob(scene, source, TEST_PARAMS, w))));
+      await rt.backend.queue.sendBatch([...windows(GRID)].map((w) => toJobMessage(makeTileJob(scene, source, TEST_PARAMS, GRID, w))));
       const other = stack.runtime('instance-2');
       const replay = await runQueueHost(
         other.rt.backend.queue,

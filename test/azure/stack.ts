@@ -27,6 +27,10 @@ export class TestClock implements Clock {
   advance(ms: number): void {
     this.t += ms;
   }
+  /** Timers never fire: time moves only by `advance`, as if every process were frozen meanwhile (FakeClock.advance). */
+  every(): () => void {
+    return () => {};
+  }
 }
 
 /** A deployed-looking Azure stack on Azurite: containers, table, queue and poison queue, and its environment. */

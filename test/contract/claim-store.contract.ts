@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
+import { type ClaimStoreFaults, retryingLostAnswer } from '../support/claim-faults.js';
 import { freshJobId } from '../support/ids.js';
 
 const T0 = 1_800_000_000_000; // a fixed instant; the port takes time as an argument
@@ -12,23 +13,35 @@ export interface ClaimStoreContractOptions {
 }
 
 /**
+ * A store under contract and the faults its wire can be made to suffer: a
+ * fault proxy between the SDK and the emulator for the cloud stores (so the
+ * SDK's own retry runs), a wrapper for SQLite (test/support/claim-faults.ts).
+ */
+export interface ClaimStoreUnderTest {
+  readonly store: ClaimStore;
+  readonly faults: ClaimStoreFaults;
+}
+
+/**
  * The one contract every ClaimStore passes: the local SQLite adapter and each
- * cloud adapter against its emulator run exactly these cases.
+ * cloud adapter against its emulator run exactly these cases, lost answers and
+ * transient errors included.
  */
 export function describeClaimStoreContract(
   name: string,
-  factory: () => ClaimStore | Promise<ClaimStore>,
+  factory: () => ClaimStoreUnderTest | Promise<ClaimStoreUnderTest>,
   options: ClaimStoreContractOptions = {},
 ): void {
   const n = Math.max(16, options.concurrency ?? 16);
   const claimReq = (jobId: string, owner: string, now = T0) => ({ jobId, owner, now, leaseUntil: now + LEASE, expiresAt: now + RETAIN });
 
   describe(`${name} (ClaimStore contract)`, () => {
-    let store: ClaimStore;
-    const get = async () => {
-      store ??= await factory();
-      return store;
+    let underTest: ClaimStoreUnderTest | undefined;
+    const setup = async () => {
+      underTest ??= await factory();
+      return underTest;
     };
+    const get = async () => (await setup()).store;
 
     describe('claim', () => {
       it('wins when no row exists and records the lease', async () => {
@@ -166,6 +179,99 @@ export function describeClaimStoreContract(
         for await (const row of s.list()) seen.add(row.jobId);
         for (const id of ids) expect(seen.has(id)).toBe(true);
       });
+    });
+
+    // A write that landed but whose answer was lost is sent again (by the SDK on the wire, by the caller
+    // where there is none); the retry meets the row its own first attempt wrote and must answer as that
+    // attempt would have. Answering `held` by itself made a job wait a whole lease (20 min on AWS), then
+    // take its own lease over and log a false lease-taken-over.
+    describe('lost answers', () => {
+      it('a claim whose answer was lost is claimed by its retry, not held by its own caller', async () => {
+        const { store: s, faults } = await setup();
+        const id = freshJobId('lost-claim');
+        const shot = faults.loseNextAnswer('claim');
+        const r = await retryingLostAnswer(() => s.claim(claimReq(id, 'w1')));
+        expect(shot.hits).toBe(1);
+        expect(r).toMatchObject({ kind: 'claimed', row: { owner: 'w1', state: 'CLAIMED', leaseUntil: T0 + LEASE } });
+        if (r.kind === 'claimed') expect(r.stolenFrom).toBeUndefined();
+        expect((await s.claim(claimReq(id, 'w2', T0 + 1))).kind).toBe('held');
+      });
+
+      it('a takeover whose answer was lost is claimed by its retry and never reported as taken from itself', async () => {
+        const { store: s, faults } = await setup();
+        const id = freshJobId('lost-takeover');
+        await s.claim(claimReq(id, 'dead'));
+        const later = T0 + LEASE + 1;
+        const shot = faults.loseNextAnswer('takeover');
+        const r = await retryingLostAnswer(() => s.claim(claimReq(id, 'w2', later)));
+        expect(shot.hits).toBe(1);
+        expect(r.kind).toBe('claimed');
+        // Where the store's retry answer no longer names the old owner (DynamoDB's ALL_OLD is our own row), none is named.
+        if (r.kind === 'claimed') expect([undefined, 'dead']).toContain(r.stolenFrom);
+        expect(await s.get(id)).toMatchObject({ owner: 'w2', state: 'CLAIMED', leaseUntil: later + LEASE });
+      });
+
+      it('a commit whose answer was lost is committed on its retry', async () => {
+        const { store: s, faults } = await setup();
+        const id = freshJobId('lost-commit');
+        await s.claim(claimReq(id, 'w1'));
+        const shot = faults.loseNextAnswer('commit');
+        const r = await retryingLostAnswer(() => s.commit({ jobId: id, owner: 'w1', outputUri: 'tiles/l/0_0.tif', now: T0 + 5 }));
+        expect(shot.hits).toBe(1);
+        expect(r.kind).toBe('committed');
+        expect(await s.get(id)).toMatchObject({ state: 'COMMITTED', owner: 'w1', outputUri: 'tiles/l/0_0.tif', finishedAt: T0 + 5 });
+      });
+
+      it('a heartbeat and a release whose answers were lost are extended on their retries', async () => {
+        const { store: s, faults } = await setup();
+        const id = freshJobId('lost-beat');
+        await s.claim(claimReq(id, 'w1'));
+        const beat = faults.loseNextAnswer('heartbeat');
+        const hb = await retryingLostAnswer(() => s.heartbeat({ jobId: id, owner: 'w1', now: T0 + 1000, leaseUntil: T0 + 1000 + LEASE }));
+        expect(beat.hits).toBe(1);
+        expect(hb).toEqual({ kind: 'extended', leaseUntil: T0 + 1000 + LEASE });
+        // A release sets the lease into the past, so its retry fails the live-lease condition on its own row.
+        const release = faults.loseNextAnswer('heartbeat');
+        const rel = await retryingLostAnswer(() => s.heartbeat({ jobId: id, owner: 'w1', now: T0 + 2000, leaseUntil: T0 + 1999 }));
+        expect(release.hits).toBe(1);
+        expect(rel).toEqual({ kind: 'extended', leaseUntil: T0 + 1999 });
+        expect((await s.claim(claimReq(id, 'w2', T0 + 2001))).kind).toBe('claimed');
+      });
+
+      it('an earlier lease of the same owner is not mistaken for this request: held until it lapses', async () => {
+        const s = await get();
+        const id = freshJobId('same-owner');
+        await s.claim(claimReq(id, 'm1@w'));
+        expect(await s.claim(claimReq(id, 'm1@w', T0 + 1000))).toEqual({ kind: 'held', by: 'm1@w', leaseUntil: T0 + LEASE });
+        expect((await s.heartbeat({ jobId: id, owner: 'm1@w', now: T0 + LEASE + 1, leaseUntil: T0 + 2 * LEASE })).kind).toBe('lost');
+      });
+    });
+
+    // One transient answer (DynamoDB throttling, Table 503 ServerBusy, Firestore ABORTED, SQLITE_BUSY) is
+    // retried below the port or surfaces as a retryable error; never as a permanent one (that dead-letters).
+    describe('transient answers', () => {
+      for (const write of ['claim', 'commit', 'heartbeat'] as const) {
+        it(`one transient error on a ${write} is absorbed or thrown as retryable, and the retry succeeds`, async () => {
+          const { store: s, faults } = await setup();
+          const id = freshJobId(`transient-${write}`);
+          if (write !== 'claim') await s.claim(claimReq(id, 'w1'));
+          const call = () =>
+            write === 'claim'
+              ? s.claim(claimReq(id, 'w1'))
+              : write === 'commit'
+                ? s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + 3 })
+                : s.heartbeat({ jobId: id, owner: 'w1', now: T0 + 3, leaseUntil: T0 + 3 + LEASE });
+          const shot = faults.failNextTransiently(write);
+          const first = await call().then(
+            (r) => r,
+            (e: unknown) => e,
+          );
+          expect(shot.hits).toBe(1);
+          if (first instanceof Error) expect(first).toMatchObject({ retryable: true });
+          const r = first instanceof Error ? await call() : first;
+          expect(r.kind).toBe(write === 'claim' ? 'claimed' : write === 'commit' ? 'committed' : 'extended');
+        });
+      }
     });
 
     describe('concurrency', () => {

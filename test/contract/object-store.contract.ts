@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidObjectKeyError, ObjectNotFoundError } from '../../shared/domain/errors.js';
+import { InvalidObjectKeyError, ObjectNotFoundError, SourceChangedError } from '../../shared/domain/errors.js';
 import type { ObjectStore } from '../../shared/ports/object-store.port.js';
+import type { FaultProxy, RecordedRequest } from '../support/fault-proxy.js';
 import { freshPrefix } from '../support/ids.js';
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -8,22 +9,57 @@ const text = (b: Uint8Array): string => new TextDecoder().decode(b);
 
 export interface ObjectStoreContractOptions {
   readonly concurrency?: number;
+  /**
+   * What a pinned read returns once the pinned version was replaced: still
+   * that version's bytes (S3 on a versioned bucket reads by versionId, Azure
+   * reads its snapshot), or SourceChangedError (S3 If-Match on an unversioned
+   * bucket, GCS without versioning, local, memory). Never the new bytes.
+   */
+  readonly pinnedReadAfterOverwrite: 'old-bytes' | 'source-changed';
+}
+
+/**
+ * A store under contract. Cloud stores talk to their emulator through a fault
+ * proxy (test/support/fault-proxy.ts), so the suite can let a write land and
+ * drop its answer, and the SDK's OWN retry runs; `writeForeign` puts bytes at
+ * a key the way another tool would (no Tessera metadata), so verification by
+ * the store's own hash (ETag, md5Hash, Content-MD5) is exercised too.
+ */
+export interface ObjectStoreUnderTest {
+  readonly store: ObjectStore;
+  readonly proxy?: FaultProxy | undefined;
+  readonly writeForeign?: ((key: string, body: Uint8Array) => Promise<void>) | undefined;
+}
+
+/** Is this recorded request a write (PUT/POST) that names `key` (in its path or, GCS multipart, its body)? */
+export function isWriteOf(key: string, r: RecordedRequest): boolean {
+  if (r.method !== 'PUT' && r.method !== 'POST') return false;
+  let path = r.path;
+  try {
+    path = decodeURIComponent(r.path);
+  } catch {}
+  if (/[?&]comp=snapshot\b/.test(r.path)) return false;
+  return path.split('?')[0]?.endsWith(`/${key}`) === true || r.text.includes(`"name":"${key}"`);
 }
 
 /** The one contract every ObjectStore passes, local and against each emulator. */
 export function describeObjectStoreContract(
   name: string,
-  factory: () => ObjectStore | Promise<ObjectStore>,
-  options: ObjectStoreContractOptions = {},
+  factory: () => ObjectStore | ObjectStoreUnderTest | Promise<ObjectStore | ObjectStoreUnderTest>,
+  options: ObjectStoreContractOptions,
 ): void {
   const n = Math.max(16, options.concurrency ?? 16);
 
   describe(`${name} (ObjectStore contract)`, () => {
-    let store: ObjectStore;
-    const get = async () => {
-      store ??= await factory();
-      return store;
+    let underTest: ObjectStoreUnderTest | undefined;
+    const setup = async (): Promise<ObjectStoreUnderTest> => {
+      if (!underTest) {
+        const made = await factory();
+        underTest = 'store' in made ? made : { store: made };
+      }
+      return underTest;
     };
+    const get = async () => (await setup()).store;
 
     describe('putIfAbsent', () => {
       it('writes a new object and head reports its size and version', async () => {
@@ -43,7 +79,7 @@ export function describeObjectStoreContract(
         await s.putIfAbsent(key, bytes('first'));
         const before = await s.head(key);
         await new Promise((r) => setTimeout(r, 1100)); // a rewrite would show a new mtime
-        expect(await s.putIfAbsent(key, bytes('second!'))).toEqual({ kind: 'already-present' });
+        expect(await s.putIfAbsent(key, bytes('second!'))).toMatchObject({ kind: 'already-present', sameBytes: false });
         const after = await s.head(key);
         expect(after?.version).toBe(before?.version);
         expect(after?.lastModified).toBe(before?.lastModified);
@@ -57,9 +93,68 @@ export function describeObjectStoreContract(
         const results = await Promise.all(bodies.map((b) => s.putIfAbsent(key, b)));
         const winners = results.flatMap((r, i) => (r.kind === 'written' ? [i] : []));
         expect(winners).toHaveLength(1);
-        expect(results.filter((r) => r.kind === 'already-present')).toHaveLength(n - 1);
+        // Every loser brought other bytes: each is told so, none is mistaken for the winner's duplicate.
+        expect(results.filter((r) => r.kind === 'already-present' && !r.sameBytes)).toHaveLength(n - 1);
         const winner = winners[0] as number;
         expect(text(await s.get(key))).toBe(text(bodies[winner] as Uint8Array));
+      });
+
+      it(`${n} concurrent duplicates of one job (same bytes): one written, every other already-present with sameBytes`, async () => {
+        const s = await get();
+        const key = `${freshPrefix()}dup.tif`;
+        const body = bytes('deterministic-tile-'.repeat(2000));
+        const results = await Promise.all(Array.from({ length: n }, () => s.putIfAbsent(key, body)));
+        expect(results.filter((r) => r.kind === 'written')).toHaveLength(1);
+        expect(results.filter((r) => r.kind === 'already-present' && r.sameBytes)).toHaveLength(n - 1);
+      });
+
+      it('a retry of a create that landed (its answer lost, no SDK to resend it) is already-present with sameBytes', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}retry.tif`;
+        const first = await s.putIfAbsent(key, bytes('my-own-bytes'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        expect(await s.putIfAbsent(key, bytes('my-own-bytes'))).toMatchObject({
+          kind: 'already-present',
+          sameBytes: true,
+          current: { key, size: 12, version: first.version },
+        });
+      });
+
+      it('a truncated object at the key is not sameBytes', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}truncated.tif`;
+        const full = bytes('0123456789'.repeat(100));
+        await s.putIfAbsent(key, full.slice(0, 512));
+        expect(await s.putIfAbsent(key, full)).toMatchObject({ kind: 'already-present', sameBytes: false, current: { size: 512 } });
+        expect((await s.get(key)).byteLength).toBe(512);
+      });
+
+      it('an object written by another tool (no Tessera metadata) is compared by the store hash', async () => {
+        const { store: s, writeForeign } = await setup();
+        if (!writeForeign) return; // memory: no other tool can reach it
+        const same = `${freshPrefix()}foreign-same.tif`;
+        const other = `${freshPrefix()}foreign-other.tif`;
+        await writeForeign(same, bytes('tile-bytes'));
+        await writeForeign(other, bytes('tile-bytez'));
+        expect(await s.putIfAbsent(same, bytes('tile-bytes'))).toMatchObject({ kind: 'already-present', sameBytes: true });
+        expect(await s.putIfAbsent(other, bytes('tile-bytes'))).toMatchObject({ kind: 'already-present', sameBytes: false });
+        expect(text(await s.get(other))).toBe('tile-bytez');
+      });
+
+      it('a create whose answer is lost on the wire is retried by the SDK and recognised as its own', async () => {
+        const { store: s, proxy } = await setup();
+        if (!proxy) return; // no wire: the retry-by-the-caller case above is this case
+        const key = `${freshPrefix()}lost-create.tif`;
+        const body = bytes('lost-answer-'.repeat(500));
+        const lost = proxy.add({ match: { when: (r) => isWriteOf(key, r) }, action: 'drop-response' });
+        const r = await s.putIfAbsent(key, body);
+        expect(lost.hits).toBe(1);
+        // The first request landed (the store answered it), the SDK sent it again and met its own object.
+        const writes = proxy.requests.filter((q) => isWriteOf(key, q));
+        expect(writes.length).toBeGreaterThanOrEqual(2);
+        expect(writes[0]?.status).toBeLessThan(300);
+        expect(r).toMatchObject({ kind: 'already-present', sameBytes: true });
+        expect(text(await s.get(key))).toBe(text(body));
       });
 
       it('accepts an empty body', async () => {
@@ -102,6 +197,33 @@ export function describeObjectStoreContract(
         expect(await s.head(key)).toBeUndefined();
       });
 
+      it('a repair retried after it landed (its own bytes in place) answers written, not version-mismatch', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}repair-retry.tif`;
+        const first = await s.putIfAbsent(key, bytes('bad'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        const fixed = await s.putIfMatch(key, bytes('good'), first.version);
+        if (fixed.kind !== 'written') throw new Error('setup failed');
+        expect(await s.putIfMatch(key, bytes('good'), first.version)).toEqual({ kind: 'written', version: fixed.version });
+        expect(text(await s.get(key))).toBe('good');
+      });
+
+      it('a repair whose answer is lost on the wire is retried by the SDK and answers written', async () => {
+        const { store: s, proxy } = await setup();
+        if (!proxy) return; // no wire: the retry-by-the-caller case above is this case
+        const key = `${freshPrefix()}lost-repair.tif`;
+        const first = await s.putIfAbsent(key, bytes('bad'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        const lost = proxy.add({ match: { when: (r) => isWriteOf(key, r) }, action: 'drop-response' });
+        const r = await s.putIfMatch(key, bytes('repaired'), first.version);
+        expect(lost.hits).toBe(1);
+        expect(proxy.requests.filter((q) => isWriteOf(key, q)).length).toBeGreaterThanOrEqual(2);
+        expect(r.kind).toBe('written');
+        const head = await s.head(key);
+        if (r.kind === 'written') expect(r.version).toBe(head?.version);
+        expect(text(await s.get(key))).toBe('repaired');
+      });
+
       it('8 concurrent repairs under one version: exactly one written', async () => {
         const s = await get();
         const key = `${freshPrefix()}repair-race.tif`;
@@ -139,6 +261,56 @@ export function describeObjectStoreContract(
         const keys: string[] = [];
         for await (const h of s.list(`${p}x/`)) keys.push(h.key);
         expect(keys.sort()).toEqual([`${p}x/1`, `${p}x/2`]);
+      });
+    });
+
+    describe('pinned reads', () => {
+      it('pin of the current version gives a pin for it, and pinned reads return its bytes', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}scene.tif`;
+        await s.putIfAbsent(key, bytes('0123456789'));
+        const version = (await s.head(key))?.version as string;
+        const pin = await s.pin(key, version);
+        expect(pin.version).toBe(version);
+        expect(text(await s.getRange(key, 2, 5, pin))).toBe('234');
+        expect(text(await s.getRange(key, 7, 100, pin))).toBe('789');
+        expect(await s.getRange(key, 3, 3, pin)).toHaveLength(0);
+      });
+
+      it('pin of a version that is no longer current throws SourceChangedError naming the current one', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}moved.tif`;
+        await s.putIfAbsent(key, bytes('v1'));
+        const v1 = (await s.head(key))?.version as string;
+        const v2 = await s.putIfMatch(key, bytes('v2'), v1);
+        if (v2.kind !== 'written') throw new Error('setup failed');
+        const error = await s.pin(key, v1).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(SourceChangedError);
+        expect(error).toMatchObject({ key, expectedVersion: v1, currentVersion: v2.version });
+      });
+
+      it('pin of a missing object throws ObjectNotFoundError', async () => {
+        const s = await get();
+        await expect(s.pin(`${freshPrefix()}none.tif`, '"0123456789abcdef0123456789abcdef"')).rejects.toBeInstanceOf(ObjectNotFoundError);
+      });
+
+      it(`a pinned read after the source is overwritten ${options.pinnedReadAfterOverwrite === 'old-bytes' ? 'still returns the pinned bytes' : 'throws SourceChangedError'}, never the new bytes`, async () => {
+        const s = await get();
+        const key = `${freshPrefix()}overwritten.tif`;
+        await s.putIfAbsent(key, bytes('OLD-0123456789'));
+        const v1 = (await s.head(key))?.version as string;
+        const pin = await s.pin(key, v1);
+        expect(text(await s.getRange(key, 0, 3, pin))).toBe('OLD'); // a warm reader, before the overwrite
+        if ((await s.putIfMatch(key, bytes('NEW-9876543210'), v1)).kind !== 'written') throw new Error('setup failed');
+        if (options.pinnedReadAfterOverwrite === 'old-bytes') {
+          expect(text(await s.getRange(key, 0, 3, pin))).toBe('OLD');
+          expect(text(await s.getRange(key, 4, 100, pin))).toBe('0123456789');
+        } else {
+          await expect(s.getRange(key, 0, 3, pin)).rejects.toBeInstanceOf(SourceChangedError);
+          await expect(s.getRange(key, 4, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+        }
+        // Unpinned reads see the new bytes: the pin, not the key, decides.
+        expect(text(await s.getRange(key, 0, 3))).toBe('NEW');
       });
     });
 

@@ -3,7 +3,7 @@ import { LEASE_STOLEN_PATTERN } from '../../infra/aws/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { declaredUrns, envOf, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { declaredUrns, envOf, missingBefore, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -65,12 +65,20 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
-  it('runs every function on Node 20 with its handler from the bundle', () => {
+  it('runs every function on the runtime of shared/domain/runtimes.ts (Node 22), with its handler from the bundle', () => {
     for (const fn of functions(run)) {
-      expect(fn.inputs).toMatchObject({ runtime: 'nodejs20.x', handler: 'index.handler' });
+      expect(fn.inputs).toMatchObject({ runtime: 'nodejs22.x', handler: 'index.handler' });
     }
     expect(run.one('aws:lambda/function:Function', '-tile').inputs.timeout).toBe(900);
     expect(run.one('aws:lambda/function:Function', '-tile').inputs.memorySize).toBe(2048);
+  });
+
+  it('deploys a runtime pinned with tessera:runtime, and refuses one Lambda blocks, with the date and the replacement', async () => {
+    const pinned = await runStack(STACK, { ...BASE, 'tessera:runtime': 'nodejs24.x' });
+    for (const fn of functions(pinned)) expect(fn.inputs.runtime, fn.name).toBe('nodejs24.x');
+    const message = await refusal(STACK, { ...BASE, 'tessera:runtime': 'nodejs20.x' });
+    expect(message).toMatch(/tessera:runtime: AWS Lambda refuses creating functions on nodejs20\.x since 2026-08-31; use nodejs22\.x/);
+    expect(await refusal(STACK, { ...BASE, 'tessera:runtime': 'nodejs22' })).toMatch(/known: nodejs24\.x, nodejs22\.x, nodejs20\.x/);
   });
 
   it('keeps every trigger queue invisible for at least the timeout of the function it feeds (6x, within 12 h)', () => {
@@ -88,12 +96,33 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(tileMapping?.inputs.batchSize).toBe(1);
   });
 
+  it('caps the tile event source at tessera:tileMaxConcurrency (default 100) so the poller stops instead of being throttled', async () => {
+    const tile = run.one('aws:lambda/eventSourceMapping:EventSourceMapping', '-tile');
+    expect(tile.inputs.scalingConfig).toEqual({ maximumConcurrency: 100 });
+    const set = await runStack(STACK, { ...BASE, 'tessera:tileMaxConcurrency': '20' });
+    expect(set.one('aws:lambda/eventSourceMapping:EventSourceMapping', '-tile').inputs.scalingConfig).toEqual({ maximumConcurrency: 20 });
+    // Lambda accepts 2-1000.
+    expect(await refusal(STACK, { ...BASE, 'tessera:tileMaxConcurrency': '1' })).toContain(
+      'tessera:tileMaxConcurrency must be a whole number from 2 to 1000',
+    );
+    expect(await refusal(STACK, { ...BASE, 'tessera:cloud': 'gcp', 'tessera:tileMaxConcurrency': '20' })).toContain(
+      'tessera:tileMaxConcurrency applies to aws stacks only',
+    );
+  });
+
+  it('dead-letters after 5 receives by default (AWS: at least 5 for a queue feeding Lambda), whatever the stack file omits', async () => {
+    const bare = await runStack(STACK, BASE);
+    for (const q of bare.ofType('aws:sqs/queue:Queue').filter((q) => q.inputs.redrivePolicy !== undefined)) {
+      expect((JSON.parse(String(q.inputs.redrivePolicy)) as { maxReceiveCount: number }).maxReceiveCount, q.name).toBe(5);
+    }
+  });
+
   it('gives every queue a dead-letter queue after maxReceiveCount deliveries, and an alarm on it', () => {
     const queues = run.ofType('aws:sqs/queue:Queue');
     const dlqArns = new Set<string>();
     for (const q of queues.filter((q) => q.inputs.redrivePolicy !== undefined)) {
       const redrive = JSON.parse(String(q.inputs.redrivePolicy)) as { deadLetterTargetArn: string; maxReceiveCount: number };
-      expect(redrive.maxReceiveCount, q.name).toBe(3);
+      expect(redrive.maxReceiveCount, q.name).toBe(5);
       expect(queues.some((d) => d.state.arn === redrive.deadLetterTargetArn)).toBe(true);
       dlqArns.add(redrive.deadLetterTargetArn);
     }
@@ -163,11 +192,11 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     for (const p of run.ofType('aws:lambda/permission:Permission')) expect(p.inputs.principal).not.toBe('*');
   });
 
-  it('versions the output bucket, so a repair write keeps what it replaced', () => {
-    const outputs = run.one('aws:s3/bucket:Bucket', '-outputs');
+  it('versions both buckets: outputs so a repair write keeps what it replaced, sources so reads can pin a version', () => {
+    const buckets = ['-sources', '-outputs'].map((b) => run.one('aws:s3/bucket:Bucket', b).id);
     const versioning = run.ofType('aws:s3/bucketVersioning:BucketVersioning');
-    expect(versioning.map((v) => v.inputs.bucket)).toEqual([outputs.id]);
-    expect(versioning[0]?.inputs.versioningConfiguration).toEqual({ status: 'Enabled' });
+    expect(versioning.map((v) => v.inputs.bucket).sort()).toEqual(buckets.sort());
+    for (const v of versioning) expect(v.inputs.versioningConfiguration).toEqual({ status: 'Enabled' });
   });
 
   it('grants no IAM statement a * resource on a data action, and scopes every grant to this stack', () => {
@@ -219,19 +248,64 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect([...new Set(prefixes)].sort()).toEqual(['mosaics/', 'scenes/', 'tiles/']);
   });
 
-  it("points every function's environment at this stack's buckets, table and queues", () => {
+  it("points every function's environment at this stack's buckets, table and queues, and at its own trigger's DLQ", () => {
     const expected = {
       [ENV.sourceBucket]: run.one('aws:s3/bucket:Bucket', '-sources').state.bucket,
       [ENV.outputBucket]: run.one('aws:s3/bucket:Bucket', '-outputs').state.bucket,
       [ENV.claimsTable]: run.ofType('aws:dynamodb/table:Table')[0]?.state.name,
       [ENV.tileQueue]: run.one('aws:sqs/queue:Queue', '-tile').state.url,
-      [ENV.deadLetterQueue]: run.one('aws:sqs/queue:Queue', '-tile-dlq').state.url,
       [ENV.sourcePrefix]: 'scenes/',
       [ENV.sourceSuffix]: '.tif',
     };
     for (const fn of functions(run)) {
       expect(envOf((fn.inputs.environment as { variables: unknown }).variables), fn.name).toMatchObject(expected);
     }
+    const dlqOf = (role: string) =>
+      envOf((run.one('aws:lambda/function:Function', `-${role}`).inputs.environment as { variables: unknown }).variables)[
+        ENV.deadLetterQueue
+      ];
+    expect(dlqOf('scene')).toBe(run.one('aws:sqs/queue:Queue', '-scene-dlq').state.url);
+    expect(dlqOf('tile')).toBe(run.one('aws:sqs/queue:Queue', '-tile-dlq').state.url);
+  });
+
+  it('versions the source bucket, and lets scene and tile read pinned versions of source objects', () => {
+    const sources = run.one('aws:s3/bucket:Bucket', '-sources');
+    const versioning = run.ofType('aws:s3/bucketVersioning:BucketVersioning').find((v) => v.inputs.bucket === sources.id);
+    expect(versioning?.inputs.versioningConfiguration).toEqual({ status: 'Enabled' });
+    for (const role of ['scene', 'tile']) {
+      const reads = statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy).filter((s) =>
+        list(s.Resource).includes(`${sources.state.arn}/scenes/*`),
+      );
+      expect(reads.flatMap((s) => list(s.Action)).sort(), role).toEqual(['s3:GetObject', 's3:GetObjectVersion']);
+    }
+  });
+
+  it('lets scene and tile settle poison in their own DLQ, and the tile function send fan-out chunks to the tile queue', () => {
+    const sends = (role: string) =>
+      statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy)
+        .filter((s) => list(s.Action).includes('sqs:SendMessage'))
+        .flatMap((s) => list(s.Resource))
+        .sort();
+    const arn = (suffix: string) => run.one('aws:sqs/queue:Queue', suffix).state.arn as string;
+    expect(sends('scene')).toEqual([arn('-scene-dlq'), arn('-tile')].sort());
+    expect(sends('tile')).toEqual([arn('-tile'), arn('-tile-dlq')].sort());
+    expect(sends('mosaic')).toEqual([]);
+  });
+
+  it('creates every function and event source mapping after the role policy it runs with', () => {
+    for (const role of ['scene', 'tile', 'mosaic']) {
+      const policy = run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`);
+      expect(missingBefore(run, run.one('aws:lambda/function:Function', `-${role}`), [policy]), role).toEqual([]);
+    }
+    for (const m of run.ofType('aws:lambda/eventSourceMapping:EventSourceMapping')) {
+      const role = m.name.split('-').at(-1) as string;
+      // The poller starts at once: the function's role must already allow receiving from the queue.
+      expect(
+        missingBefore(run, m, [run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`), run.one('aws:lambda/function:Function', `-${role}`)]),
+      ).toEqual([]);
+    }
+    const notification = run.ofType('aws:s3/bucketNotification:BucketNotification')[0] as RecordedResource;
+    expect(missingBefore(run, notification, run.ofType('aws:sqs/queuePolicy:QueuePolicy'))).toEqual([]);
   });
 
   it('alarms on a lease-stolen log line, with a filter that matches what JsonTelemetry writes', () => {

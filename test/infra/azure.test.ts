@@ -59,11 +59,11 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(app(run).inputs.httpsOnly).toBe(true);
   });
 
-  it('runs the function app on Linux, Node 20, Consumption, with the package by URL fetched with its own identity', () => {
+  it('runs the function app on Linux, Node 22, Consumption, with the package by URL fetched with its own identity', () => {
     const plan = run.ofType('azure-native:web:AppServicePlan')[0];
     expect(plan?.inputs).toMatchObject({ reserved: true, sku: { name: 'Y1', tier: 'Dynamic' } });
     expect(app(run).inputs).toMatchObject({ kind: 'functionapp,linux', identity: { type: 'SystemAssigned' } });
-    expect((app(run).inputs.siteConfig as { linuxFxVersion: string }).linuxFxVersion).toBe('Node|20');
+    expect((app(run).inputs.siteConfig as { linuxFxVersion: string }).linuxFxVersion).toBe('Node|22');
     const s = settings(run);
     expect(s).toMatchObject({
       FUNCTIONS_EXTENSION_VERSION: '~4',
@@ -174,7 +174,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(flex.ofType('azure-native:web:AppServicePlan')[0]?.inputs).toMatchObject({ sku: { name: 'FC1', tier: 'FlexConsumption' } });
     const config = app(flex).inputs.functionAppConfig as Record<string, unknown>;
     expect(config).toMatchObject({
-      runtime: { name: 'node', version: '20' },
+      runtime: { name: 'node', version: '22' },
       scaleAndConcurrency: { instanceMemoryMB: 2048 },
       deployment: { storage: { type: 'blobContainer', authentication: { type: 'SystemAssignedIdentity' } } },
     });
@@ -183,6 +183,16 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(Object.keys(s)).not.toContain('WEBSITE_RUN_FROM_PACKAGE');
     expect(s.AzureFunctionsJobHost__functionTimeout).toBe(hostTimeSpan(1800));
     expect(String(flex.outputs.nextStep)).toMatch(/^az functionapp deployment source config-zip .* --src .*azure\/app\.zip$/);
+  });
+
+  it('refuses a pinned Node 20, which Azure would still deploy but no longer patches, and Node 24 on Linux Consumption', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:runtime': 'Node|20' })).toMatch(
+      /tessera:runtime: Node\|20 on Azure Functions \(Linux Consumption\) is past its end of support \(2026-04-30\).*use Node\|22/,
+    );
+    // Linux Consumption gets no new language versions: the table has no Node 24 for it.
+    expect(await refusal(STACK, { ...BASE, 'tessera:runtime': 'Node|24' })).toMatch(/known: Node\|22, Node\|20/);
+    const flex = await runStack(STACK, { ...BASE, 'tessera:azurePlan': 'flex', 'tessera:runtime': '24' });
+    expect((app(flex).inputs.functionAppConfig as { runtime: unknown }).runtime).toEqual({ name: 'node', version: '24' });
   });
 
   it('refuses a lease at or below the Consumption ceiling at preview, saying what to set', async () => {

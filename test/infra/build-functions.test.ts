@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, REPO_ROOT } from '../../infra/common/packaging.js';
-import { BuildError, buildFunctions, parseArgs } from '../../scripts/build-functions.js';
+import { BuildError, buildFunctions, nodeMajorFor, parseArgs } from '../../scripts/build-functions.js';
+import { DEPLOYED_NODE_MAJOR, deployedRuntime } from '../../shared/domain/runtimes.js';
 
 /**
  * build:functions against a throwaway repository root holding small
@@ -56,7 +57,7 @@ const GOOD: Record<string, string> = {
     "import { app } from '@azure/functions';",
     `app.storageQueue('scene', { queueName: '${AZURE_QUEUES.scene}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
     "app.storageQueue('tile', { queueName: '%TESSERA_TILE_QUEUE%', connection: 'TESSERA_STORAGE', handler: async () => {} });",
-    `app.storageQueue('mosaic', { queueName: '${AZURE_QUEUES.mosaic}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
+    "app.timer('mosaic', { schedule: '0 */5 * * * *', handler: async () => {} });",
     "app.timer('cleanup', { schedule: '0 7 * * * *', handler: async () => {} });",
     '',
   ].join('\n'),
@@ -106,15 +107,22 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
       main: string;
       type: string;
       dependencies: Record<string, string>;
+      engines: { node: string };
     };
     expect(manifest).toMatchObject({ main: 'index.js', type: 'module' });
+    // Cloud Build's buildpack picks Node from engines.node: it must be the runtime's major, never 20.
+    expect(manifest.engines.node).toBe(String(deployedRuntime('gcp-functions').nodeMajor));
     expect(manifest.dependencies['@google-cloud/functions-framework']).toMatch(/^\d+\.\d+\.\d+$/);
     // The framework is the platform's (installed from package.json), never a second bundled copy.
     expect(gcp.get('index.js')?.toString()).toMatch(/from ["']@google-cloud\/functions-framework["']/);
 
     const azure = unzip(join(root, 'dist', ARCHIVES.azure));
     expect([...azure.keys()]).toEqual(['host.json', 'package.json', 'dist/index.js', 'dist/index.js.map']);
-    expect(JSON.parse(azure.get('package.json')?.toString() ?? '{}')).toMatchObject({ main: 'dist/index.js', type: 'module' });
+    expect(JSON.parse(azure.get('package.json')?.toString() ?? '{}')).toMatchObject({
+      main: 'dist/index.js',
+      type: 'module',
+      engines: { node: `>=${DEPLOYED_NODE_MAJOR}` },
+    });
     expect(azure.get('host.json')?.toString()).toBe(GOOD[HANDLER_ENTRIES.azureHostJson]);
   });
 
@@ -136,10 +144,11 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
   it('refuses to bundle the local SQLite driver into a cloud function', async () => {
     const root = fakeRoot({
       ...GOOD,
-      [HANDLER_ENTRIES.aws.scene]: "import Database from 'better-sqlite3';\nexport const handler = async () => new Database(':memory:');\n",
+      [HANDLER_ENTRIES.aws.scene]:
+        "import { DatabaseSync } from 'node:sqlite';\nexport const handler = async () => new DatabaseSync(':memory:');\n",
     });
     const message = await buildError(root, ['aws']);
-    expect(message).toContain('better-sqlite3');
+    expect(message).toContain('node:sqlite');
     expect(message).toContain(HANDLER_ENTRIES.aws.scene);
   });
 

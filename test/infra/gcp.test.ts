@@ -4,7 +4,16 @@ import { LEASE_STOLEN_LOG_FILTER } from '../../infra/gcp/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { declaredUrns, envOf, GCP_PROJECT_NUMBER, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import {
+  declaredUrns,
+  envOf,
+  GCP_PROJECT_NUMBER,
+  missingBefore,
+  type RecordedResource,
+  refusal,
+  runStack,
+  type StackRun,
+} from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -26,6 +35,10 @@ function byRole(run: StackRun, role: keyof typeof GCP_ENTRY_POINTS): RecordedRes
   if (!fn) throw new Error(`no function with entry point ${GCP_ENTRY_POINTS[role]}`);
   return fn;
 }
+/** The Cloud Run service URI the provider reports (serviceConfig.uri). */
+const runUri = (fn: RecordedResource) => (fn.state.serviceConfig as { uri: string }).uri;
+/** The service account whose logical name ends with `suffix`. */
+const byName = (run: StackRun, suffix: string) => run.one('gcp:serviceaccount/account:Account', suffix);
 const serviceConfig = (fn: RecordedResource) =>
   fn.inputs.serviceConfig as {
     timeoutSeconds: number;
@@ -74,7 +87,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     expect(scene && envOf(serviceConfig(scene).environmentVariables)[ENV.platform]).toBe('gcf2-event');
   });
 
-  it('builds every function as Cloud Functions 2nd gen on Node 20 from the uploaded source archive, with its own entry point', () => {
+  it('builds every function as Cloud Functions 2nd gen on Node 22 (shared/domain/runtimes.ts) from the uploaded source archive, with its own entry point', () => {
     const source = run.ofType('gcp:storage/bucketObject:BucketObject')[0];
     expect(source?.inputs.name).toMatch(/^functions\/source-[0-9a-f]{16}\.zip$/);
     const entryPoints = functions(run).map((fn) => {
@@ -83,11 +96,16 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
         entryPoint: string;
         source: { storageSource: { bucket: string; object: string } };
       };
-      expect(build.runtime).toBe('nodejs20');
+      expect(build.runtime).toBe('nodejs22');
       expect(build.source.storageSource).toEqual({ bucket: source?.inputs.bucket, object: source?.state.name });
       return build.entryPoint;
     });
     expect(entryPoints.sort()).toEqual(Object.values(GCP_ENTRY_POINTS).sort());
+  });
+
+  it('refuses a stack that pins nodejs20, decommissioned on 2026-10-30, and names nodejs22', async () => {
+    const message = await refusal(STACK, { ...BASE, 'tessera:runtime': 'nodejs20' });
+    expect(message).toMatch(/Cloud Run functions refuses creating functions on nodejs20 since 2026-10-30; use nodejs22/);
   });
 
   it('pushes tile jobs with an ack deadline that covers the tile timeout, a retry policy and a dead-letter topic', () => {
@@ -100,8 +118,22 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     expect(sub.inputs.retryPolicy).toEqual({ minimumBackoff: '10s', maximumBackoff: '600s' });
     expect(sub.inputs.deadLetterPolicy).toEqual({ deadLetterTopic: deadLetter.state.id, maxDeliveryAttempts: 5 });
     const push = sub.inputs.pushConfig as { pushEndpoint: string; oidcToken: { serviceAccountEmail: string; audience: string } };
-    expect(push.pushEndpoint).toBe(`${tile.state.url}/projects/${PROJECT}/topics/${topic.state.name}`);
-    expect(push.oidcToken.audience).toBe(tile.state.url);
+    expect(push.pushEndpoint).toBe(`${runUri(tile)}/projects/${PROJECT}/topics/${topic.state.name}`);
+    expect(push.oidcToken.audience).toBe(runUri(tile));
+  });
+
+  it('pushes to the Cloud Run service URI (run.app), never the function url (cloudfunctions.net), which internal ingress refuses', () => {
+    const tile = byRole(run, 'tile');
+    // The mocks give the two different values, as GCP does.
+    expect(tile.state.url).toMatch(/cloudfunctions\.net/);
+    expect(runUri(tile)).toMatch(/\.run\.app$/);
+    const sub = run.one('gcp:pubsub/subscription:Subscription', '-tiles');
+    const push = sub.inputs.pushConfig as { pushEndpoint: string; oidcToken: { audience: string } };
+    expect(push.pushEndpoint.startsWith(`${runUri(tile)}/`)).toBe(true);
+    expect(push.oidcToken.audience).toBe(runUri(tile));
+    for (const r of run.resources) expect(JSON.stringify(r.inputs), r.name).not.toContain('cloudfunctions.net');
+    // The first pushes come at once: the trigger account's invoker grant on the tile service exists before the subscription.
+    expect(missingBefore(run, sub, [run.one('gcp:cloudrunv2/serviceIamMember:ServiceIamMember', '-tile-invoker')])).toEqual([]);
   });
 
   it('gives every subscription a dead-letter path, and keeps the dead letters in a subscription of their own', () => {
@@ -129,17 +161,35 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     ).toBe(true);
   });
 
-  it('keeps claims in Firestore with point-in-time recovery and a TTL policy on expires_at of the configured collection', () => {
+  it('keeps claims in a Firestore database of its own with point-in-time recovery and a TTL policy on expires_at of the configured collection', () => {
     const db = run.ofType('gcp:firestore/database:Database')[0];
     expect(db?.inputs).toMatchObject({
-      name: '(default)',
+      name: `tessera-${STACK}`,
       type: 'FIRESTORE_NATIVE',
       pointInTimeRecoveryEnablement: 'POINT_IN_TIME_RECOVERY_ENABLED',
       locationId: 'europe-west1',
     });
     const field = run.ofType('gcp:firestore/field:Field')[0];
-    expect(field?.inputs).toMatchObject({ collection: 'claims', field: 'expires_at', ttlConfig: {} });
-    for (const fn of functions(run)) expect(envOf(serviceConfig(fn).environmentVariables)[ENV.claimsTable]).toBe('claims');
+    expect(field?.inputs).toMatchObject({ database: `tessera-${STACK}`, collection: 'claims', field: 'expires_at', ttlConfig: {} });
+    for (const fn of functions(run)) {
+      expect(envOf(serviceConfig(fn).environmentVariables)).toMatchObject({
+        [ENV.claimsTable]: 'claims',
+        [ENV.firestoreDatabase]: `tessera-${STACK}`,
+      });
+    }
+  });
+
+  it('never creates the (default) Firestore database, which many projects have already (409); "(default)" adopts it', async () => {
+    for (const db of run.ofType('gcp:firestore/database:Database')) expect(db.inputs.name).not.toBe('(default)');
+    const adopt = await runStack(STACK, { ...BASE, 'tessera:gcpFirestoreDatabase': '(default)' });
+    expect(adopt.ofType('gcp:firestore/database:Database')).toHaveLength(0);
+    expect(adopt.ofType('gcp:firestore/field:Field')[0]?.inputs.database).toBe('(default)');
+    for (const fn of functions(adopt)) expect(envOf(serviceConfig(fn).environmentVariables)[ENV.firestoreDatabase]).toBeUndefined();
+    const claims = adopt.one('gcp:projects/iAMMember:IAMMember', '-tile-claims');
+    expect((claims.inputs.condition as { expression: string }).expression).toContain(`projects/${PROJECT}/databases/(default)`);
+    expect(await refusal(STACK, { ...BASE, 'tessera:gcpFirestoreDatabase': 'Claims_DB' })).toContain(
+      'tessera:gcpFirestoreDatabase must be',
+    );
   });
 
   it('triggers the scene function on object finalize in the source bucket only, and tells it the prefix and suffix', () => {
@@ -176,7 +226,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       if (emails.some((e) => m.inputs.member === `serviceAccount:${e}`)) {
         // The only project-level grant to a function: Firestore, conditioned on the claims database.
         expect(m.inputs.role).toBe('roles/datastore.user');
-        expect(String((m.inputs.condition as { expression: string }).expression)).toContain('databases/(default)');
+        expect(String((m.inputs.condition as { expression: string }).expression)).toContain(`databases/tessera-${STACK}`);
       }
     }
     // Writes to the output bucket are conditioned on each function's own prefix.
@@ -228,11 +278,26 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     expect(terms).toHaveLength(2);
     for (const [, field, value] of terms) expect(logged[field as string]).toBe(value);
     const alerts = run.ofType('gcp:monitoring/alertPolicy:AlertPolicy');
-    const leaseAlert = alerts.find((a) =>
-      JSON.stringify(a.inputs.conditions).includes(`logging.googleapis.com/user/${metric?.state.name}`),
-    );
-    expect(leaseAlert).toBeDefined();
+    const leaseAlert = alerts.find((a) => JSON.stringify(a.inputs.conditions).includes('conditionMatchedLog'));
+    expect((leaseAlert?.inputs.conditions as { conditionMatchedLog: { filter: string } }[])[0]?.conditionMatchedLog.filter).toBe(filter);
+    // Log-match alerts must say how often they may notify.
+    expect(leaseAlert?.inputs.alertStrategy).toMatchObject({ notificationRateLimit: { period: '300s' } });
     expect(alerts.some((a) => JSON.stringify(a.inputs.conditions).includes('num_undelivered_messages'))).toBe(true);
+  });
+
+  it('names no log-based metric of its own in an alert policy (404 for up to 10 minutes after the metric is created)', () => {
+    const alerts = run.ofType('gcp:monitoring/alertPolicy:AlertPolicy');
+    expect(alerts).toHaveLength(2);
+    for (const a of alerts) expect(JSON.stringify(a.inputs.conditions), a.name).not.toContain('logging.googleapis.com/user/');
+  });
+
+  it('sends lease-stolen and dead-letter alerts to tessera:alertEmail when it is set', async () => {
+    expect(run.ofType('gcp:monitoring/notificationChannel:NotificationChannel')).toHaveLength(0);
+    const mailed = await runStack(STACK, { ...BASE, 'tessera:alertEmail': 'ops@example.org' });
+    const channel = mailed.one('gcp:monitoring/notificationChannel:NotificationChannel', '-alerts');
+    expect(channel.inputs).toMatchObject({ type: 'email', labels: { email_address: 'ops@example.org' } });
+    for (const a of mailed.ofType('gcp:monitoring/alertPolicy:AlertPolicy'))
+      expect(a.inputs.notificationChannels).toEqual([channel.state.name]);
   });
 
   it('sweeps for finished mosaics from Cloud Scheduler, authenticated, without retries', () => {
@@ -240,8 +305,11 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     const job = run.ofType('gcp:cloudscheduler/job:Job')[0];
     expect(job?.inputs).toMatchObject({ schedule: '*/5 * * * *', retryConfig: { retryCount: 0 } });
     const target = job?.inputs.httpTarget as { uri: string; oidcToken: { audience: string } } | undefined;
-    expect(target?.uri).toBe(mosaic.state.url);
-    expect(target?.oidcToken.audience).toBe(mosaic.state.url);
+    expect(target?.uri).toBe(runUri(mosaic));
+    expect(target?.oidcToken.audience).toBe(runUri(mosaic));
+    expect(
+      missingBefore(run, job as RecordedResource, [run.one('gcp:cloudrunv2/serviceIamMember:ServiceIamMember', '-mosaic-invoker')]),
+    ).toEqual([]);
     expect(envOf(serviceConfig(mosaic).environmentVariables)[ENV.platform]).toBe('gcf2-http');
   });
 
@@ -271,5 +339,59 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     );
     const { 'gcp:project': _omitted, ...noProject } = BASE;
     expect(await refusal(STACK, noProject)).toContain('pulumi config set gcp:project');
+  });
+
+  it('enables the IAM and Resource Manager APIs, and grants nothing in the project before they are on', () => {
+    const services = run.ofType('gcp:projects/service:Service');
+    const names = services.map((x) => x.inputs.service);
+    expect(names).toEqual(expect.arrayContaining(['iam.googleapis.com', 'cloudresourcemanager.googleapis.com']));
+    const apis = services.filter((x) => ['iam.googleapis.com', 'cloudresourcemanager.googleapis.com'].includes(String(x.inputs.service)));
+    for (const m of [...run.ofType('gcp:projects/iAMMember:IAMMember'), ...run.ofType('gcp:serviceaccount/account:Account')])
+      expect(missingBefore(run, m, apis), m.name).toEqual([]);
+  });
+
+  it("creates the scene function (and its Eventarc trigger) only after the trigger's grants, the Eventarc agent's role and a propagation wait", () => {
+    const scene = byRole(run, 'scene');
+    const agent = run.one('gcp:projects/serviceIdentity:ServiceIdentity', '-eventarc-agent');
+    expect(agent.inputs.service).toBe('eventarc.googleapis.com');
+    const agentRole = run.one('gcp:projects/iAMMember:IAMMember', '-eventarc-agent-role');
+    expect(agentRole.inputs).toMatchObject({ role: 'roles/eventarc.serviceAgent', member: agent.state.member });
+    const receiver = run.one('gcp:projects/iAMMember:IAMMember', '-trigger-receiver');
+    expect(receiver.inputs).toMatchObject({ role: 'roles/eventarc.eventReceiver', member: byName(run, '-trigger').state.member });
+    const gcsAgent = run.one('gcp:projects/iAMMember:IAMMember', '-gcs-agent-publisher');
+    expect(gcsAgent.inputs).toMatchObject({ role: 'roles/pubsub.publisher', member: expect.stringMatching(/@gs-project-accounts\./) });
+    const wait = run.one('time:index/sleep:Sleep', '-iam-propagation');
+    expect(wait.inputs.createDuration).toBe('120s');
+    // The wait itself comes after every grant it is waiting for.
+    expect(missingBefore(run, wait, [receiver, gcsAgent, agentRole])).toEqual([]);
+    expect(missingBefore(run, scene, [receiver, gcsAgent, agentRole, wait, agent])).toEqual([]);
+  });
+
+  it('builds every function as a dedicated Cloud Build account that holds its roles before the build starts', () => {
+    const build = byName(run, '-build');
+    const grants = [
+      ...run.ofType('gcp:projects/iAMMember:IAMMember').filter((m) => m.inputs.member === build.state.member),
+      ...run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember').filter((m) => m.inputs.member === build.state.member),
+    ];
+    expect(grants.map((g) => g.inputs.role).sort()).toEqual([
+      'roles/artifactregistry.writer',
+      'roles/logging.logWriter',
+      'roles/storage.objectViewer',
+    ]);
+    const artifacts = run.one('gcp:storage/bucket:Bucket', '-artifacts');
+    expect(grants.find((g) => g.inputs.role === 'roles/storage.objectViewer')?.inputs.bucket).toBe(artifacts.state.name);
+    for (const fn of functions(run)) {
+      expect((fn.inputs.buildConfig as { serviceAccount: string }).serviceAccount, fn.name).toBe(build.state.id);
+      expect(missingBefore(run, fn, grants), fn.name).toEqual([]);
+    }
+  });
+
+  it('lets the tile function publish fan-out chunks to the tile topic, and only the tile function and scene publish there', () => {
+    const topic = run.one('gcp:pubsub/topic:Topic', '-tiles');
+    const publishers = run
+      .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
+      .filter((m) => m.inputs.topic === topic.state.name && m.inputs.role === 'roles/pubsub.publisher')
+      .map((m) => m.inputs.member);
+    expect(publishers.sort()).toEqual([byName(run, '-scene').state.member, byName(run, '-tile').state.member].sort());
   });
 });

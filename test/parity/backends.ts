@@ -15,13 +15,21 @@ import { AzureTableClaimStore } from '../../functions/azure/adapters/azure-table
 import { azureClients } from '../../functions/azure/compose.js';
 import { FirestoreClaimStore } from '../../functions/gcp/adapters/firestore-claim-store.js';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
+import { PubSubDeadLetterTopic } from '../../functions/gcp/adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from '../../functions/gcp/adapters/pubsub-job-queue.js';
 import { createLocalBackend } from '../../functions/local/compose.js';
 import type { Backend } from '../../shared/app/backend.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
 import type { PullQueue } from '../../shared/ports/job-queue.port.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../shared/ports/object-store.port.js';
 import { dynamoDbClient, freshClaimsTable, s3Client, sqsClient } from '../aws/clients.js';
 import { firestoreClient, freshBucket as freshGcsBucket, pubsubClient, storageClient } from '../gcp/clients.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
@@ -67,8 +75,12 @@ export class CountingObjectStore implements ObjectStore {
     return this.inner.putIfMatch(key, body, expectedVersion, options);
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
-    const bytes = await this.inner.getRange(key, start, end);
+  pin(key: string, version: string): Promise<ReadPin> {
+    return this.inner.pin(key, version);
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
+    const bytes = await this.inner.getRange(key, start, end, pin);
     this.reads++;
     this.bytesRead += bytes.byteLength;
     return bytes;
@@ -267,7 +279,7 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     sources: new GcsObjectStore(storage.bucket(sources.name)),
     outputs: new GcsObjectStore(storage.bucket(outputs.name)),
     queue: fanOut,
-    pullQueue: new PubSubPullQueue(fanOut, subscriber, tileSub.name, deadSub.name),
+    pullQueue: new PubSubPullQueue(fanOut, subscriber, tileSub.name, deadSub.name, new PubSubDeadLetterTopic(pubsub.topic(deadTopic.name))),
     deleteOutput: async (key) => {
       await storage.bucket(outputs.name).file(key).delete();
     },

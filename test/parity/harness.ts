@@ -1,6 +1,7 @@
 import { assembleMosaic, type MosaicResult } from '../../shared/app/assemble-mosaic.js';
 import type { Backend, WorkerHooks, WorkerSettings } from '../../shared/app/backend.js';
-import { type DeliveryVerdict, handleTileDelivery } from '../../shared/app/deliveries.js';
+import { isFanOutChunkBody, parseFanOutChunk } from '../../shared/app/fan-out.js';
+import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
 import { type FanOutRequest, type FanOutResult, fanOutScene } from '../../shared/app/fan-out.js';
 import { processTile } from '../../shared/app/process-tile.js';
 import { makeTileJob, parseTileJob, type TileJob, type TileMode, toJobMessage } from '../../shared/app/tile-job.js';
@@ -56,7 +57,7 @@ export interface Fault {
   readonly when?: ((job: TileJob) => boolean) | undefined;
 }
 
-export type DeliverResult = DeliveryVerdict | { readonly kind: 'crashed' };
+export type DeliverResult = QueueDeliveryVerdict | { readonly kind: 'crashed' };
 
 export interface DeliverOptions {
   readonly fault?: Fault | undefined;
@@ -211,7 +212,7 @@ export class ScenarioContext {
   /** The tile job of one window, as fan-out would make it. */
   jobFor(label: string, source: SourceRef, row: number, col: number, mode: TileMode = { kind: 'create' }, params = PARITY_PARAMS): TileJob {
     const scene = this.registerScene(label, source, params);
-    const job = makeTileJob(scene, source, params, windowAt(PARITY_GRID, row, col), mode);
+    const job = makeTileJob(scene, source, params, PARITY_GRID, windowAt(PARITY_GRID, row, col), mode);
     this.#learnRepair(job);
     return job;
   }
@@ -263,7 +264,8 @@ export class ScenarioContext {
       withFault(options, () => crashed.resolve({ kind: 'crashed' })),
     );
     const r = await Promise.race([
-      handleTileDelivery(this.backend, settings, { body: d.body, deliveryId: d.deliveryId, receiveCount: d.receiveCount }),
+      // As every trigger does: tile jobs and fan-out chunks share the queue.
+      handleQueueDelivery(this.backend, settings, { body: d.body, deliveryId: d.deliveryId, receiveCount: d.receiveCount }),
       crashed.promise,
     ]);
     this.note(resultKind(r));
@@ -364,6 +366,11 @@ export class ScenarioContext {
     if (manifest) return `${this.#scenes.get(manifest[1] as string) ?? manifest[1]}/scene.json`;
     const mosaic = /^mosaics\/([0-9a-f]{64})\.vrt$/.exec(key);
     if (mosaic) return `${this.#scenes.get(mosaic[1] as string) ?? mosaic[1]}/mosaic.vrt`;
+    const closed = /^mosaics\/([0-9a-f]{64})\.closed\.json$/.exec(key);
+    if (closed) return `${this.#scenes.get(closed[1] as string) ?? closed[1]}/mosaic.closed.json`;
+    // The scene's lifecycle beside its manifest: tombstone, fan-out chunk markers.
+    const lifecycle = /^scenes\/([0-9a-f]{64})\/(.+)$/.exec(key);
+    if (lifecycle) return `${this.#scenes.get(lifecycle[1] as string) ?? lifecycle[1]}/${lifecycle[2]}`;
     return key;
   }
 
@@ -426,7 +433,9 @@ export class ScenarioContext {
 
   async #listOutputs(): Promise<ObjectHead[]> {
     const all: ObjectHead[] = [];
-    for await (const h of this.backend.outputs.list('')) all.push(h);
+    // index/ is the mosaic sweep's bookkeeping (pending index, state), not a published output;
+    // scenarios about the sweep record what it did through facts.
+    for await (const h of this.backend.outputs.list('')) if (!h.key.startsWith('index/')) all.push(h);
     return all;
   }
 
@@ -444,6 +453,10 @@ export class ScenarioContext {
   #bodyLabel(body: string): string {
     const named = this.#bodies.get(body);
     if (named !== undefined) return named;
+    if (isFanOutChunkBody(body)) {
+      const chunk = parseFanOutChunk(body);
+      return `${this.#scenes.get(chunk.sceneKey) ?? chunk.sceneKey.slice(0, 12)} chunk ${chunk.first}+${chunk.count}`;
+    }
     try {
       const job = parseTileJob(body);
       this.#learnRepair(job);

@@ -1,5 +1,6 @@
 import type { v1 } from '@google-cloud/pubsub';
-import type { Delivery, JobMessage, JobQueue, PullQueue } from '../../shared/ports/job-queue.port.js';
+import type { PubSubDeadLetterTopic } from '../../functions/gcp/adapters/pubsub-dead-letter-topic.js';
+import type { DeadLetter, Delivery, JobMessage, JobQueue, PullQueue } from '../../shared/ports/job-queue.port.js';
 
 /** The attribute the GCP fan-out puts the job key in (functions/gcp/adapters/pubsub-job-queue.ts). */
 const JOB_KEY_ATTRIBUTE = 'jobKey';
@@ -49,6 +50,8 @@ export class PubSubPullQueue implements PullQueue {
     private readonly subscriber: v1.SubscriberClient,
     private readonly subscription: string,
     private readonly deadLetterSubscription: string,
+    /** The dead-letter topic's publisher, for poison settled at once. */
+    private readonly deadLetterTopic?: PubSubDeadLetterTopic,
   ) {}
 
   sendBatch(messages: readonly JobMessage[]): Promise<void> {
@@ -93,6 +96,19 @@ export class PubSubPullQueue implements PullQueue {
       ackIds: [this.#ackId(delivery)],
       ackDeadlineSeconds: ackDeadline(delayMs),
     });
+  }
+
+  /** Poison: published to the dead-letter topic now (what the tile function does), then acknowledged. */
+  async deadLetter(delivery: Delivery, why: Pick<DeadLetter, 'reason' | 'error'>): Promise<void> {
+    if (this.deadLetterTopic === undefined) throw new Error(`[job-queue:${this.name}] no dead-letter topic to publish poison to`);
+    await this.deadLetterTopic.send({
+      data: Buffer.from(delivery.body, 'utf8'),
+      ...why,
+      messageId: delivery.deliveryId,
+      subscription: this.subscription,
+      attributes: delivery.jobKey ? { [JOB_KEY_ATTRIBUTE]: delivery.jobKey } : undefined,
+    });
+    await this.ack(delivery);
   }
 
   async deadLetters(): Promise<JobMessage[]> {

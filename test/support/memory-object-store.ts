@@ -1,12 +1,21 @@
-import { ObjectNotFoundError } from '../../shared/domain/errors.js';
+import { compareContent, contentDigest } from '../../shared/domain/content-digest.js';
+import { ObjectNotFoundError, SourceChangedError } from '../../shared/domain/errors.js';
 import { validateObjectKey } from '../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../shared/ports/object-store.port.js';
 
 interface StoredObject {
   readonly body: Uint8Array;
   readonly version: string;
   readonly lastModified: number;
   readonly contentType: string | undefined;
+  readonly sha256Hex: string;
 }
 
 /**
@@ -16,7 +25,8 @@ interface StoredObject {
  * copies the body, so later changes to the caller's buffer cannot leak in.
  * JavaScript runs one callback at a time and every check-and-set here is
  * synchronous, so concurrent writers are serialised just like a real store's
- * conditional request.
+ * conditional request. Only the current version of a key is kept, so a pinned
+ * read of a replaced version answers SourceChangedError.
  */
 export class MemoryObjectStore implements ObjectStore {
   readonly name = 'memory';
@@ -28,7 +38,11 @@ export class MemoryObjectStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> {
     validateObjectKey(key);
-    if (this.objects.has(key)) return { kind: 'already-present' };
+    const existing = this.objects.get(key);
+    if (existing) {
+      const sameBytes = compareContent({ size: existing.body.byteLength, sha256Hex: existing.sha256Hex }, contentDigest(body)) === 'same';
+      return { kind: 'already-present', sameBytes, current: this.headOf(key, existing) };
+    }
     const stored = this.store(key, body, options);
     return { kind: 'written', version: stored.version };
   }
@@ -37,16 +51,31 @@ export class MemoryObjectStore implements ObjectStore {
     validateObjectKey(key);
     const current = this.objects.get(key);
     if (!current) return { kind: 'absent' };
-    if (current.version !== expectedVersion) return { kind: 'version-mismatch', current: current.version };
+    if (current.version !== expectedVersion) {
+      // Its own bytes already in place (an earlier attempt landed): written.
+      if (compareContent({ size: current.body.byteLength, sha256Hex: current.sha256Hex }, contentDigest(body)) === 'same') {
+        return { kind: 'written', version: current.version };
+      }
+      return { kind: 'version-mismatch', current: current.version };
+    }
     const stored = this.store(key, body, options);
     return { kind: 'written', version: stored.version };
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+  async pin(key: string, version: string): Promise<ReadPin> {
+    validateObjectKey(key);
+    const o = this.require(key);
+    if (o.version !== version) throw new SourceChangedError(this.name, key, version, o.version);
+    return { version };
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
     validateObjectKey(key);
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end < start) {
       throw new RangeError(`[object-store:memory] invalid range [${start}, ${end}) for ${key}`);
     }
+    const found = this.objects.get(key);
+    if (pin !== undefined && found?.version !== pin.version) throw new SourceChangedError(this.name, key, pin.version, found?.version);
     const o = this.require(key);
     return o.body.slice(Math.min(start, o.body.byteLength), Math.min(end, o.body.byteLength));
   }
@@ -59,7 +88,11 @@ export class MemoryObjectStore implements ObjectStore {
   async head(key: string): Promise<ObjectHead | undefined> {
     validateObjectKey(key);
     const o = this.objects.get(key);
-    return o && { key, size: o.body.byteLength, version: o.version, lastModified: o.lastModified };
+    return o && this.headOf(key, o);
+  }
+
+  private headOf(key: string, o: StoredObject): ObjectHead {
+    return { key, size: o.body.byteLength, version: o.version, lastModified: o.lastModified };
   }
 
   async *list(prefix: string): AsyncIterable<ObjectHead> {
@@ -79,6 +112,7 @@ export class MemoryObjectStore implements ObjectStore {
       version: `m${++this.sequence}`,
       lastModified: this.now(),
       contentType: options?.contentType,
+      sha256Hex: contentDigest(body).sha256Hex,
     };
     this.objects.set(key, stored);
     return stored;

@@ -34,7 +34,7 @@ function importsOf(file: string): Import[] {
   }));
 }
 
-const CLOUD_SDK = /^(@aws-sdk|@google-cloud|@azure|@pulumi|better-sqlite3|aws-lambda|@firestore-emulator|azurite)/;
+const CLOUD_SDK = /^(@aws-sdk|@google-cloud|@azure|@pulumi|better-sqlite3|node:sqlite|aws-lambda|@firestore-emulator|azurite)/;
 
 describe('architecture', () => {
   const shared = files('shared');

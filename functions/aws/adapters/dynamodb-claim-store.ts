@@ -7,7 +7,14 @@ import {
   ScanCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
+import {
+  type ClaimResult,
+  type ClaimRow,
+  type ClaimState,
+  type CommitResult,
+  type HeartbeatResult,
+  isOwnLease,
+} from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
 import { describeAwsFailure, isAwsFailure, isRetryableAws } from './aws-error.js';
@@ -133,6 +140,9 @@ export class DynamoDbClaimStore implements ClaimStore {
           },
         );
       }
+      // Our own PutItem, landed once and retried by the SDK after its answer was lost: the claim is ours.
+      // (Who held it before a takeover is not known any more: ALL_OLD of the retry is our own row.)
+      if (isOwnLease(current, req)) return { kind: 'claimed', row: current };
       return current.state === 'COMMITTED'
         ? { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt }
         : { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };
@@ -188,7 +198,11 @@ export class DynamoDbClaimStore implements ClaimStore {
       return { kind: 'extended', leaseUntil: req.leaseUntil };
     } catch (e) {
       if (!isConditionFailure(e)) throw this.failed(`heartbeat of job ${req.jobId}`, e);
-      return { kind: 'lost', current: e.Item ? this.toRow(e.Item) : undefined };
+      const current = e.Item ? this.toRow(e.Item) : undefined;
+      // Our own beat, retried by the SDK after a lost answer (a release sets the lease into the past, so
+      // the retry fails `lease_until >= now` on the row the first attempt wrote): it was extended.
+      if (isOwnLease(current, req)) return { kind: 'extended', leaseUntil: req.leaseUntil };
+      return { kind: 'lost', current };
     }
   }
 

@@ -1,16 +1,32 @@
 import {
   GetObjectCommand,
+  type GetObjectCommandInput,
   type GetObjectCommandOutput,
   HeadObjectCommand,
+  type HeadObjectCommandOutput,
   ListObjectsV2Command,
   type ListObjectsV2CommandOutput,
   PutObjectCommand,
   type PutObjectCommandInput,
   type S3Client,
 } from '@aws-sdk/client-s3';
-import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
+import {
+  CONTENT_SHA256_METADATA,
+  type ContentDigest,
+  compareContent,
+  contentDigest,
+  type StoredContent,
+} from '../../../shared/domain/content-digest.js';
+import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../../shared/ports/object-store.port.js';
 import { backoffDelayMs, describeAwsFailure, isAwsFailure, isRetryableAws, sleep } from './aws-error.js';
 
 /** The only part of an `S3Client` this adapter uses: inject a real client, or a wrapper around one. */
@@ -38,6 +54,20 @@ const MAX_LIST_PAGE_SIZE = 1000;
 
 type Attempt<T> = { readonly done: T } | { readonly conflict: unknown };
 
+/** An ETag as S3 returns it (quoted) or as an S3 event carries it (bare hex, `-N` for multipart). */
+const ETAG = /^"?[0-9a-fA-F]{32}(-\d+)?"?$/;
+const unquote = (etag: string): string => etag.replace(/^"|"$/g, '');
+/** The ETag of a single-part upload without SSE-KMS: the MD5 of the bytes. */
+const MD5_ETAG = /^"?([0-9a-fA-F]{32})"?$/;
+
+/** A head with what S3 says about the bytes. */
+interface Stored {
+  readonly head: ObjectHead;
+  readonly etag: string;
+  readonly versionId: string | undefined;
+  readonly content: StoredContent;
+}
+
 /**
  * The object store on Amazon S3 (one bucket).
  *
@@ -52,11 +82,26 @@ type Attempt<T> = { readonly done: T } | { readonly conflict: unknown };
  *   times with full-jitter backoff; past that the key is re-read and the
  *   outcome decided from what is there.
  *
- * The version token is the ETag, quotes included, exactly as HeadObject and
- * PutObject return it: it is what `If-Match` compares, so a token read by
- * `head` always works as the precondition of a repair. We do not use
- * `versionId` even on versioned buckets: S3 has no precondition on it, so a
- * versionId token would need a read-then-write with a gap in between.
+ * The version token is the `versionId` on a versioned bucket (what the S3
+ * event names, and what a read can address for as long as the version lives),
+ * else the ETag, quotes included, exactly as HeadObject and PutObject return
+ * it. `putIfMatch` takes either: an ETag goes straight into `If-Match`; a
+ * versionId is resolved by one HeadObject into the ETag of that version, which
+ * then travels as `If-Match` (S3 has no precondition on a versionId, and an
+ * ETag names the bytes, so the write still cannot replace other bytes).
+ * `list` reports ETags (ListObjectsV2 has no versionIds).
+ *
+ * Every write carries the SHA-256 of its body twice: as `x-amz-checksum-sha256`
+ * (S3 refuses a body that does not match, and keeps the checksum) and as user
+ * metadata `tesserasha256`. When a write meets 412 the object in place is
+ * compared with the body (size, then the SHA-256, or the ETag's MD5 for an
+ * object Tessera did not write): equal bytes are this job's own output (a
+ * duplicate, or an earlier attempt whose answer was lost and which the SDK or
+ * the delivery retried), anything else is reported as foreign.
+ *
+ * Reads pinned to a version (`pin`, then `getRange` with the pin) address it by
+ * `VersionId` on a versioned bucket (the old bytes stay readable after an
+ * overwrite) or carry `If-Match: <etag>` otherwise (412 means the source changed).
  *
  * The client must use path-style addressing against moto (`forcePathStyle: true`);
  * on AWS either style works.
@@ -94,41 +139,69 @@ export class S3ObjectStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array, options: PutOptions = {}): Promise<PutIfAbsentResult> {
     validateObjectKey(key);
+    const digest = contentDigest(body);
+    const occupied = async (): Promise<PutIfAbsentResult | undefined> => {
+      const current = await this.#stored(key);
+      if (current === undefined) return undefined;
+      return { kind: 'already-present', sameBytes: compareContent(current.content, digest) === 'same', current: current.head };
+    };
     return this.#withConflictRetry<PutIfAbsentResult>(
       `create-only write of ${JSON.stringify(key)}`,
       async () => {
         try {
-          const out = await this.client.send(new PutObjectCommand(this.#put(key, body, options, { IfNoneMatch: '*' })));
-          return { done: { kind: 'written', version: this.#etag(out.ETag, key) } };
+          const out = await this.client.send(new PutObjectCommand(this.#put(key, body, digest, options, { IfNoneMatch: '*' })));
+          return { done: { kind: 'written', version: this.#versionOf(out.VersionId, out.ETag, key) } };
         } catch (e) {
-          if (isAwsFailure(e, 412)) return { done: { kind: 'already-present' } };
+          if (isAwsFailure(e, 412)) {
+            // Taken: say whose bytes are there. Gone again since the 412 (a lifecycle rule): not ours either.
+            return { done: (await occupied()) ?? { kind: 'already-present', sameBytes: false } };
+          }
           if (isConflict(e)) return { conflict: e };
           throw this.#failed(`create-only write of ${JSON.stringify(key)}`, e);
         }
       },
       // After the retries, whatever is there decides: an object means another writer won.
-      async () => ((await this.head(key)) === undefined ? undefined : { kind: 'already-present' }),
+      occupied,
     );
   }
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options: PutOptions = {}): Promise<PutIfMatchResult> {
     validateObjectKey(key);
+    const digest = contentDigest(body);
     const decideFromHead = async (): Promise<PutIfMatchResult | undefined> => {
-      const current = await this.head(key);
+      const current = await this.#stored(key);
       if (current === undefined) return { kind: 'absent' };
-      return current.version === expectedVersion ? undefined : { kind: 'version-mismatch', current: current.version };
+      // Its own bytes already in place (an earlier attempt landed, its answer was lost): written.
+      if (compareContent(current.content, digest) === 'same') return { kind: 'written', version: current.head.version };
+      return current.head.version === expectedVersion || current.etag === expectedVersion
+        ? undefined
+        : { kind: 'version-mismatch', current: current.head.version };
     };
+    let ifMatch = expectedVersion;
+    if (!ETAG.test(expectedVersion)) {
+      // A versionId: S3 has no precondition on it, so name the bytes of that version by their ETag.
+      const current = await this.#stored(key);
+      if (current === undefined) return { kind: 'absent' };
+      if (current.versionId !== expectedVersion) {
+        if (compareContent(current.content, digest) === 'same') return { kind: 'written', version: current.head.version };
+        return { kind: 'version-mismatch', current: current.head.version };
+      }
+      ifMatch = current.etag;
+    } else if (!expectedVersion.startsWith('"')) {
+      ifMatch = `"${expectedVersion}"`;
+    }
     return this.#withConflictRetry<PutIfMatchResult>(
       `repair write of ${JSON.stringify(key)} under ${expectedVersion}`,
       async () => {
         try {
-          const out = await this.client.send(new PutObjectCommand(this.#put(key, body, options, { IfMatch: expectedVersion })));
-          return { done: { kind: 'written', version: this.#etag(out.ETag, key) } };
+          const out = await this.client.send(new PutObjectCommand(this.#put(key, body, digest, options, { IfMatch: ifMatch })));
+          return { done: { kind: 'written', version: this.#versionOf(out.VersionId, out.ETag, key) } };
         } catch (e) {
           if (isAwsFailure(e, 404)) return { done: { kind: 'absent' } };
           if (isAwsFailure(e, 412)) {
-            // One head names the current version for the caller's report; nothing was written either way.
-            // If the object vanished meanwhile, or (vanishingly unlikely) holds the expected ETag again, say so plainly.
+            // One head says what is there: our own bytes (a retry of a write that landed), or another version
+            // for the caller's report; nothing was written by this request either way. If the object vanished
+            // meanwhile, or (vanishingly unlikely) holds the expected ETag again, say so plainly.
             return { done: (await decideFromHead()) ?? { kind: 'version-mismatch', current: expectedVersion } };
           }
           if (isConflict(e)) return { conflict: e };
@@ -139,7 +212,21 @@ export class S3ObjectStore implements ObjectStore {
     );
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+  /**
+   * The version named by a job key (a versionId, or an ETag quoted or bare)
+   * must be the current one; the pin then addresses it by versionId where the
+   * bucket keeps versions, else by its ETag.
+   */
+  async pin(key: string, version: string): Promise<ReadPin> {
+    validateObjectKey(key);
+    const current = await this.#stored(key);
+    if (current === undefined) throw new ObjectNotFoundError(this.name, key);
+    const named = version === current.versionId || (ETAG.test(version) && unquote(version) === unquote(current.etag));
+    if (!named) throw new SourceChangedError(this.name, key, version, current.head.version);
+    return { version, handle: current.versionId ?? current.etag };
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
     validateObjectKey(key);
     if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end < start) {
       throw new AdapterError(
@@ -147,27 +234,52 @@ export class S3ObjectStore implements ObjectStore {
       );
     }
     if (end === start) {
-      // HTTP cannot ask for zero bytes; still honour "throws if missing".
-      if ((await this.head(key)) === undefined) throw new ObjectNotFoundError(this.name, key);
+      // HTTP cannot ask for zero bytes; still honour "throws if missing" (and, pinned, "throws if changed").
+      if (pin) {
+        try {
+          await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key, ...pinnedSelector(pin) }));
+        } catch (e) {
+          throw this.#readFailed(key, undefined, pin, e);
+        }
+      } else if ((await this.head(key)) === undefined) throw new ObjectNotFoundError(this.name, key);
       return new Uint8Array();
     }
-    return this.#read(key, `bytes=${start}-${end - 1}`);
+    return this.#read(key, `bytes=${start}-${end - 1}`, pin);
   }
 
   async get(key: string): Promise<Uint8Array> {
     validateObjectKey(key);
-    return this.#read(key, undefined);
+    return this.#read(key, undefined, undefined);
   }
 
   async head(key: string): Promise<ObjectHead | undefined> {
     validateObjectKey(key);
+    return (await this.#stored(key))?.head;
+  }
+
+  /** One HeadObject: the head, and what S3 knows about the bytes (checksum, metadata, ETag). */
+  async #stored(key: string): Promise<Stored | undefined> {
+    let out: HeadObjectCommandOutput;
     try {
-      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return { key, size: out.ContentLength ?? 0, version: this.#etag(out.ETag, key), lastModified: out.LastModified?.getTime() ?? 0 };
+      out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key, ChecksumMode: 'ENABLED' }));
     } catch (e) {
       if (isAwsFailure(e, 404)) return undefined;
       throw this.#failed(`head of ${JSON.stringify(key)}`, e);
     }
+    const etag = this.#etag(out.ETag, key);
+    const versionId = out.VersionId && out.VersionId !== 'null' ? out.VersionId : undefined;
+    const size = out.ContentLength ?? 0;
+    // A full-object SHA-256 checksum (S3 validated it at upload) beats our metadata; a multipart one ends in -N.
+    const checksum = out.ChecksumSHA256 && !out.ChecksumSHA256.includes('-') ? Buffer.from(out.ChecksumSHA256, 'base64').toString('hex') : undefined;
+    const sha256Hex = checksum ?? out.Metadata?.[CONTENT_SHA256_METADATA];
+    // The ETag is the MD5 only for single-part uploads without SSE-KMS: use it only when no SHA-256 is known.
+    const md5 = sha256Hex === undefined ? MD5_ETAG.exec(etag)?.[1] : undefined;
+    return {
+      head: { key, size, version: versionId ?? etag, lastModified: out.LastModified?.getTime() ?? 0 },
+      etag,
+      versionId,
+      content: { size, sha256Hex, md5Base64: md5 === undefined ? undefined : Buffer.from(md5, 'hex').toString('base64') },
+    };
   }
 
   /** ListObjectsV2, page by page, so a prefix of any size streams in constant memory. */
@@ -194,6 +306,7 @@ export class S3ObjectStore implements ObjectStore {
   #put(
     key: string,
     body: Uint8Array,
+    digest: ContentDigest,
     options: PutOptions,
     condition: Pick<PutObjectCommandInput, 'IfMatch' | 'IfNoneMatch'>,
   ): PutObjectCommandInput {
@@ -202,20 +315,24 @@ export class S3ObjectStore implements ObjectStore {
       Key: key,
       Body: body,
       ContentLength: body.byteLength,
+      // S3 refuses the body if it does not hash to this, and keeps it (HeadObject ChecksumMode ENABLED).
+      ChecksumSHA256: digest.sha256Base64,
+      Metadata: { [CONTENT_SHA256_METADATA]: digest.sha256Hex },
       ...(options.contentType === undefined ? {} : { ContentType: options.contentType }),
       ...condition,
     };
   }
 
-  async #read(key: string, range: string | undefined): Promise<Uint8Array> {
+  async #read(key: string, range: string | undefined, pin: ReadPin | undefined): Promise<Uint8Array> {
     let out: GetObjectCommandOutput;
     try {
-      out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range }));
+      out = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range, ...(pin ? pinnedSelector(pin) : {}) }),
+      );
     } catch (e) {
-      if (isAwsFailure(e, 404) && !isAwsFailure(e, 404, 'NoSuchBucket')) throw new ObjectNotFoundError(this.name, key, { cause: e });
       // 416: the range starts at or past the end of an existing object; the port clips, so that is no bytes.
       if (range !== undefined && isAwsFailure(e, 416)) return new Uint8Array();
-      throw this.#failed(`read of ${JSON.stringify(key)}${range ? ` (${range})` : ''}`, e);
+      throw this.#readFailed(key, range, pin, e);
     }
     if (!out.Body) return new Uint8Array();
     try {
@@ -251,6 +368,26 @@ export class S3ObjectStore implements ObjectStore {
     );
   }
 
+  /** A failed GET or HEAD: with a pin, "that version is gone or was replaced" is SourceChanged, never NotFound. */
+  #readFailed(key: string, range: string | undefined, pin: ReadPin | undefined, e: unknown): Error {
+    if (pin) {
+      const gone =
+        isAwsFailure(e, 412) ||
+        (isAwsFailure(e, 404) && !isAwsFailure(e, 404, 'NoSuchBucket')) ||
+        // A versionId S3 cannot parse names no version of this object.
+        (pinnedSelector(pin).VersionId !== undefined && isAwsFailure(e, 400, 'InvalidArgument'));
+      if (gone) return new SourceChangedError(this.name, key, pin.version, undefined, { cause: e });
+    } else if (isAwsFailure(e, 404) && !isAwsFailure(e, 404, 'NoSuchBucket')) {
+      return new ObjectNotFoundError(this.name, key, { cause: e });
+    }
+    return this.#failed(`read of ${JSON.stringify(key)}${range ? ` (${range})` : ''}`, e);
+  }
+
+  /** The version token of a write's answer: the versionId where the bucket keeps versions, else the ETag. */
+  #versionOf(versionId: string | undefined, etag: string | undefined, key: string): string {
+    return versionId && versionId !== 'null' ? versionId : this.#etag(etag, key);
+  }
+
   #etag(etag: string | undefined, key: string): string {
     if (!etag)
       throw new AdapterError(`[object-store:s3] S3 returned no ETag for ${JSON.stringify(key)}; is the endpoint really S3-compatible?`);
@@ -261,13 +398,20 @@ export class S3ObjectStore implements ObjectStore {
     const hint = isAwsFailure(error, 404, 'NoSuchBucket')
       ? `bucket ${this.bucket} does not exist: deploy the stack or fix the bucket name`
       : isAwsFailure(error, 403)
-        ? `access to bucket ${this.bucket} was denied: grant the function role s3:GetObject, s3:PutObject and s3:ListBucket on it`
+        ? `access to bucket ${this.bucket} was denied: grant the function role s3:GetObject, s3:GetObjectVersion, s3:PutObject and s3:ListBucket on it`
         : 'retry the delivery; if it persists check the bucket and the network';
     return new AdapterError(`[object-store:s3] ${what} in bucket ${this.bucket} failed (${describeAwsFailure(error)}); ${hint}`, {
       cause: error,
       retryable: isRetryableAws(error),
     });
   }
+}
+
+/** How a pinned read addresses its version: the versionId, or `If-Match` on the ETag (412 if it changed). */
+function pinnedSelector(pin: ReadPin): Pick<GetObjectCommandInput, 'VersionId' | 'IfMatch'> {
+  const handle = pin.handle ?? pin.version;
+  if (ETAG.test(handle)) return { IfMatch: handle.startsWith('"') ? handle : `"${handle}"` };
+  return { VersionId: handle };
 }
 
 function isConflict(error: unknown): boolean {

@@ -7,10 +7,11 @@ import {
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   type SendMessageBatchRequestEntry,
+  SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
+import type { DeadLetter, DeadLetterSink, Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
 import { backoffDelayMs, describeAwsFailure, isAwsFailure, isRetryableAws, sleep } from './aws-error.js';
 
 /** The only part of an `SQSClient` this adapter uses. */
@@ -203,6 +204,13 @@ export class SqsJobQueue implements PullQueue {
     return [...seen.values()];
   }
 
+  /** Poison: sent to the dead-letter queue now, then deleted; never received again (shared/app/poison.ts). */
+  async deadLetter(delivery: Delivery, why: Pick<DeadLetter, 'reason' | 'error'>): Promise<void> {
+    const sink = new SqsDeadLetterQueue(this.client, await this.#resolveDeadLetterUrl());
+    await sink.send({ body: delivery.body, jobKey: delivery.jobKey, messageId: delivery.deliveryId, ...why });
+    await this.ack(delivery);
+  }
+
   async #sendOne(batch: readonly JobMessage[]): Promise<void> {
     let pending = batch.map((m, i) => ({ id: String(i), message: m }));
     for (let attempt = 0; ; attempt++) {
@@ -286,6 +294,58 @@ export class SqsJobQueue implements PullQueue {
       cause: error,
       retryable: isRetryableAws(error),
     });
+  }
+}
+
+/** SQS's limit on one message attribute value we set (the reason text is clipped to it). */
+const MAX_REASON_CHARS = 1024;
+
+/**
+ * A dead-letter queue a handler writes poison to itself (SendMessage), so the
+ * poison record is acknowledged at once instead of being received
+ * maxReceiveCount times before the redrive policy moves it. The entry is the
+ * original body with the reason and the original message id as attributes.
+ * SendMessage has no condition: an SDK retry after a lost answer can leave a
+ * second, identical entry, which a redrive replays harmlessly (the claim, or
+ * a create-only fan-out, stops the second). Needs sqs:SendMessage on the DLQ.
+ */
+export class SqsDeadLetterQueue implements DeadLetterSink {
+  readonly name: string;
+
+  constructor(
+    private readonly client: SqsSender,
+    readonly queueUrl: string,
+  ) {
+    this.name = `sqs:${queueUrl.split('/').pop() ?? queueUrl}`;
+  }
+
+  async send(letter: DeadLetter): Promise<void> {
+    const text = (v: string) => ({ DataType: 'String', StringValue: v.slice(0, MAX_REASON_CHARS) || '-' });
+    try {
+      await this.client.send(
+        new SendMessageCommand({
+          QueueUrl: this.queueUrl,
+          MessageBody: letter.body,
+          MessageAttributes: {
+            ...(letter.jobKey ? { [JOB_KEY_ATTRIBUTE]: text(letter.jobKey) } : {}),
+            'tessera-reason': text(letter.reason),
+            'tessera-error': text(letter.error),
+            'tessera-message-id': text(letter.messageId),
+          },
+        }),
+      );
+    } catch (e) {
+      const hint = isAwsFailure(e, 403)
+        ? 'grant the function sqs:SendMessage on its dead-letter queue'
+        : 'the delivery falls back to the redrive policy, so the message is not lost';
+      throw new AdapterError(
+        `[dead-letter:${this.name}] poison message ${letter.messageId} (${letter.reason}) could not be sent (${describeAwsFailure(e)}); ${hint}`,
+        {
+          cause: e,
+          retryable: isRetryableAws(e),
+        },
+      );
+    }
   }
 }
 

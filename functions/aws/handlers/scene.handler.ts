@@ -1,20 +1,23 @@
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { Context, S3Event, S3EventRecord, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
-import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
+import { poisonReason } from '../../../shared/app/poison.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
+import { ENV } from '../../../shared/domain/runtime-config.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-batch.js';
+import { deadLetterSinkOf, outOfTime, queueUrlOf, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
 
 /** What the scene handler did with one S3 notification record. */
 export type SceneRecordOutcome =
   | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
   | {
       readonly kind: 'ignored';
-      readonly reason: 'not-a-create' | 'other-bucket' | 'filtered-out' | 'test-event';
+      readonly reason: 'not-a-create' | 'other-bucket' | 'filtered-out' | 'test-event' | 'source-changed' | 'source-gone';
       readonly key?: string | undefined;
     };
 
@@ -61,24 +64,108 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
     if (bucket !== config.sourceBucket) return ignore('other-bucket', key);
     if (!acceptSourceObject(key, filter)) return ignore('filtered-out', key);
     const source: SourceRef = { bucket, key, versionToken: versionTokenOf(record) };
-    const result = await fanOutScene(backend, { source, params: config.params });
-    return { kind: 'fanned-out', sceneKey: result.sceneKey, enqueued: result.enqueued, source };
+    // The pin at fan-out compares the event's token with the stored object (the versionId on a
+    // versioned bucket, not the ETag): a late event for an overwritten object is stale, and the
+    // newer version's own notification makes its scene.
+    const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+    switch (fan.kind) {
+      case 'fanned-out':
+        return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, source };
+      case 'source-changed':
+        return ignore('source-changed', key);
+      case 'source-gone':
+        return ignore('source-gone', key);
+      default:
+        return assertNever(fan, 'scene fan-out');
+    }
   }
 
-  /** One SQS record: every S3 record in its body must fan out for the SQS record to count as done. */
+  /**
+   * One SQS record, settled per S3 record inside it. A body of one record
+   * gets that record's verdict. A body of several is never failed whole for
+   * one bad record (its good records would fan out again on every receive and
+   * end in the DLQ beside it): each failed record is settled alone, as a
+   * one-record notification of its own: poison into the DLQ, a transient
+   * failure back onto this queue with a backoff; then the message is acked,
+   * so no record that succeeded is redone. Only if that split cannot be
+   * written does the whole message go round again (its good records' fan-outs
+   * then repeat, harmlessly: same keys, create-only manifest, claims stop the
+   * duplicate jobs).
+   */
   async function handleSqsRecord(record: SQSRecord): Promise<SceneVerdict> {
-    const { telemetry } = rt().backend;
+    const r = rt();
+    const { telemetry } = r.backend;
+    const fields = { messageId: record.messageId, receiveCount: receiveCountOf(record) };
+    let payload: S3EventRecord[] | 'test-event';
     try {
-      const payload = notificationOf(parseJson(record.body));
-      if (payload === 'test-event') {
-        telemetry.count('event-ignored');
-        telemetry.log('INFO', 'event-ignored', { reason: 'test-event', messageId: record.messageId });
-        return { kind: 'ack' };
-      }
-      for (const s3Record of payload) await handleS3Record(s3Record);
-      return { kind: 'ack' };
+      payload = notificationOf(parseJson(record.body));
     } catch (error) {
-      return verdictOf(error, rt(), { messageId: record.messageId, receiveCount: receiveCountOf(record) });
+      return verdictOf(error, r, fields);
+    }
+    if (payload === 'test-event') {
+      telemetry.count('event-ignored');
+      telemetry.log('INFO', 'event-ignored', { reason: 'test-event', messageId: record.messageId });
+      return { kind: 'ack' };
+    }
+    const failed: { readonly s3Record: S3EventRecord; readonly verdict: Exclude<SceneVerdict, { kind: 'ack' }> }[] = [];
+    for (const [index, s3Record] of payload.entries()) {
+      try {
+        await handleS3Record(s3Record);
+      } catch (error) {
+        failed.push({ s3Record, verdict: verdictOf(error, r, { ...fields, record: index, key: s3Record.s3?.object?.key }) });
+      }
+    }
+    const [only] = failed;
+    if (only === undefined) return { kind: 'ack' };
+    if (payload.length === 1) return only.verdict;
+    try {
+      for (const f of failed) await settleAlone(r, record, f.s3Record, f.verdict);
+    } catch (error) {
+      telemetry.log('WARN', 'scene-records-not-split', {
+        ...fields,
+        failed: failed.length,
+        of: payload.length,
+        why: 'the failed records could not be settled alone; the whole message is retried and its good records fan out again (harmless)',
+        error,
+      });
+      return failed.find((f) => f.verdict.kind === 'retry')?.verdict ?? only.verdict;
+    }
+    telemetry.log('WARN', 'scene-records-split', {
+      ...fields,
+      of: payload.length,
+      deadLettered: failed.filter((f) => f.verdict.kind === 'poison').length,
+      requeued: failed.filter((f) => f.verdict.kind === 'retry').length,
+    });
+    return { kind: 'ack' };
+  }
+
+  /** One failed S3 record as a one-record notification: poison to the DLQ, a transient failure back onto its queue. */
+  async function settleAlone(
+    r: AwsRuntime,
+    record: SQSRecord,
+    s3Record: S3EventRecord,
+    verdict: Exclude<SceneVerdict, { kind: 'ack' }>,
+  ): Promise<void> {
+    const body = JSON.stringify({ Records: [s3Record] });
+    switch (verdict.kind) {
+      case 'poison': {
+        const sink = deadLetterSinkOf(r);
+        if (sink === undefined) throw new InvalidEventError(`no dead-letter queue is configured (${ENV.deadLetterQueue})`);
+        await sink.send({ body, messageId: record.messageId, ...poisonReason(verdict.error) });
+        return;
+      }
+      case 'retry':
+        await r.clients.sqs.send(
+          new SendMessageCommand({
+            QueueUrl: queueUrlOf(record.eventSourceARN),
+            MessageBody: body,
+            // SQS delays a message by at most 15 minutes.
+            DelaySeconds: Math.min(900, requeueDelaySeconds(verdict, receiveCountOf(record))),
+          }),
+        );
+        return;
+      default:
+        assertNever(verdict, 'scene verdict');
     }
   }
 
@@ -100,8 +187,12 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
         switch (verdict.kind) {
           case 'ack':
             break;
-          case 'retry':
           case 'poison':
+            // Settled at once (shared/app/poison.ts): into the DLQ by this handler, then acked.
+            if ((await settlePoisonRecord(rt(), record, verdict.error)).kind === 'dead-lettered') break;
+            batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
+            break;
+          case 'retry':
             batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
             break;
           default:

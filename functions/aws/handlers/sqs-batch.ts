@@ -1,9 +1,11 @@
 import { ChangeMessageVisibilityBatchCommand } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchItemFailure, SQSRecord } from 'aws-lambda';
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
+import { type PoisonSettlement, poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import type { Telemetry } from '../../../shared/ports/telemetry.port.js';
-import type { SqsSender } from '../adapters/sqs-job-queue.js';
+import { JOB_KEY_ATTRIBUTE, SqsDeadLetterQueue, type SqsSender } from '../adapters/sqs-job-queue.js';
+import type { AwsRuntime } from '../compose.js';
 
 /**
  * How long a failed record stays hidden before SQS hands it out again.
@@ -14,8 +16,9 @@ import type { SqsSender } from '../adapters/sqs-job-queue.js';
  * - retry: the verdict's delay if it has one (an earlier attempt still holds
  *   the lease: come back when it lapses), else exponential backoff on the
  *   receive count, 10 s, 20 s, 40 s ... capped at 15 minutes;
- * - poison: at once. Retrying cannot help, and each receive brings it one
- *   step closer to maxReceiveCount, after which SQS moves it to the DLQ.
+ * - poison: at once, when it could not be put in the DLQ directly
+ *   ({@link settlePoisonRecord}): retrying cannot help, and each receive
+ *   brings it one step closer to maxReceiveCount, after which SQS moves it.
  */
 export function requeueDelaySeconds(verdict: Exclude<DeliveryVerdict, { kind: 'ack' }>, receiveCount: number): number {
   switch (verdict.kind) {
@@ -32,6 +35,26 @@ export function requeueDelaySeconds(verdict: Exclude<DeliveryVerdict, { kind: 'a
 export interface FailedRecord {
   readonly record: SQSRecord;
   readonly delaySeconds: number;
+}
+
+/** The function's own trigger DLQ as a dead-letter sink (TESSERA_DEAD_LETTER_QUEUE; infra/ grants sqs:SendMessage on it). */
+export function deadLetterSinkOf(rt: Pick<AwsRuntime, 'config' | 'clients'>): SqsDeadLetterQueue | undefined {
+  return rt.config.deadLetterQueue ? new SqsDeadLetterQueue(rt.clients.sqs, rt.config.deadLetterQueue) : undefined;
+}
+
+/**
+ * Poison settled at once (shared/app/poison.ts): the record's body, unchanged,
+ * into the DLQ, and the record is then acked (left out of batchItemFailures).
+ * `fall-back`: fail it at once instead, and the redrive policy moves it after
+ * maxReceiveCount receives, as before.
+ */
+export function settlePoisonRecord(rt: Pick<AwsRuntime, 'config' | 'clients' | 'backend'>, record: SQSRecord, error: Error): Promise<PoisonSettlement> {
+  const jobKey = record.messageAttributes?.[JOB_KEY_ATTRIBUTE]?.stringValue;
+  return settlePoison(
+    deadLetterSinkOf(rt),
+    { body: record.body, jobKey, messageId: record.messageId, ...poisonReason(error) },
+    rt.backend.telemetry,
+  );
 }
 
 /** Receive count of a record as SQS reports it (1 on first delivery). */

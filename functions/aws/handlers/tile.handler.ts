@@ -1,8 +1,9 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { handleTileDelivery } from '../../../shared/app/deliveries.js';
+import { handleQueueDelivery } from '../../../shared/app/queue-delivery.js';
+import { SQS_DEFAULT_MAX_RECEIVE_COUNT, sqsSchedule } from '../../../shared/app/redelivery.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-batch.js';
+import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
 
 /**
  * The tile worker: one SQS batch of tile jobs per invocation.
@@ -14,9 +15,10 @@ import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-
  *   message, lease stolen — already alarmed at ERROR): success, SQS deletes it;
  * - retry (a transient failure, or an earlier attempt of this very message
  *   still holds the lease): reported, and hidden for a backoff;
- * - poison (a malformed or impossible job): reported and made visible at once,
- *   so after maxReceiveCount receives SQS moves it to the dead-letter queue.
- *   Poison never reaches the claim or the write, so nothing is half-written.
+ * - poison (a malformed or impossible job): settled at once: sent to the
+ *   dead-letter queue by the handler and acked (shared/app/poison.ts); only
+ *   if that send fails is it reported, visible at once, for the redrive
+ *   policy to move. Poison never reaches the write, so nothing is half-written.
  *
  * Records are processed one after another: a tile is CPU-bound, and Lambda
  * scales out by running more invocations. Records not started when the
@@ -25,7 +27,9 @@ import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch } from './sqs-
 export function createTileHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   const rt = typeof runtime === 'function' ? runtime : () => runtime;
   return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
-    const { backend, settings, clients } = rt();
+    const { backend, settings, clients, config } = rt();
+    // The redrive policy's count (infra/ sets it); SQS lets the handler set each record's gap (sqs-batch.ts).
+    const schedule = sqsSchedule(config.maxDeliveries ?? SQS_DEFAULT_MAX_RECEIVE_COUNT);
     const batch = new SqsBatch(clients.sqs, backend.telemetry);
     let handedBack = 0;
     for (const record of event.Records ?? []) {
@@ -35,12 +39,22 @@ export function createTileHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
         continue;
       }
       const receiveCount = receiveCountOf(record);
-      const verdict = await handleTileDelivery(backend, settings, { body: record.body, deliveryId: record.messageId, receiveCount });
+      // Tile jobs and fan-out chunks share the queue; the dispatch is the same on every cloud (shared/app/queue-delivery.ts).
+      const verdict = await handleQueueDelivery(backend, settings, {
+        body: record.body,
+        deliveryId: record.messageId,
+        receiveCount,
+        schedule,
+      });
       switch (verdict.kind) {
         case 'ack':
           break;
-        case 'retry':
         case 'poison':
+          // Settled at once (shared/app/poison.ts): into the DLQ by this handler, then acked.
+          if ((await settlePoisonRecord(rt(), record, verdict.error)).kind === 'dead-lettered') break;
+          batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
+          break;
+        case 'retry':
           batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
           break;
         default:

@@ -1,7 +1,15 @@
-import type { BlobDownloadResponseParsed, ContainerClient } from '@azure/storage-blob';
-import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
+import type { BlobDownloadResponseParsed, BlobGetPropertiesResponse, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
+import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDigest } from '../../../shared/domain/content-digest.js';
+import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../../shared/ports/object-store.port.js';
 import { isFailure, storageFailure } from './rest-error.js';
 
 /** Blobs per list page: the service maximum, so a prefix of a few thousand tiles costs a handful of requests. */
@@ -21,6 +29,21 @@ const LIST_PAGE_SIZE = 5000;
  *
  * The blob ETag (quotes included, as the service returns it) is the version token.
  *
+ * Every Put Blob carries the body's MD5 as `Content-MD5` (the service refuses a
+ * body that does not match, 400 Md5Mismatch) and as the blob's stored
+ * Content-MD5 property, and its SHA-256 as metadata `tesserasha256`. When a
+ * write meets 409/412, the blob in place is compared with the body: the same
+ * bytes are this job's own write (a duplicate, or an earlier attempt whose
+ * answer was lost), other bytes are reported as foreign.
+ *
+ * Pinned reads do not use `If-Match` on the ETag: Set Blob Metadata or
+ * Properties changes the ETag and not the bytes, so a tag or a content-type fix
+ * would fail every tile. `pin` takes (or reuses) a SNAPSHOT of the blob,
+ * conditional on the ETag named by the job key, and the handle is the snapshot
+ * time: a snapshot is read-only and keeps exactly those bytes whatever happens
+ * to the base blob. Snapshots are not deleted by Tessera (that would be a delete
+ * without a precondition on the data it names); a lifecycle rule expires them.
+ *
  * @example
  * const container = BlobServiceClient.fromConnectionString(cs).getContainerClient('tiles');
  * const store = new AzureBlobObjectStore(container);
@@ -34,49 +57,82 @@ export class AzureBlobObjectStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array, options: PutOptions = {}): Promise<PutIfAbsentResult> {
     const blob = this.blob(key);
+    const digest = contentDigest(body);
     try {
-      const r = await blob.upload(body, body.byteLength, {
-        conditions: { ifNoneMatch: '*' },
-        ...(options.contentType === undefined ? {} : { blobHTTPHeaders: { blobContentType: options.contentType } }),
-      });
+      const r = await blob.upload(body, body.byteLength, this.uploadOptions(digest, options, { ifNoneMatch: '*' }));
       return { kind: 'written', version: this.etagOf(r.etag, key) };
     } catch (e) {
-      if (isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412)) return { kind: 'already-present' };
-      throw this.failed(`create-only write of ${JSON.stringify(key)}`, e);
+      if (!(isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412))) throw this.failed(`create-only write of ${JSON.stringify(key)}`, e);
+      // Taken: say whose bytes are there. Gone again since the refusal: not ours either.
+      const current = await this.stored(key);
+      if (!current) return { kind: 'already-present', sameBytes: false };
+      return { kind: 'already-present', sameBytes: current.same(digest), current: current.head };
     }
   }
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options: PutOptions = {}): Promise<PutIfMatchResult> {
     const blob = this.blob(key);
+    const digest = contentDigest(body);
     try {
-      const r = await blob.upload(body, body.byteLength, {
-        conditions: { ifMatch: expectedVersion },
-        ...(options.contentType === undefined ? {} : { blobHTTPHeaders: { blobContentType: options.contentType } }),
-      });
+      const r = await blob.upload(body, body.byteLength, this.uploadOptions(digest, options, { ifMatch: expectedVersion }));
       return { kind: 'written', version: this.etagOf(r.etag, key) };
     } catch (e) {
       if (isFailure(e, 404)) return { kind: 'absent' };
       if (isFailure(e, 412)) {
         // A 412 does not say whether the blob is missing or at another version (Azurite answers 412 for a
-        // missing blob; Azure may answer 404). One head settles it; nothing was written either way.
-        const current = await this.head(key);
-        return current === undefined ? { kind: 'absent' } : { kind: 'version-mismatch', current: current.version };
+        // missing blob; Azure may answer 404). One head settles it, and says whether the other version is
+        // exactly our bytes (an earlier attempt landed, its answer was lost): written. This request wrote nothing.
+        const current = await this.stored(key);
+        if (current === undefined) return { kind: 'absent' };
+        if (current.same(digest)) return { kind: 'written', version: current.head.version };
+        return { kind: 'version-mismatch', current: current.head.version };
       }
       throw this.failed(`repair write of ${JSON.stringify(key)} under ${expectedVersion}`, e);
     }
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+  /**
+   * The ETag named by a job key must be the blob's current one; the pin is a
+   * snapshot of exactly that state (an existing one is reused, so a retried
+   * fan-out pins the same snapshot), created with `If-Match: <etag>`.
+   */
+  async pin(key: string, version: string): Promise<ReadPin> {
+    const blob = this.blob(key);
+    const current = await this.head(key);
+    if (current === undefined) throw new ObjectNotFoundError(this.name, key);
+    if (current.version !== version) throw new SourceChangedError(this.name, key, version, current.version);
+    const existing = await this.snapshotOf(key, version);
+    if (existing !== undefined) return { version, handle: existing };
+    try {
+      const r = await blob.createSnapshot({ conditions: { ifMatch: version } });
+      if (!r.snapshot) throw new AdapterError(`[object-store:${this.name}] snapshot of ${JSON.stringify(key)} returned no snapshot time`);
+      return { version, handle: r.snapshot };
+    } catch (e) {
+      if (isFailure(e, 412) || isFailure(e, 404)) {
+        throw new SourceChangedError(this.name, key, version, (await this.head(key))?.version, { cause: e });
+      }
+      throw e instanceof AdapterError ? e : this.failed(`snapshot of ${JSON.stringify(key)}`, e);
+    }
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
     if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end < start) {
       throw new AdapterError(`[object-store:${this.name}] byte range [${start}, ${end}) of ${JSON.stringify(key)} is not a valid range`);
     }
     if (end === start) {
       // An empty range would be a zero-length x-ms-range, which the service refuses; still honour "throws if missing".
-      if ((await this.head(key)) === undefined) throw new ObjectNotFoundError(this.name, key);
+      if (pin) {
+        try {
+          await this.pinned(key, pin).client.getProperties({ conditions: this.pinned(key, pin).conditions });
+        } catch (e) {
+          if (isFailure(e, 404) || isFailure(e, 412)) throw new SourceChangedError(this.name, key, pin.version, undefined, { cause: e });
+          throw this.failed(`head of ${JSON.stringify(key)}`, e);
+        }
+      } else if ((await this.head(key)) === undefined) throw new ObjectNotFoundError(this.name, key);
       return new Uint8Array();
     }
     try {
-      return await this.download(key, start, end - start);
+      return await this.download(key, start, end - start, pin);
     } catch (e) {
       // 416: the range starts at or past the end of the blob. The port clips, so that is an empty read.
       if (isFailure(e, 416)) return new Uint8Array();
@@ -85,23 +141,66 @@ export class AzureBlobObjectStore implements ObjectStore {
   }
 
   async get(key: string): Promise<Uint8Array> {
-    return this.download(key, 0, undefined);
+    return this.download(key, 0, undefined, undefined);
   }
 
   async head(key: string): Promise<ObjectHead | undefined> {
+    return (await this.stored(key))?.head;
+  }
+
+  /** The head, and a comparison of the blob's bytes with a body (size, Content-MD5, our SHA-256 metadata). */
+  private async stored(key: string): Promise<{ head: ObjectHead; same(digest: ContentDigest): boolean } | undefined> {
     const blob = this.blob(key);
+    let p: BlobGetPropertiesResponse;
     try {
-      const p = await blob.getProperties();
-      return {
-        key,
-        size: p.contentLength ?? 0,
-        version: this.etagOf(p.etag, key),
-        lastModified: p.lastModified?.getTime() ?? 0,
-      };
+      p = await blob.getProperties();
     } catch (e) {
       if (isFailure(e, 404)) return undefined;
       throw this.failed(`head of ${JSON.stringify(key)}`, e);
     }
+    const head = { key, size: p.contentLength ?? 0, version: this.etagOf(p.etag, key), lastModified: p.lastModified?.getTime() ?? 0 };
+    const content = {
+      size: head.size,
+      md5Base64: p.contentMD5 ? Buffer.from(p.contentMD5).toString('base64') : undefined,
+      sha256Hex: p.metadata?.[CONTENT_SHA256_METADATA],
+    };
+    return { head, same: (digest) => compareContent(content, digest) === 'same' };
+  }
+
+  /** Content-MD5 checked by the service and kept as the blob's MD5; the SHA-256 as metadata; the precondition. */
+  private uploadOptions(digest: ContentDigest, options: PutOptions, conditions: { ifNoneMatch: string } | { ifMatch: string }) {
+    const md5 = Buffer.from(digest.md5Base64, 'base64');
+    return {
+      conditions,
+      transactionalContentMD5: md5,
+      blobHTTPHeaders: { blobContentMD5: md5, ...(options.contentType === undefined ? {} : { blobContentType: options.contentType }) },
+      metadata: { [CONTENT_SHA256_METADATA]: digest.sha256Hex },
+    };
+  }
+
+  /** An existing snapshot of `key` whose ETag is `etag` (the oldest), so repeated pins of one version share it. */
+  private async snapshotOf(key: string, etag: string): Promise<string | undefined> {
+    try {
+      let found: string | undefined;
+      for await (const item of this.container.listBlobsFlat({ prefix: key, includeSnapshots: true })) {
+        if (item.name !== key || !item.snapshot || item.properties.etag !== etag) continue;
+        if (found === undefined || item.snapshot < found) found = item.snapshot;
+      }
+      return found;
+    } catch (e) {
+      throw this.failed(`listing of the snapshots of ${JSON.stringify(key)}`, e);
+    }
+  }
+
+  /**
+   * How a pinned read addresses its bytes: the snapshot named by the handle, or,
+   * for a pin without one, the base blob under `If-Match` (a metadata update then
+   * reads as a change: the snapshot is the faithful path).
+   */
+  private pinned(key: string, pin: ReadPin): { client: BlockBlobClient; conditions: { ifMatch?: string } } {
+    const blob = this.blob(key);
+    if (pin.handle) return { client: blob.withSnapshot(pin.handle), conditions: {} };
+    return { client: blob, conditions: { ifMatch: pin.version } };
   }
 
   async *list(prefix: string): AsyncIterable<ObjectHead> {
@@ -126,12 +225,14 @@ export class AzureBlobObjectStore implements ObjectStore {
     return this.container.getBlockBlobClient(validateObjectKey(key));
   }
 
-  private async download(key: string, offset: number, count: number | undefined): Promise<Uint8Array> {
-    const blob = this.blob(key);
+  private async download(key: string, offset: number, count: number | undefined, pin: ReadPin | undefined): Promise<Uint8Array> {
+    const target = pin ? this.pinned(key, pin) : { client: this.blob(key), conditions: {} };
     let response: BlobDownloadResponseParsed;
     try {
-      response = await blob.download(offset, count);
+      response = await target.client.download(offset, count, { conditions: target.conditions });
     } catch (e) {
+      // Pinned: the snapshot is gone or the base blob changed. Never "not found" for a version that is gone.
+      if (pin && (isFailure(e, 404) || isFailure(e, 412))) throw new SourceChangedError(this.name, key, pin.version, undefined, { cause: e });
       if (isFailure(e, 404)) throw new ObjectNotFoundError(this.name, key, { cause: e });
       if (isFailure(e, 416)) throw e; // getRange turns this into an empty read
       throw this.failed(`read of ${JSON.stringify(key)}`, e);

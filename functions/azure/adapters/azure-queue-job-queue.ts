@@ -1,6 +1,6 @@
 import type { DequeuedMessageItem, QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
+import type { DeadLetter, DeadLetterSink, Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
 import { isFailure, storageFailure } from './rest-error.js';
 
 /** The Functions host's default `maxDequeueCount` for Storage Queue triggers (host.json `extensions.queues`). */
@@ -190,6 +190,16 @@ export class AzureQueueJobQueue implements PullQueue {
     }
   }
 
+  /**
+   * Poison: copied to `<queue>-poison` now (the text the host itself would
+   * copy) and deleted, as the host does after its last dequeue, without the
+   * retries in between.
+   */
+  async deadLetter(delivery: Delivery, _why: Pick<DeadLetter, 'reason' | 'error'>): Promise<void> {
+    const { messageId, popReceipt } = this.settle(delivery);
+    await this.moveToPoison(messageId, popReceipt, encodeMessageText(delivery.body));
+  }
+
   async deadLetters(): Promise<JobMessage[]> {
     try {
       // Peek returns at most 32 messages and never hides them. Nothing consumes the poison queue, so fewer than
@@ -274,4 +284,53 @@ export function jobKeyOf(body: string): string {
 function toJobMessage(text: string): JobMessage {
   const body = decodeMessageText(text);
   return { jobKey: jobKeyOf(body), body };
+}
+
+/**
+ * The poison queue of a Storage Queue trigger as a dead-letter sink: the
+ * handler puts poison there itself and returns success, so the host deletes
+ * the original at once instead of retrying it `maxDequeueCount` times
+ * (shared/app/poison.ts). The entry is the message text the host would have
+ * copied (base64 of the body), so one replay tool reads both kinds of entry.
+ *
+ * Queue Storage has no conditional Put Message. A send retried after a lost
+ * answer, or a delivery that dies after the send and before the host's
+ * delete, leaves a second, byte-identical entry: never a lost one (the copy
+ * is made before the ack) and never a doubled effect (a replayed tile job
+ * stops at its claim, a replayed scene event repeats a create-only fan-out).
+ * The function needs Storage Queue Data Message Sender on `<queue>-poison`.
+ */
+export class AzurePoisonQueue implements DeadLetterSink {
+  readonly name: string;
+  readonly #poison: QueueClient;
+
+  constructor(service: QueueServiceClient, queueName: string) {
+    this.#poison = service.getQueueClient(poisonQueueName(queueName));
+    this.name = `azure-queue:${this.#poison.name}`;
+  }
+
+  async send(letter: DeadLetter): Promise<void> {
+    try {
+      await this.#poison.sendMessage(encodeMessageText(letter.body));
+    } catch (e) {
+      if (!isFailure(e, 404)) throw this.#failed(letter, e);
+      // The poison queue does not exist until the first poison message: create it, once.
+      try {
+        await this.#poison.createIfNotExists();
+        await this.#poison.sendMessage(encodeMessageText(letter.body));
+      } catch (again) {
+        throw this.#failed(letter, again);
+      }
+    }
+  }
+
+  #failed(letter: DeadLetter, cause: unknown): AdapterError {
+    return storageFailure(cause, `copy of poison message ${letter.messageId} (${letter.reason})`, {
+      tag: `dead-letter:${this.name}`,
+      kind: 'queue',
+      resource: this.#poison.name,
+      missingCode: 'QueueNotFound',
+      role: 'Storage Queue Data Message Sender',
+    });
+  }
 }

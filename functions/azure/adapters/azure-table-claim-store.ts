@@ -1,5 +1,12 @@
 import { odata, type TableClient, type TableEntityResult } from '@azure/data-tables';
-import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
+import {
+  type ClaimResult,
+  type ClaimRow,
+  type ClaimState,
+  type CommitResult,
+  type HeartbeatResult,
+  isOwnLease,
+} from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
 import { isFailure, storageFailure } from './rest-error.js';
@@ -73,6 +80,8 @@ export class AzureTableClaimStore implements ClaimStore {
       lease_until: BigInt(request.leaseUntil),
       expires_at: new Date(request.expiresAt),
     };
+    // The owner a takeover of ours replaced, should its answer be lost and the re-read find our row.
+    let takenFrom: string | undefined;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       try {
         await this.table.createEntity(fresh);
@@ -86,8 +95,11 @@ export class AzureTableClaimStore implements ClaimStore {
         if (current === undefined) break; // swept between our insert and our read: insert again
         const { row, etag } = current;
         if (row.state === 'COMMITTED') return { kind: 'done', outputUri: row.outputUri, finishedAt: row.finishedAt };
+        // Our own insert (409 on the SDK's retry after a lost answer) or takeover (412 likewise): ours.
+        if (isOwnLease(row, request)) return { kind: 'claimed', row, stolenFrom: takenFrom };
         if (row.leaseUntil >= request.now) return { kind: 'held', by: row.owner, leaseUntil: row.leaseUntil };
         try {
+          takenFrom = row.owner;
           await this.table.updateEntity(fresh, 'Replace', { etag });
           return { kind: 'claimed', row: toRow(request.jobId, fresh), stolenFrom: row.owner };
         } catch (e) {
@@ -134,6 +146,8 @@ export class AzureTableClaimStore implements ClaimStore {
       const current = await this.read(request.jobId);
       if (current === undefined) return { kind: 'lost', current: undefined };
       const { row, etag } = current;
+      // Our own beat seen again (its answer was lost and the SDK retried: 412 on the ETag it changed).
+      if (isOwnLease(row, request)) return { kind: 'extended', leaseUntil: row.leaseUntil };
       if (row.owner !== request.owner || row.state !== 'CLAIMED' || row.leaseUntil < request.now) return { kind: 'lost', current: row };
       try {
         // Merge touches only lease_until; the ETag still pins the whole row we checked.

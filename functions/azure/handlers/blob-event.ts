@@ -6,6 +6,29 @@ export const BLOB_CREATED = 'Microsoft.Storage.BlobCreated';
 
 const SUBJECT = /^\/blobServices\/default\/containers\/([^/]+)\/blobs\/(.+)$/s;
 
+/**
+ * The `data.api` values of a BlobCreated event whose blob's bytes are committed
+ * (Azure's "Blob Storage as an Event Grid source" event list):
+ * - Blob REST API: PutBlob, PutBlockList (the block blob is completely
+ *   committed), CopyBlob (on a hierarchical-namespace account the event fires
+ *   when a copy that does not finish at once starts: see docs/azure.md);
+ * - Data Lake Storage REST API: FlushWithClose (CreateFile announces an empty file);
+ * - SFTP: SftpCommit (SftpCreate announces an empty blob, SftpWrite a part of a
+ *   resumable upload).
+ * Anything else, an unknown API included, starts no scene: it is counted as ignored.
+ */
+export const COMMITTING_BLOB_APIS: readonly string[] = ['PutBlob', 'PutBlockList', 'CopyBlob', 'FlushWithClose', 'SftpCommit'];
+
+/** Whether a BlobCreated event's API commits the blob's bytes ({@link COMMITTING_BLOB_APIS}). */
+export const commitsBlob = (api: string | undefined): boolean => api !== undefined && COMMITTING_BLOB_APIS.includes(api);
+
+/** A trigger input as message text (for a poison entry): text as it came, an object as JSON. */
+export function entryText(entry: unknown): string {
+  if (typeof entry === 'string') return entry;
+  if (Buffer.isBuffer(entry)) return entry.toString('utf8');
+  return JSON.stringify(entry) ?? String(entry);
+}
+
 /** What a BlobCreated event says about the blob. */
 export interface BlobCreated {
   readonly container: string;

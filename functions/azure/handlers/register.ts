@@ -1,8 +1,8 @@
 import { app } from '@azure/functions';
 import { ENV } from '../../../shared/domain/runtime-config.js';
-import { CLEANUP_SCHEDULE, MOSAIC_EVENT_QUEUE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
+import { CLEANUP_SCHEDULE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
 import { makeCleanupHandler } from './cleanup.handler.js';
-import { makeMosaicHandler } from './mosaic.handler.js';
+import { MOSAIC_SCHEDULE, makeMosaicHandler } from './mosaic.handler.js';
 import { makeSceneHandler } from './scene.handler.js';
 import { makeTileHandler } from './tile.handler.js';
 
@@ -18,11 +18,11 @@ export interface FunctionRegistrar {
  * Names match infra/common/packaging.ts AZURE_FUNCTION_NAMES; the cleanup
  * timer needs no infrastructure of its own.
  *
- * `scene` and `mosaic` take Event Grid BlobCreated events from the Storage
- * Queues infra/ points the Event Grid subscriptions at (a queue destination
- * needs no function to exist when the subscription is created). Their
- * handlers also accept an Event Grid trigger's input, should a stack
- * subscribe the functions directly (`app.eventGrid`).
+ * `scene` takes Event Grid BlobCreated events from the Storage Queue infra/
+ * points the Event Grid subscription at (a queue destination needs no
+ * function to exist when the subscription is created); its handler also
+ * accepts an Event Grid trigger's input. `mosaic` is a timer: the same
+ * scheduled sweep as AWS and GCP, not a trigger on every tile write.
  *
  * The tile queue name is a binding expression (`%TESSERA_TILE_QUEUE%`) the host
  * resolves from app settings, so the trigger and the sender read one setting.
@@ -30,6 +30,6 @@ export interface FunctionRegistrar {
 export function registerFunctions(registrar: FunctionRegistrar = app): void {
   registrar.storageQueue('scene', { queueName: SCENE_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeSceneHandler() });
   registrar.storageQueue('tile', { queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION, handler: makeTileHandler() });
-  registrar.storageQueue('mosaic', { queueName: MOSAIC_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeMosaicHandler() });
+  registrar.timer('mosaic', { schedule: MOSAIC_SCHEDULE, handler: makeMosaicHandler() });
   registrar.timer('cleanup', { schedule: CLEANUP_SCHEDULE, handler: makeCleanupHandler() });
 }

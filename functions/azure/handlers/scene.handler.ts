@@ -1,15 +1,19 @@
 import type { InvocationContext } from '@azure/functions';
-import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
+import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
-import { TesseraError } from '../../../shared/domain/errors.js';
+import { assertNever } from '../../../shared/domain/claim.js';
+import { AdapterError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
-import { type AzureRuntime, azureRuntime, invocationBackend } from '../compose.js';
-import { eventOf, parseBlobCreated } from './blob-event.js';
+import { type AzureRuntime, azureRuntime, invocationBackend, SCENE_EVENT_QUEUE } from '../compose.js';
+import { commitsBlob, entryText, eventOf, parseBlobCreated } from './blob-event.js';
 
 /** What one scene event came to; the handler returns it so tests (and logs) can see the decision. */
 export type SceneEventResult =
   | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly manifest: 'written' | 'already-present' }
-  | { readonly kind: 'ignored'; readonly reason: string };
+  | { readonly kind: 'ignored'; readonly reason: string }
+  /** No retry can cure it (not a raster, bad parameters, an unreadable event): on `<scene queue>-poison`, acknowledged. */
+  | { readonly kind: 'poison'; readonly code: string; readonly message: string };
 
 /** A function handler: a queue trigger's (or an Event Grid trigger's) input and the invocation context. */
 export type TriggerHandler<R> = (entry: unknown, context: InvocationContext) => Promise<R>;
@@ -26,11 +30,12 @@ export type TriggerHandler<R> = (entry: unknown, context: InvocationContext) => 
  * (a subscription scoped to the account also sees the output container).
  * What it drops is returned as `ignored` and counted as `event-ignored`.
  *
- * Every failure throws, so the delivery is retried: through the queue the host
- * retries up to maxDequeueCount and then keeps the event in
- * `<scene queue>-poison`, a durable record an operator can replay. A failure no
- * retry can cure (not a raster, bad parameters, an unreadable event) is logged
- * at ERROR so it is seen at once; a transient one at WARN.
+ * A transient failure throws, so the delivery is retried: through the queue
+ * the host retries up to maxDequeueCount and then keeps the event in
+ * `<scene queue>-poison`, a durable record an operator can replay. A failure
+ * no retry can cure (not a raster, bad parameters, an unreadable event) is
+ * logged at ERROR and put on `<scene queue>-poison` at once by the handler,
+ * which then returns: one delivery, not five 330 s apart.
  */
 export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): TriggerHandler<SceneEventResult> {
   return async (entry: unknown, context: InvocationContext): Promise<SceneEventResult> => {
@@ -51,21 +56,59 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
       if (!acceptSourceObject(blob.key, { prefix: config.sourcePrefix, suffix: config.sourceSuffix })) {
         return ignore('outside the source prefix/suffix filter', { key: blob.key });
       }
-      // ADLS Gen2 accounts announce an empty file at CreateFile and again at FlushWithClose; only the second has content.
-      if (blob.api === 'CreateFile') return ignore('ADLS CreateFile (empty until FlushWithClose)', { key: blob.key });
-      // The event may be late: if the blob was replaced or deleted since, the newer blob's own event does the work,
-      // and fanning out now would pair this ETag with the newer bytes.
+      // Only an API that commits the blob's bytes starts a scene: not ADLS CreateFile or SFTP SftpCreate (an empty
+      // blob, committed later by FlushWithClose / SftpCommit), not SftpWrite (a part), not an unknown API.
+      if (!commitsBlob(blob.api)) return ignore('not a committing API', { key: blob.key, api: blob.api ?? null });
+      // Which bytes to tile: the live blob's, under its own ETag, pinned by fan-out. An ETag that differs from the
+      // event's means either new bytes, which have a BlobCreated event of their own that converges on this same live
+      // version (one scene key, a duplicate fan-out is harmless), or a metadata / property update, which changes the
+      // ETag but not the bytes and has no event: dropping this event then would lose the scene for good.
       const head = await backend.sources.head(blob.key);
       if (head === undefined) return ignore('source blob no longer exists', { key: blob.key });
-      if (head.version !== blob.etag)
-        return ignore('source blob changed since the event', { key: blob.key, eventEtag: blob.etag, etag: head.version });
-      const source: SourceRef = { bucket: blob.container, key: blob.key, versionToken: blob.etag };
-      const r = await fanOutScene(backend, { source, params: config.params });
-      return { kind: 'fanned-out', sceneKey: r.sceneKey, enqueued: r.enqueued, manifest: r.manifest };
+      if (head.version !== blob.etag) {
+        backend.telemetry.log('INFO', 'event-etag-superseded', {
+          ...where,
+          key: blob.key,
+          eventEtag: blob.etag,
+          etag: head.version,
+          sameSize: blob.contentLength === undefined ? null : blob.contentLength === head.size,
+        });
+      }
+      const source: SourceRef = { bucket: blob.container, key: blob.key, versionToken: head.version };
+      // The pin at fan-out checks the version again, closing the window between this head and the reads.
+      const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+      switch (fan.kind) {
+        case 'fanned-out':
+          return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, manifest: fan.result.manifest };
+        case 'source-changed':
+          // Changed again between the head and the pin: a retry tiles whatever is live then.
+          throw new AdapterError(
+            `[scene:azure] source blob ${JSON.stringify(blob.key)} changed while its scene was fanned out (${head.version} -> ${fan.current ?? 'gone'}); retried`,
+            { retryable: true },
+          );
+        case 'source-gone':
+          return ignore('source blob no longer exists', { key: blob.key });
+        default:
+          return assertNever(fan, 'scene fan-out');
+      }
     } catch (error) {
       const hopeless = error instanceof TesseraError && !error.retryable;
       backend.telemetry.count(hopeless ? 'poison' : 'failed');
       backend.telemetry.log(hopeless ? 'ERROR' : 'WARN', hopeless ? 'scene-rejected' : 'scene-failed', { ...where, error });
+      if (hopeless) {
+        // Settled at once (shared/app/poison.ts): onto `<scene queue>-poison` by this handler, then success, so the
+        // host does not retry it maxDequeueCount times 330 s apart. Only if that copy fails does the host's count decide.
+        const settled = await settlePoison(
+          runtime.poisonQueue(SCENE_EVENT_QUEUE),
+          {
+            body: entryText(entry),
+            messageId: String(context.triggerMetadata?.id ?? where.eventId ?? context.invocationId),
+            ...poisonReason(error),
+          },
+          backend.telemetry,
+        );
+        if (settled.kind === 'dead-lettered') return { kind: 'poison', code: error.code, message: error.message };
+      }
       throw error;
     }
   };

@@ -1,5 +1,7 @@
 import type { InvocationContext, StorageQueueHandler } from '@azure/functions';
-import { type DeliveryVerdict, handleTileDelivery } from '../../../shared/app/deliveries.js';
+import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
+import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../../shared/app/queue-delivery.js';
+import { azureHostSchedule } from '../../../shared/app/redelivery.js';
 import { canonicalJson } from '../../../shared/domain/canonical-json.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError } from '../../../shared/domain/errors.js';
@@ -35,18 +37,23 @@ export function queueMessageText(queueEntry: unknown): string {
  * Verdicts map onto the host's own retry machinery:
  * - `ack` (written, already-present, claim-rejected, lease-stolen) returns
  *   normally, and the host deletes the message;
- * - `retry` and `poison` throw, and the host makes the message visible again
- *   after host.json's `visibilityTimeout`; the attempt that fails with
- *   dequeueCount = `maxDequeueCount` (5) sends it to `<queue>-poison`.
- *   A poison message therefore costs five cheap attempts (parsing fails
- *   before any claim), and nothing is ever half-written: outputs are
- *   create-only and a failed attempt gives its claim back.
+ * - `retry` throws, and the host makes the message visible again after
+ *   host.json's `visibilityTimeout`; the attempt that fails with
+ *   dequeueCount = `maxDequeueCount` (5) sends it to `<queue>-poison`. A
+ *   lease held by an earlier attempt of the same message is waited for only
+ *   while the host's remaining retries reach past it; the last allowed
+ *   attempt takes it over (shared/app/redelivery.ts);
+ * - `poison` is settled at once (shared/app/poison.ts): the handler puts the
+ *   message on `<queue>-poison` itself and returns, so the host deletes it
+ *   instead of retrying it five times 330 s apart. Only if that copy fails
+ *   does it throw, and the host's own count is the backstop. Nothing is ever
+ *   half-written: outputs are create-only and a failed attempt gives its claim back.
  *
  * The delivery id in claim owners is the queue message id, which every
  * redelivery of the message keeps.
  */
 export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQueueHandler<unknown> {
-  return async (queueEntry: unknown, context: InvocationContext): Promise<DeliveryVerdict> => {
+  return async (queueEntry: unknown, context: InvocationContext): Promise<QueueDeliveryVerdict> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
     const meta = context.triggerMetadata ?? {};
@@ -55,16 +62,26 @@ export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQ
       throw new InvalidEventError('queue trigger metadata has no message id: is this function bound to a Storage Queue trigger?');
     }
     const dequeueCount = Number(meta.dequeueCount);
-    const verdict = await handleTileDelivery(backend, runtime.settings, {
+    // Tile jobs and fan-out chunks share the queue; the dispatch is the same on every cloud.
+    const verdict = await handleQueueDelivery(backend, runtime.settings, {
       body: queueMessageText(queueEntry),
       deliveryId,
       receiveCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : undefined,
+      schedule: azureHostSchedule(runtime.host.maxDequeueCount, runtime.host.retryVisibilitySec * 1000),
     });
     switch (verdict.kind) {
       case 'ack':
         return verdict;
+      case 'poison': {
+        const settled = await settlePoison(
+          runtime.poisonQueue(runtime.config.tileQueue),
+          { body: queueMessageText(queueEntry), messageId: deliveryId, ...poisonReason(verdict.error) },
+          backend.telemetry,
+        );
+        if (settled.kind === 'dead-lettered') return verdict;
+        throw verdict.error;
+      }
       case 'retry':
-      case 'poison':
         if (dequeueCount >= runtime.host.maxDequeueCount) {
           backend.telemetry.log('ERROR', 'moving-to-poison-queue', {
             deliveryId,

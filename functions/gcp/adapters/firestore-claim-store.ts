@@ -1,5 +1,12 @@
 import { type CollectionReference, type DocumentData, type DocumentSnapshot, Timestamp } from '@google-cloud/firestore';
-import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
+import {
+  type ClaimResult,
+  type ClaimRow,
+  type ClaimState,
+  type CommitResult,
+  type HeartbeatResult,
+  isOwnLease,
+} from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
 
@@ -62,7 +69,8 @@ const lostRace = (error: unknown): boolean => {
  * Protocol, one document per job:
  * ```
  * claim   create()                       -> claimed
- *         ALREADY_EXISTS: read the doc   -> COMMITTED: done | live lease: held
+ *         ALREADY_EXISTS / ABORTED: read -> COMMITTED: done | our own lease: claimed | live lease: held
+ *                                           (absent after ABORTED: create again)
  *         lapsed lease: update(..., { lastUpdateTime: <read> }) -> claimed (stolenFrom)
  *                                           FAILED_PRECONDITION/ABORTED: read again
  * commit  read; owner must match; update(state=COMMITTED, { lastUpdateTime: <read> })
@@ -102,13 +110,16 @@ export class FirestoreClaimStore implements ClaimStore {
         await ref.create(fresh);
         return { kind: 'claimed', row: toRow(fresh) };
       } catch (error) {
-        if (grpcCode(error) !== Code.ALREADY_EXISTS) throw this.failure(`claim of ${request.jobId}`, error);
+        // ABORTED on a create is contention on the document, exactly as on the compare-and-set path
+        // (lostRace): read and decide again. Only ALREADY_EXISTS and ABORTED lead on; the rest throws.
+        if (grpcCode(error) !== Code.ALREADY_EXISTS && grpcCode(error) !== Code.ABORTED)
+          throw this.failure(`claim of ${request.jobId}`, error);
       }
       const current = await this.load(request.jobId);
       if (!current) continue; // deleted (TTL) between create and read: create again
       const { row } = current;
       if (row.state === 'COMMITTED') return { kind: 'done', outputUri: row.outputUri, finishedAt: row.finishedAt };
-      if (isOurs(row, request)) return { kind: 'claimed', row }; // our own create, retried by the SDK after a lost answer
+      if (isOwnLease(row, request)) return { kind: 'claimed', row }; // our own create, retried by the SDK after a lost answer
       if (row.leaseUntil >= request.now) return { kind: 'held', by: row.owner, leaseUntil: row.leaseUntil };
       // The lease lapsed: take it over, on condition that nobody wrote since our read.
       const taken: ClaimDoc = { ...fresh, rev: current.rev + 1 };
@@ -119,7 +130,7 @@ export class FirestoreClaimStore implements ClaimStore {
         if (!lostRace(error) && grpcCode(error) !== Code.NOT_FOUND) throw this.failure(`takeover of ${request.jobId}`, error);
         // Lost to another claimer, a commit or a heartbeat: read again and answer from what won.
         const after = await this.load(request.jobId);
-        if (after && isOurs(after.row, request)) return { kind: 'claimed', row: after.row, stolenFrom: row.owner };
+        if (after && isOwnLease(after.row, request)) return { kind: 'claimed', row: after.row, stolenFrom: row.owner };
       }
     }
     throw this.contention(`claim of ${request.jobId}`);
@@ -140,10 +151,10 @@ export class FirestoreClaimStore implements ClaimStore {
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatResult> {
     const lost = { kind: 'lost', current: undefined } as const;
     return this.compareAndSet<HeartbeatResult>(request.jobId, 'heartbeat', lost, ({ row }) => {
+      // A retried beat whose first attempt landed (before the liveness check: a release's lease is in the past).
+      if (isOwnLease(row, request)) return { answer: { kind: 'extended', leaseUntil: row.leaseUntil } };
       if (row.owner !== request.owner || row.state !== 'CLAIMED' || row.leaseUntil < request.now)
         return { answer: { kind: 'lost', current: row } };
-      // A retried beat whose first attempt landed.
-      if (row.leaseUntil === request.leaseUntil) return { answer: { kind: 'extended', leaseUntil: row.leaseUntil } };
       return { write: { lease_until: request.leaseUntil }, written: { kind: 'extended', leaseUntil: request.leaseUntil } };
     });
   }
@@ -202,8 +213,9 @@ export class FirestoreClaimStore implements ClaimStore {
 
   private failure(what: string, error: unknown): AdapterError {
     const code = grpcCode(error);
-    // DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE (or no gRPC answer): worth another delivery.
-    const retryable = code === undefined || code === 4 || code === 8 || code === 13 || code === 14;
+    // DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED (contention), INTERNAL, UNAVAILABLE (or no gRPC
+    // answer): worth another delivery. One classification for every call, create included.
+    const retryable = code === undefined || code === 4 || code === 8 || code === Code.ABORTED || code === 13 || code === 14;
     return new AdapterError(
       `[claim-store:${STORE}] ${what} in ${this.collection.path} failed${code === undefined ? '' : ` with gRPC code ${code}`}: ` +
         `${error instanceof Error ? error.message : String(error)}; ` +
@@ -221,11 +233,6 @@ export class FirestoreClaimStore implements ClaimStore {
       { retryable: true },
     );
   }
-}
-
-/** True when the stored row is exactly the lease this request asked for: our own write, seen again. */
-function isOurs(row: ClaimRow, request: ClaimRequest): boolean {
-  return row.state === 'CLAIMED' && row.owner === request.owner && row.leaseUntil === request.leaseUntil;
 }
 
 function parseDoc(jobId: string, data: DocumentData): ClaimDoc {

@@ -1,7 +1,15 @@
 import type { Bucket, File, FileMetadata } from '@google-cloud/storage';
-import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
+import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDigest } from '../../../shared/domain/content-digest.js';
+import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../../shared/ports/object-store.port.js';
 
 const STORE = 'gcs';
 /** Objects per list page: the JSON API's maximum. */
@@ -36,10 +44,21 @@ function isTransient(error: unknown): boolean {
  *   Tiles are a few MB; one request is cheaper and the answer is immediate.
  * - A repair write uses `ifGenerationMatch=<generation>`; the generation is the
  *   version token everywhere in Tessera (events carry it too).
- * - The SDK's retries (408/429/5xx/network only) never retry a 412. A retried
- *   create whose first attempt landed but whose answer was lost reads back as
- *   `already-present`: the output is in place either way, and the caller treats
- *   both answers as success.
+ * - The SDK's own upload validation is OFF (`validation: false`): with it on,
+ *   `file.save` DELETES the object, with no generation precondition, when the
+ *   answer's crc32c/md5 differs from the local one or is missing, which on a
+ *   repair deletes the new tile, or another writer's. Instead every upload
+ *   sends the body's `md5Hash` in the object resource, so GCS itself refuses a
+ *   corrupt body (400) before anything is stored, and the SHA-256 as custom
+ *   metadata `tesserasha256`.
+ * - The SDK retries a conditional upload (408/429/5xx/network, never a 412).
+ *   A retry whose first attempt landed but whose answer was lost meets 412; the
+ *   object in place is then compared with the body (size and md5Hash, which GCS
+ *   computes itself): the same bytes are this job's own write (`already-present`
+ *   with `sameBytes`, or `written` for a repair), other bytes are reported as foreign.
+ * - Pinned reads name the generation (`?generation=`): the bytes of exactly
+ *   that generation, or 404, which with a pin is SourceChanged (the generation
+ *   was replaced and, without bucket versioning, is gone).
  *
  * @example
  * const store = new GcsObjectStore(new Storage().bucket('tessera-outputs'));
@@ -53,42 +72,68 @@ export class GcsObjectStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array, options: PutOptions = {}): Promise<PutIfAbsentResult> {
     const file = this.file(key);
+    const digest = contentDigest(body);
     try {
-      const generation = await this.upload(file, body, 0, options);
+      const generation = await this.upload(file, body, digest, 0, options);
       return { kind: 'written', version: generation };
     } catch (error) {
-      if (httpStatus(error) === 412) return { kind: 'already-present' };
-      throw this.failure(`create-only upload of ${key}`, error);
+      if (httpStatus(error) !== 412) throw this.failure(`create-only upload of ${key}`, error);
+      // Taken: say whose bytes are there. Gone again since the 412: not ours either.
+      const current = await this.stored(key);
+      if (!current) return { kind: 'already-present', sameBytes: false };
+      return { kind: 'already-present', sameBytes: current.same(digest), current: current.head };
     }
   }
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options: PutOptions = {}): Promise<PutIfMatchResult> {
     const file = this.file(key);
-    if (!GENERATION.test(expectedVersion)) {
-      // Not a generation: no object can be at that version. Say what is there instead.
-      const current = await this.head(key);
-      return current ? { kind: 'version-mismatch', current: current.version } : { kind: 'absent' };
-    }
+    const digest = contentDigest(body);
+    // GCS answers 412 both for "absent" and for "another generation": look, to say which, and whether
+    // the other generation is exactly our bytes (an earlier attempt landed, its answer was lost): written.
+    const decide = async (): Promise<PutIfMatchResult> => {
+      const current = await this.stored(key);
+      if (!current) return { kind: 'absent' };
+      if (current.same(digest)) return { kind: 'written', version: current.head.version };
+      return { kind: 'version-mismatch', current: current.head.version };
+    };
+    // Not a generation: no object can be at that version. Say what is there instead.
+    if (!GENERATION.test(expectedVersion)) return decide();
     try {
-      const generation = await this.upload(file, body, expectedVersion, options);
+      const generation = await this.upload(file, body, digest, expectedVersion, options);
       return { kind: 'written', version: generation };
     } catch (error) {
       if (httpStatus(error) !== 412) throw this.failure(`repair upload of ${key} at generation ${expectedVersion}`, error);
-      // GCS answers 412 both for "absent" and for "another generation": look, to say which.
-      const current = await this.head(key);
-      return current ? { kind: 'version-mismatch', current: current.version } : { kind: 'absent' };
+      return decide();
     }
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
-    const file = this.file(key);
+  /** The generation named by a job key must be the live one. */
+  async pin(key: string, version: string): Promise<ReadPin> {
+    const current = await this.head(key);
+    if (!current) throw new ObjectNotFoundError(STORE, key);
+    if (!GENERATION.test(version) || current.version !== version) throw new SourceChangedError(STORE, key, version, current.version);
+    return { version };
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
+    validateObjectKey(key);
+    if (pin && !GENERATION.test(pin.version)) throw new SourceChangedError(STORE, key, pin.version, undefined);
+    // Pinned: exactly that generation; GCS answers 404 once it is replaced (and, unversioned, gone).
+    const file = pin ? this.bucket.file(key, { generation: pin.version }) : this.file(key);
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0) {
       throw new AdapterError(
         `[object-store:${STORE}] range [${start}, ${end}) of ${key} is not a range of whole bytes; pass 0 <= start <= end`,
       );
     }
     if (end <= start) {
-      if (!(await this.head(key))) throw new ObjectNotFoundError(STORE, key);
+      const there = await file.getMetadata().then(
+        () => true,
+        (error: unknown) => {
+          if (httpStatus(error) === 404) return false;
+          throw this.failure(`metadata read of ${key}`, error);
+        },
+      );
+      if (!there) throw pin ? new SourceChangedError(STORE, key, pin.version, undefined) : new ObjectNotFoundError(STORE, key);
       return new Uint8Array();
     }
     try {
@@ -97,6 +142,7 @@ export class GcsObjectStore implements ObjectStore {
       return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     } catch (error) {
       const status = httpStatus(error);
+      if (status === 404 && pin) throw new SourceChangedError(STORE, key, pin.version, undefined, { cause: error });
       if (status === 404) throw new ObjectNotFoundError(STORE, key, { cause: error });
       if (status === 416) return new Uint8Array(); // the range starts at or past the end
       throw this.failure(`range read [${start}, ${end}) of ${key}`, error);
@@ -115,14 +161,26 @@ export class GcsObjectStore implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectHead | undefined> {
+    return (await this.stored(key))?.head;
+  }
+
+  /** The head, and a comparison of the live object's bytes with a body (size, md5Hash, our SHA-256 metadata). */
+  private async stored(key: string): Promise<{ head: ObjectHead; same(digest: ContentDigest): boolean } | undefined> {
     const file = this.file(key);
+    let metadata: FileMetadata;
     try {
-      const [metadata] = await file.getMetadata();
-      return toHead(key, metadata);
+      [metadata] = await file.getMetadata();
     } catch (error) {
       if (httpStatus(error) === 404) return undefined;
       throw this.failure(`metadata read of ${key}`, error);
     }
+    const custom = metadata.metadata?.[CONTENT_SHA256_METADATA];
+    const content = {
+      size: Number(metadata.size ?? -1),
+      md5Base64: typeof metadata.md5Hash === 'string' ? metadata.md5Hash : undefined,
+      sha256Hex: typeof custom === 'string' ? custom : undefined,
+    };
+    return { head: toHead(key, metadata), same: (digest) => compareContent(content, digest) === 'same' };
   }
 
   async *list(prefix: string): AsyncIterable<ObjectHead> {
@@ -149,12 +207,22 @@ export class GcsObjectStore implements ObjectStore {
     return this.bucket.file(validateObjectKey(key));
   }
 
-  /** One multipart request, conditional on `generation` (0: the object must not exist). Returns the new generation. */
-  private async upload(file: File, body: Uint8Array, generation: number | string, options: PutOptions): Promise<string> {
+  /**
+   * One multipart request, conditional on `generation` (0: the object must not
+   * exist), carrying the body's MD5 so GCS refuses a corrupt body. The SDK's
+   * validation is off: it would answer a checksum doubt with an unconditional
+   * DELETE. Returns the new generation.
+   */
+  private async upload(file: File, body: Uint8Array, digest: ContentDigest, generation: number | string, options: PutOptions): Promise<string> {
     await file.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
       resumable: false,
+      validation: false,
       preconditionOpts: { ifGenerationMatch: generation },
-      ...(options.contentType ? { contentType: options.contentType } : {}),
+      metadata: {
+        md5Hash: digest.md5Base64,
+        metadata: { [CONTENT_SHA256_METADATA]: digest.sha256Hex },
+        ...(options.contentType ? { contentType: options.contentType } : {}),
+      },
     });
     const written = file.metadata.generation;
     if (written === undefined || written === null || String(written) === '') {

@@ -1,5 +1,6 @@
 import type { CloudEvent } from '@google-cloud/functions-framework';
-import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
+import { assertNever } from '../../../shared/domain/claim.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
@@ -89,8 +90,18 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       const live = await backend.sources.head(source.key);
       if (!live) return ignore('object-gone', source.key);
       if (live.version !== source.versionToken) return ignore('stale-generation', source.key);
-      const result = await fanOutScene(backend, { source, params: config.params });
-      return { kind: 'fanned-out', sceneKey: result.sceneKey, enqueued: result.enqueued, source };
+      // The pin at fan-out checks the generation again, closing the window between this head and the reads.
+      const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+      switch (fan.kind) {
+        case 'fanned-out':
+          return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, source };
+        case 'source-changed':
+          return ignore('stale-generation', source.key);
+        case 'source-gone':
+          return ignore('object-gone', source.key);
+        default:
+          return assertNever(fan, 'scene fan-out');
+      }
     } catch (error) {
       if (error instanceof TesseraError && !error.retryable) {
         telemetry.count('poison');

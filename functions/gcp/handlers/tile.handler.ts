@@ -1,6 +1,8 @@
 import type { CloudEvent } from '@google-cloud/functions-framework';
-import { type DeliveryVerdict, handleTileDelivery } from '../../../shared/app/deliveries.js';
+import type { FanOutChunkOutcome } from '../../../shared/app/fan-out.js';
 import type { TileOutcome } from '../../../shared/app/process-tile.js';
+import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../../shared/app/queue-delivery.js';
+import { PUBSUB_DEFAULT_MAX_DELIVERY_ATTEMPTS, pubSubSchedule, type RedeliverySchedule } from '../../../shared/app/redelivery.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import { JOB_KEY_ATTRIBUTE } from '../adapters/pubsub-job-queue.js';
@@ -25,7 +27,7 @@ export interface MessagePublishedData {
 
 /** What the tile worker did with one message (the function's return value; the HTTP answer is what Pub/Sub reads). */
 export type TileEventOutcome =
-  | { readonly kind: 'ack'; readonly outcome: TileOutcome }
+  | { readonly kind: 'ack'; readonly outcome: TileOutcome | FanOutChunkOutcome }
   /** Poison: published to the dead-letter topic (or, with none configured, logged and dropped) and acknowledged. */
   | { readonly kind: 'dead-lettered'; readonly reason: string; readonly deadLetterId: string | undefined };
 
@@ -46,6 +48,17 @@ function bodyOf(event: CloudEvent<MessagePublishedData>): { body: string; data: 
 }
 
 /**
+ * The tile subscription's redelivery schedule: infra/ gives it a retry policy
+ * of 10-600 s backoff and a dead-letter policy of `maxDeliveries` attempts
+ * (TESSERA_MAX_DELIVERIES; Pub/Sub's own minimum, 5, when unset). With an
+ * 840 s lease, 5 attempts at least 10 s apart end long before the lease of an
+ * attempt that died after its claim: the first redelivery takes it over.
+ */
+export function tileSubscriptionSchedule(maxDeliveries: number | undefined): RedeliverySchedule {
+  return pubSubSchedule(maxDeliveries ?? PUBSUB_DEFAULT_MAX_DELIVERY_ATTEMPTS);
+}
+
+/**
  * The tile worker: a CloudEvent function for `google.cloud.pubsub.topic.v1.messagePublished`
  * on the tile topic (Eventarc, event-driven: 540 s ceiling, so the lease is
  * 840 s by default; docs/gcp.md).
@@ -54,10 +67,12 @@ function bodyOf(event: CloudEvent<MessagePublishedData>): { body: string; data: 
  * write, commit). Pub/Sub reads the answer:
  * - ack verdicts (written, already-present, claim rejected, lease stolen,
  *   already alarmed at ERROR) return normally: the message is acknowledged;
- * - retry verdicts (a transient failure, or an earlier attempt of this very
- *   message still holding the lease) throw: the function answers 500 and
+ * - retry verdicts (a transient failure) throw: the function answers 500 and
  *   Pub/Sub redelivers after its retry-policy backoff (10-600 s); past the
- *   subscription's max delivery attempts its dead-letter policy moves it;
+ *   subscription's max delivery attempts its dead-letter policy moves it. A
+ *   lease held by an earlier attempt of this very message is not waited for
+ *   when the backoff cannot outlast it ({@link tileSubscriptionSchedule}): the
+ *   delivery takes it over, so a crash after claim is never dead-lettered;
  * - poison (undecodable, not a tile job, keys that do not match its fields)
  *   is published to the dead-letter topic with the reason and acknowledged:
  *   never retried. Only if that publish fails does the handler throw, so the
@@ -73,14 +88,20 @@ export function createTileHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
     const { telemetry } = backend;
     const message = event.data?.message;
     const deliveryId = message?.messageId ?? event.id;
-    let verdict: DeliveryVerdict;
+    let verdict: QueueDeliveryVerdict;
     let data: Buffer | undefined;
     try {
       const decoded = bodyOf(event);
       data = decoded.data;
-      verdict = await handleTileDelivery(backend, settings, { body: decoded.body, deliveryId, receiveCount: event.data?.deliveryAttempt });
+      // Tile jobs and fan-out chunks share the topic; the dispatch is the same on every cloud (shared/app/queue-delivery.ts).
+      verdict = await handleQueueDelivery(backend, settings, {
+        body: decoded.body,
+        deliveryId,
+        receiveCount: event.data?.deliveryAttempt,
+        schedule: tileSubscriptionSchedule(rt().config.maxDeliveries),
+      });
     } catch (error) {
-      // Only bodyOf throws here: handleTileDelivery never does.
+      // Only bodyOf throws here: handleQueueDelivery never does.
       const err = error instanceof Error ? error : new Error(String(error));
       telemetry.count('poison');
       telemetry.log('ERROR', 'poison-message', { deliveryId, error: err });

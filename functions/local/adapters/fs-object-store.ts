@@ -1,15 +1,24 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
-import { copyFile, link, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { copyFile, type FileHandle, link, lstat, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { AdapterError, ObjectNotFoundError } from '../../../shared/domain/errors.js';
+import { contentDigest } from '../../../shared/domain/content-digest.js';
+import { AdapterError, ObjectKeyConflictError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult } from '../../../shared/ports/object-store.port.js';
+import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, ReadPin } from '../../../shared/ports/object-store.port.js';
 
 const isCode = (e: unknown, ...codes: string[]): boolean => codes.includes((e as { code?: string }).code ?? '');
 
-/** The version of a file: its inode and nanosecond mtime. A rename-replace gives a new inode. */
-const versionOf = (s: BigIntStats): string => `${s.ino.toString(16)}.${s.mtimeNs.toString(16)}`;
+/**
+ * What identifies one state of a file's bytes without reading them: a write in
+ * place changes mtime and ctime (ctime cannot be set back), a rename-replace
+ * gives a new inode. The key of the hash cache.
+ */
+const statId = (s: BigIntStats): string => `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+
+/** Hashes remembered per file state; past this many the cache starts again (a bound, not an LRU). */
+const HASH_CACHE_LIMIT = 50_000;
+const HASH_CHUNK = 1 << 20;
 
 /**
  * Objects as files under `<root>/objects/`, the local backend's default.
@@ -19,7 +28,15 @@ const versionOf = (s: BigIntStats): string => `${s.ino.toString(16)}.${s.mtimeNs
  *   threads and processes, and a reader never sees a half-written file.
  * - Repair writes (`putIfMatch`) take a per-key lock file, compare the
  *   version, and publish with `rename(2)` (atomic replace).
- * - The version token is inode + mtime in nanoseconds.
+ * - The version token is the SHA-256 of the bytes (hex), the same for the same
+ *   content on any machine. It is computed through one open descriptor and
+ *   remembered per file state (inode, size, mtime, ctime), so a key is hashed
+ *   once per process until it changes.
+ * - A pinned read (`getRange` with a pin) hashes and reads through the SAME
+ *   descriptor: a rename-replace of the path cannot slip other bytes in between
+ *   the check and the read, and a write in place is caught by a second fstat.
+ * - A key the filesystem cannot hold (a directory at the key, a file where a
+ *   parent should be) is an ObjectKeyConflictError, never `already-present`.
  *
  * @example
  * const outputs = new FsObjectStore('.tessera/outputs');
@@ -30,6 +47,7 @@ export class FsObjectStore implements ObjectStore {
   readonly #objects: string;
   readonly #tmp: string;
   readonly #locks: string;
+  readonly #hashes = new Map<string, string>();
 
   constructor(root: string) {
     this.root = resolve(root);
@@ -48,16 +66,37 @@ export class FsObjectStore implements ObjectStore {
 
   async putIfAbsent(key: string, body: Uint8Array): Promise<PutIfAbsentResult> {
     const path = this.pathOf(key);
+    const version = contentDigest(body).sha256Hex;
     const tmp = await this.#writeTemp(body);
     try {
-      await mkdir(dirname(path), { recursive: true });
+      await this.#mkdirFor(key, path);
       await link(tmp, path);
-      return { kind: 'written', version: versionOf(await stat(path, { bigint: true })) };
+      return { kind: 'written', version };
     } catch (error) {
-      if (isCode(error, 'EEXIST')) return { kind: 'already-present' };
+      if (isCode(error, 'EEXIST')) return this.#occupied(key, path, body.byteLength, version);
+      if (isCode(error, 'ENOTDIR')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
+      if (error instanceof ObjectKeyConflictError) throw error;
       throw this.#fail(`create ${key}`, error);
     } finally {
       await unlink(tmp).catch(() => {});
+    }
+  }
+
+  /** The key is taken: by a file (compare its bytes with ours) or by a directory (a key the filesystem cannot hold). */
+  async #occupied(key: string, path: string, size: number, version: string): Promise<PutIfAbsentResult> {
+    const s = await lstat(path).catch(() => undefined);
+    if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
+    const current = await this.head(key);
+    return { kind: 'already-present', sameBytes: current !== undefined && current.size === size && current.version === version, current };
+  }
+
+  /** mkdir -p of the key's parent; a file in the way is a key conflict, not a disk failure. */
+  async #mkdirFor(key: string, path: string): Promise<void> {
+    try {
+      await mkdir(dirname(path), { recursive: true });
+    } catch (error) {
+      if (isCode(error, 'ENOTDIR', 'EEXIST')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
+      throw error;
     }
   }
 
@@ -75,11 +114,17 @@ export class FsObjectStore implements ObjectStore {
         if (!isCode(error, 'EXDEV', 'EPERM')) throw error;
         await copyFile(file, tmp);
       });
-      await mkdir(dirname(path), { recursive: true });
+      const imported = await this.#hashPath(tmp);
+      await this.#mkdirFor(key, path);
       await link(tmp, path);
-      return { kind: 'written', version: versionOf(await stat(path, { bigint: true })) };
+      return { kind: 'written', version: imported.version };
     } catch (error) {
-      if (isCode(error, 'EEXIST')) return { kind: 'already-present' };
+      if (isCode(error, 'EEXIST')) {
+        const imported = await this.#hashPath(tmp);
+        return this.#occupied(key, path, imported.size, imported.version);
+      }
+      if (isCode(error, 'ENOTDIR')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
+      if (error instanceof ObjectKeyConflictError) throw error;
       if (isCode(error, 'ENOENT')) throw new AdapterError(`[object-store:fs] cannot import ${file}: no such file`, { cause: error });
       throw this.#fail(`import ${file} as ${key}`, error);
     } finally {
@@ -89,12 +134,17 @@ export class FsObjectStore implements ObjectStore {
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string): Promise<PutIfMatchResult> {
     const path = this.pathOf(key);
+    const ours = contentDigest(body).sha256Hex;
     const release = await this.#lock(key);
     try {
-      const current = await this.#stat(path);
+      const s = await this.#stat(path);
+      if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
+      const current = await this.head(key);
       if (!current) return { kind: 'absent' };
-      const version = versionOf(current);
-      if (version !== expectedVersion) return { kind: 'version-mismatch', current: version };
+      if (current.version !== expectedVersion) {
+        // Its own bytes already in place (an earlier attempt landed, its answer was lost): written.
+        return current.version === ours ? { kind: 'written', version: ours } : { kind: 'version-mismatch', current: current.version };
+      }
       const tmp = await this.#writeTemp(body);
       try {
         await rename(tmp, path);
@@ -102,23 +152,39 @@ export class FsObjectStore implements ObjectStore {
         await unlink(tmp).catch(() => {});
         throw this.#fail(`replace ${key}`, error);
       }
-      return { kind: 'written', version: versionOf(await stat(path, { bigint: true })) };
+      return { kind: 'written', version: ours };
     } finally {
       await release();
     }
   }
 
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
-    const path = this.pathOf(key);
-    let handle: Awaited<ReturnType<typeof open>>;
+  async pin(key: string, version: string): Promise<ReadPin> {
+    const handle = await this.#open(key);
+    if (!handle) throw new ObjectNotFoundError(this.name, key);
     try {
-      handle = await open(path, 'r');
-    } catch (error) {
-      if (isCode(error, 'ENOENT', 'ENOTDIR')) throw new ObjectNotFoundError(this.name, key, { cause: error });
-      throw this.#fail(`read ${key}`, error);
+      const current = await this.#hashOpen(handle);
+      if (current?.version !== version) throw new SourceChangedError(this.name, key, version, current?.version);
+      return { version };
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
+    const handle = await this.#open(key);
+    if (!handle) {
+      if (pin) throw new SourceChangedError(this.name, key, pin.version, undefined);
+      throw new ObjectNotFoundError(this.name, key);
     }
     try {
-      const size = (await handle.stat()).size;
+      let before: BigIntStats | undefined;
+      if (pin) {
+        // Check and read on this one descriptor: a rename-replace of the path cannot come in between.
+        const current = await this.#hashOpen(handle);
+        if (current?.version !== pin.version) throw new SourceChangedError(this.name, key, pin.version, current?.version);
+        before = current.stats;
+      }
+      const size = Number((await handle.stat({ bigint: true })).size);
       const to = Math.min(end, size);
       const length = Math.max(0, to - start);
       const buffer = Buffer.allocUnsafe(length);
@@ -127,6 +193,11 @@ export class FsObjectStore implements ObjectStore {
         const { bytesRead } = await handle.read(buffer, read, length - read, start + read);
         if (bytesRead === 0) break;
         read += bytesRead;
+      }
+      if (before) {
+        // A write in place while we read (not through this store) shows in the descriptor's stats.
+        const after = await handle.stat({ bigint: true });
+        if (statId(after) !== statId(before)) throw new SourceChangedError(this.name, key, pin?.version ?? '', undefined);
       }
       return new Uint8Array(buffer.buffer, buffer.byteOffset, read);
     } finally {
@@ -144,9 +215,72 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectHead | undefined> {
-    const s = await this.#stat(this.pathOf(key));
-    if (!s?.isFile()) return undefined;
-    return { key, size: Number(s.size), version: versionOf(s), lastModified: Math.floor(Number(s.mtimeMs)) };
+    const handle = await this.#open(key);
+    if (!handle) return undefined;
+    try {
+      const h = await this.#hashOpen(handle);
+      if (!h) return undefined;
+      return { key, size: Number(h.stats.size), version: h.version, lastModified: Math.floor(Number(h.stats.mtimeMs)) };
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** The file behind a key opened for reading, or undefined when there is none (a directory is no object). */
+  async #open(key: string): Promise<FileHandle | undefined> {
+    const path = this.pathOf(key);
+    try {
+      return await open(path, 'r');
+    } catch (error) {
+      if (isCode(error, 'ENOENT', 'ENOTDIR')) return undefined;
+      throw this.#fail(`read ${key}`, error);
+    }
+  }
+
+  /**
+   * The content hash of an open file, from the cache when its state (fstat of
+   * this descriptor) is one already hashed. Undefined when it is not a regular
+   * file. A file written in place while it was hashed is hashed again.
+   */
+  async #hashOpen(handle: FileHandle): Promise<{ version: string; stats: BigIntStats } | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      const stats = await handle.stat({ bigint: true });
+      if (!stats.isFile()) return undefined;
+      const id = statId(stats);
+      const cached = this.#hashes.get(id);
+      if (cached !== undefined) return { version: cached, stats };
+      const hash = createHash('sha256');
+      const buffer = Buffer.allocUnsafe(HASH_CHUNK);
+      for (let position = 0; ; ) {
+        const { bytesRead } = await handle.read(buffer, 0, HASH_CHUNK, position);
+        if (bytesRead === 0) break;
+        hash.update(buffer.subarray(0, bytesRead));
+        position += bytesRead;
+      }
+      const after = await handle.stat({ bigint: true });
+      if (statId(after) === id) {
+        const version = hash.digest('hex');
+        if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
+        this.#hashes.set(id, version);
+        return { version, stats };
+      }
+      if (attempt >= 2)
+        throw new AdapterError('[object-store:fs] a file kept changing while it was hashed; retry once nothing writes to it', {
+          retryable: true,
+        });
+    }
+  }
+
+  /** Size and content hash of any file (a temporary one during an import). */
+  async #hashPath(path: string): Promise<{ size: number; version: string }> {
+    const handle = await open(path, 'r');
+    try {
+      const h = await this.#hashOpen(handle);
+      if (!h) throw new AdapterError(`[object-store:fs] ${path} is not a regular file`);
+      return { size: Number(h.stats.size), version: h.version };
+    } finally {
+      await handle.close();
+    }
   }
 
   async *list(prefix: string): AsyncIterable<ObjectHead> {

@@ -1,7 +1,15 @@
-import Database from 'better-sqlite3';
-import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../../../shared/domain/claim.js';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import {
+  type ClaimResult,
+  type ClaimRow,
+  type ClaimState,
+  type CommitResult,
+  type HeartbeatResult,
+  isOwnLease,
+} from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import { isSqliteBusy, openSqlite, prepareNamed } from './sqlite-database.js';
 
 interface Row {
   job_id: string;
@@ -35,21 +43,18 @@ const toClaimRow = (r: Row): ClaimRow => ({
  */
 export class SqliteClaimStore implements ClaimStore {
   readonly name = 'sqlite';
-  readonly #db: Database.Database;
-  readonly #claim: Database.Statement;
-  readonly #commit: Database.Statement;
-  readonly #heartbeat: Database.Statement;
-  readonly #get: Database.Statement;
+  readonly #db: DatabaseSync;
+  readonly #claim: StatementSync;
+  readonly #commit: StatementSync;
+  readonly #heartbeat: StatementSync;
+  readonly #get: StatementSync;
 
   constructor(file: string, options: { busyTimeoutMs?: number } = {}) {
     try {
-      this.#db = new Database(file);
+      this.#db = openSqlite(file, options.busyTimeoutMs ?? 10_000);
     } catch (cause) {
       throw new AdapterError(`[claim-store:sqlite] cannot open ${file}; check the directory exists and is writable`, { cause });
     }
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
-    this.#db.pragma('synchronous = NORMAL');
     this.#db.exec(`CREATE TABLE IF NOT EXISTS claims (
       job_id      TEXT PRIMARY KEY,
       state       TEXT NOT NULL CHECK (state IN ('CLAIMED', 'COMMITTED')),
@@ -63,7 +68,7 @@ export class SqliteClaimStore implements ClaimStore {
     // Timeline of a claim: absent -> CLAIMED(owner, lease) -> COMMITTED.
     // A CLAIMED row whose lease lapsed (lease_until < now) may be taken over;
     // a COMMITTED row never matches. prev_owner lets one statement report a takeover.
-    this.#claim = this.#db.prepare(`
+    this.#claim = prepareNamed(this.#db, `
       INSERT INTO claims (job_id, state, owner, lease_until, expires_at)
       VALUES (@jobId, 'CLAIMED', @owner, @leaseUntil, @expiresAt)
       ON CONFLICT (job_id) DO UPDATE SET
@@ -71,13 +76,13 @@ export class SqliteClaimStore implements ClaimStore {
         output_uri = NULL, finished_at = NULL, prev_owner = claims.owner
       WHERE claims.state = 'CLAIMED' AND claims.lease_until < @now
       RETURNING *`);
-    this.#commit = this.#db.prepare(`
+    this.#commit = prepareNamed(this.#db, `
       UPDATE claims SET
         state = 'COMMITTED', output_uri = @outputUri,
         finished_at = CASE WHEN state = 'COMMITTED' THEN finished_at ELSE @now END
       WHERE job_id = @jobId AND owner = @owner
       RETURNING *`);
-    this.#heartbeat = this.#db.prepare(`
+    this.#heartbeat = prepareNamed(this.#db, `
       UPDATE claims SET lease_until = @leaseUntil
       WHERE job_id = @jobId AND owner = @owner AND state = 'CLAIMED' AND lease_until >= @now
       RETURNING lease_until`);
@@ -90,6 +95,8 @@ export class SqliteClaimStore implements ClaimStore {
     const current = await this.get(req.jobId);
     if (!current)
       throw new AdapterError(`[claim-store:sqlite] claim of ${req.jobId} lost but no row exists; the database was modified externally`);
+    // The caller's own claim, retried after its answer was lost: ours, not held by ourselves.
+    if (isOwnLease(current, req)) return { kind: 'claimed', row: current };
     return current.state === 'COMMITTED'
       ? { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt }
       : { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };
@@ -104,7 +111,9 @@ export class SqliteClaimStore implements ClaimStore {
   async heartbeat(req: HeartbeatRequest): Promise<HeartbeatResult> {
     const row = this.#run(() => this.#heartbeat.get(req) as { lease_until: number } | undefined);
     if (row) return { kind: 'extended', leaseUntil: row.lease_until };
-    return { kind: 'lost', current: await this.get(req.jobId) };
+    const current = await this.get(req.jobId);
+    // A retried release (lease set into the past) meets its own row: it was extended.
+    return isOwnLease(current, req) ? { kind: 'extended', leaseUntil: req.leaseUntil } : { kind: 'lost', current };
   }
 
   async get(jobId: string): Promise<ClaimRow | undefined> {
@@ -113,7 +122,7 @@ export class SqliteClaimStore implements ClaimStore {
   }
 
   async *list(): AsyncIterable<ClaimRow> {
-    for (const row of this.#db.prepare('SELECT * FROM claims').iterate() as IterableIterator<Row>) yield toClaimRow(row);
+    for (const row of this.#db.prepare('SELECT * FROM claims').iterate() as unknown as IterableIterator<Row>) yield toClaimRow(row);
   }
 
   close(): void {
@@ -124,7 +133,7 @@ export class SqliteClaimStore implements ClaimStore {
     try {
       return fn();
     } catch (cause) {
-      const busy = (cause as { code?: string }).code === 'SQLITE_BUSY';
+      const busy = isSqliteBusy(cause);
       throw new AdapterError(
         `[claim-store:sqlite] ${busy ? 'database stayed locked past the busy timeout; too many writers on one file' : 'statement failed'}`,
         { cause, retryable: busy },

@@ -1,7 +1,8 @@
-import Database from 'better-sqlite3';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { Clock } from '../../../shared/ports/clock.port.js';
-import type { Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
+import type { DeadLetter, Delivery, JobMessage, PullQueue } from '../../../shared/ports/job-queue.port.js';
+import { immediateTransaction, openSqlite } from './sqlite-database.js';
 
 interface MessageRow {
   id: number;
@@ -28,9 +29,9 @@ export interface SqliteJobQueueOptions {
 export class SqliteJobQueue implements PullQueue {
   readonly name: string;
   readonly maxReceiveCount: number;
-  readonly #db: Database.Database;
+  readonly #db: DatabaseSync;
   readonly #clock: Clock;
-  readonly #insert: Database.Statement;
+  readonly #insert: StatementSync;
 
   constructor(file: string, options: SqliteJobQueueOptions) {
     this.name = `sqlite:${options.queueName ?? 'tiles'}`;
@@ -39,10 +40,7 @@ export class SqliteJobQueue implements PullQueue {
       throw new AdapterError(`[job-queue:sqlite] maxReceiveCount must be a positive integer, got ${this.maxReceiveCount}`);
     }
     this.#clock = options.clock;
-    this.#db = new Database(file);
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('busy_timeout = 10000');
-    this.#db.pragma('synchronous = NORMAL');
+    this.#db = openSqlite(file, 10_000);
     this.#db.exec(`CREATE TABLE IF NOT EXISTS messages (
       id            INTEGER PRIMARY KEY AUTOINCREMENT,
       queue         TEXT NOT NULL,
@@ -58,20 +56,19 @@ export class SqliteJobQueue implements PullQueue {
 
   async sendBatch(messages: readonly JobMessage[]): Promise<void> {
     const now = this.#clock.now();
-    const insertAll = this.#db.transaction((items: readonly JobMessage[]) => {
-      for (const m of items) this.#insert.run(this.name, m.jobKey, m.body, now);
+    immediateTransaction(this.#db, () => {
+      for (const m of messages) this.#insert.run(this.name, m.jobKey, m.body, now);
     });
-    insertAll(messages);
   }
 
   async receive(max: number, visibilityMs: number): Promise<Delivery[]> {
     const now = this.#clock.now();
-    const take = this.#db.transaction((): Delivery[] => {
+    return immediateTransaction(this.#db, (): Delivery[] => {
       const rows = this.#db
         .prepare(
           'SELECT id, job_key, body, receive_count FROM messages WHERE queue = ? AND dead = 0 AND visible_at <= ? ORDER BY visible_at, id LIMIT ?',
         )
-        .all(this.name, now, max) as MessageRow[];
+        .all(this.name, now, max) as unknown as MessageRow[];
       const out: Delivery[] = [];
       for (const row of rows) {
         if (row.receive_count >= this.maxReceiveCount) {
@@ -86,7 +83,6 @@ export class SqliteJobQueue implements PullQueue {
       }
       return out;
     });
-    return take.immediate();
   }
 
   /** Deletes the message if this delivery is still its latest receive (a stale ack, like an old SQS receipt handle, does nothing). */
@@ -100,19 +96,24 @@ export class SqliteJobQueue implements PullQueue {
       .run(this.#clock.now() + delayMs, idOf(delivery), delivery.receiveCount);
   }
 
+  /** Poison: dead-lettered now, if this delivery is still the message's latest receive (a repeat does nothing). */
+  async deadLetter(delivery: Delivery, _why: Pick<DeadLetter, 'reason' | 'error'>): Promise<void> {
+    this.#db.prepare('UPDATE messages SET dead = 1 WHERE id = ? AND receive_count = ? AND dead = 0').run(idOf(delivery), delivery.receiveCount);
+  }
+
   async deadLetters(): Promise<JobMessage[]> {
     // Messages past their count that no receive has swept yet are dead too.
     this.#db
       .prepare('UPDATE messages SET dead = 1 WHERE queue = ? AND dead = 0 AND receive_count >= ? AND visible_at <= ?')
       .run(this.name, this.maxReceiveCount, this.#clock.now());
     return (
-      this.#db.prepare('SELECT job_key, body FROM messages WHERE queue = ? AND dead = 1 ORDER BY id').all(this.name) as MessageRow[]
+      this.#db.prepare('SELECT job_key, body FROM messages WHERE queue = ? AND dead = 1 ORDER BY id').all(this.name) as unknown as MessageRow[]
     ).map((r) => ({ jobKey: r.job_key, body: r.body }));
   }
 
   /** Messages not yet acked or dead-lettered (visible or in flight). */
   pending(): number {
-    return (this.#db.prepare('SELECT count(*) AS n FROM messages WHERE queue = ? AND dead = 0').get(this.name) as { n: number }).n;
+    return (this.#db.prepare('SELECT count(*) AS n FROM messages WHERE queue = ? AND dead = 0').get(this.name) as unknown as { n: number }).n;
   }
 
   close(): void {

@@ -2,12 +2,13 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { assembleMosaic } from '../../../shared/app/assemble-mosaic.js';
 import { fanOutScene } from '../../../shared/app/fan-out.js';
-import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
+import { manifestPin, readSceneManifest } from '../../../shared/app/scene-manifest.js';
 import type { TileMode } from '../../../shared/app/tile-job.js';
 import { isBackfillPolicy } from '../../../shared/domain/backfill-policy.js';
 import { resolveLease } from '../../../shared/domain/ceilings.js';
 import { InvalidParamsError, MissingTilesError } from '../../../shared/domain/errors.js';
-import { outputKeys } from '../../../shared/domain/job-key.js';
+import { codeVersion } from '../../../shared/domain/code-version.js';
+import { outputKeys, sceneKey } from '../../../shared/domain/job-key.js';
 import type { CliIo } from '../cli.js';
 import { terminalProgress } from '../progress.js';
 import { runWorkerPool } from '../worker-pool.js';
@@ -57,6 +58,14 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
   try {
     const manifest = await readSceneManifest(backend.outputs, run.sceneKey);
     let params = manifest.params;
+    if (policy !== 'new-key' && sceneKey(manifest.source, manifest.params) !== run.sceneKey) {
+      // The scene key binds the build of the render path that made it: this build's tiles
+      // under that key would mix two code versions in one scene (shared/domain/code-version.ts).
+      throw new InvalidParamsError(
+        `scene ${run.sceneKey.slice(0, 16)}... was made by another build of the render path than this one (${codeVersion()}); ` +
+          '--policy skip or overwrite would put this build\'s tiles under its key. Use --policy new-key, or `tessera run` the scene again',
+      );
+    }
     let only: ((row: number, col: number) => boolean) | undefined;
     let modeFor: ((row: number, col: number) => TileMode | undefined) | undefined;
     switch (policy) {
@@ -95,13 +104,14 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
       }
     }
     progress.phase('fan-out');
-    const fan = await fanOutScene(backend, { source: manifest.source, params, only, modeFor });
+    // The manifest's pin, not the live object: a backfill after an overwrite reads the version its
+    // key names, or its jobs settle `source-changed` (the store keeps no old version); never new bytes.
+    const fan = await fanOutScene(backend, { source: manifest.source, params, only, modeFor, pin: manifestPin(manifest) });
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
     let settled = 0;
     progress.phase('tiles');
     await runWorkerPool(backend, {
       workers: intOption('workers', values.workers, 4, 1, 64),
-      visibilityMs: 30_000,
       settings: (i) => ({ owner: `backfill-${i}`, leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
       onSettled: () => progress.update(++settled, fan.enqueued, 'deliveries'),
     });

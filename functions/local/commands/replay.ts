@@ -40,13 +40,12 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
   try {
     const manifest = await readSceneManifest(backend.outputs, run.sceneKey);
     const { row, col } = parseWindowId(values.window);
-    const job = makeTileJob(run.sceneKey, manifest.source, manifest.params, windowAt(manifest.grid, row, col));
+    const job = makeTileJob(run.sceneKey, manifest.source, manifest.params, manifest.grid, windowAt(manifest.grid, row, col));
     const before = await backend.outputs.head(job.outputKey);
     await backend.queue.sendBatch([toJobMessage(job)]);
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
     await runWorkerPool(backend, {
       workers: 1,
-      visibilityMs: 30_000,
       settings: () => ({ owner: 'replay', leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
     });
     const after = await backend.outputs.head(job.outputKey);

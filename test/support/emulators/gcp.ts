@@ -1,13 +1,14 @@
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { connect } from 'node:net';
-import { FAKE_GCS_BIN, findPubsubEmulator } from '../../../scripts/emulators/gcp.mjs';
+import {
+  FAKE_GCS_BIN,
+  FIRESTORE_EMULATOR_MAIN,
+  findFirestoreEmulator,
+  findPubsubEmulator,
+  firestoreEmulatorCandidates,
+} from '../../../scripts/emulators/gcp.mjs';
 import { freePort, httpAnswers, type Started, startProcess } from './process.js';
 import type { GcpEndpoints } from './types.js';
-
-// The package's ESM build (dist/index.mjs, which Vite picks through "module") imports
-// extensionless paths that Node's ESM loader cannot resolve; its CommonJS build works.
-const { FirestoreServer } = createRequire(import.meta.url)('@firestore-emulator/server') as typeof import('@firestore-emulator/server');
 
 /** The project id every GCP test uses; the emulators accept any. */
 export const GCP_TEST_PROJECT = 'tessera-test';
@@ -56,27 +57,39 @@ async function startFakeGcs(): Promise<{ url: string; started: Started }> {
 }
 
 /**
- * The JS Firestore emulator, in this process, bound to 127.0.0.1. It must carry
- * patches/@firestore-emulator+server+0.3.15.patch: unpatched, it accepts stale
- * update_time preconditions and every compare-and-set test would pass for the wrong reason.
+ * Google's own Firestore emulator (the Cloud SDK's `cloud-firestore-emulator` jar, Java 17), bound to
+ * 127.0.0.1. It enforces `update_time` preconditions (code 9), answers `create` on an existing document
+ * with code 6 and serialises transactions, so no patch is needed (docs/emulator-fidelity.md). The JVM is
+ * started directly rather than through the `cloud_firestore_emulator` launcher, which runs java without
+ * `exec` (stopping the launcher would orphan the JVM). The emulator UI's WebSocket and WebChannel
+ * listeners get free loopback ports of their own so two runs never collide.
  */
 async function startFirestore(): Promise<{ host: string; started: Started }> {
-  if (FirestoreServer.tesseraPreconditionPatch !== 1) {
+  const jar = findFirestoreEmulator();
+  if (!jar) {
     throw new Error(
-      '@firestore-emulator/server is not patched to enforce update_time preconditions: run `npm run emulators:install` ' +
-        '(it applies patches/@firestore-emulator+server+0.3.15.patch; `npm ci` removes it)',
+      `Google's Firestore emulator is not installed (looked in ${firestoreEmulatorCandidates().join(', ')}): ` +
+        'apt-get install google-cloud-cli-firestore-emulator (Java 17), or point TESSERA_FIRESTORE_EMULATOR_JAR at its jar',
     );
   }
-  const server = new FirestoreServer();
-  const port = await freePort();
-  await server.start(port, '127.0.0.1');
-  return {
-    host: `127.0.0.1:${port}`,
-    started: {
-      name: 'firestore-emulator',
-      stop: async () => server.stop(),
-    },
-  };
+  const [port, websocketPort] = [await freePort(), await freePort()];
+  const started = await startProcess(
+    'firestore-emulator',
+    'java',
+    [
+      '-Duser.language=en',
+      '-cp',
+      jar,
+      FIRESTORE_EMULATOR_MAIN,
+      'start',
+      '--host=127.0.0.1',
+      `--port=${port}`,
+      `--websocket_port=${websocketPort}`,
+    ],
+    () => tcpAnswers(port),
+    { timeoutMs: 90_000 },
+  );
+  return { host: `127.0.0.1:${port}`, started };
 }
 
 /** Google's Pub/Sub emulator where the machine has it (see docs/emulator-fidelity.md); undefined otherwise. */
@@ -90,7 +103,7 @@ async function startPubsub(): Promise<{ host: string; started: Started } | undef
   return { host: `127.0.0.1:${port}`, started };
 }
 
-/** Starts fake-gcs-server, the (patched) Firestore emulator and, where present, the Pub/Sub emulator on 127.0.0.1. */
+/** Starts fake-gcs-server, Google's Firestore emulator and, where present, its Pub/Sub emulator on 127.0.0.1. */
 export async function start(): Promise<{ endpoints: GcpEndpoints | undefined; stops: Started[] }> {
   const [gcs, firestore, pubsub] = await Promise.allSettled([startFakeGcs(), startFirestore(), startPubsub()]);
   if (gcs.status === 'rejected' || firestore.status === 'rejected' || pubsub.status === 'rejected') {

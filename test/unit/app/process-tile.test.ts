@@ -41,7 +41,7 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
     source = await putSyntheticScene(b.sources, 'local-sources', 'scenes/s.tif', { width: 300, height: 200 });
     const fan = await fanOutScene(b, { source, params });
     const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
-    job = makeTileJob(fan.sceneKey, source, params, windowAt(manifest.grid, 1, 2));
+    job = makeTileJob(fan.sceneKey, source, params, manifest.grid, windowAt(manifest.grid, 1, 2));
     return () => b.close();
   });
 
@@ -127,7 +127,7 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
   });
 
   it('a bad expression is poison before any claim is taken', async () => {
-    const bad = makeTileJob(job.sceneKey, source, { ...params, expression: '(B08 - ' }, job.window);
+    const bad = makeTileJob(job.sceneKey, source, { ...params, expression: '(B08 - ' }, job.grid, job.window);
     const v = await handleTileDelivery(b, settings('w1'), {
       body: JSON.stringify({ ...JSON.parse(toJobMessage(bad).body) }),
       deliveryId: 'm',
@@ -140,7 +140,7 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
     await b.sources.putIfAbsent('scenes/readme.tif', new TextEncoder().encode('this is not a tiff'));
     const head = await b.sources.head('scenes/readme.tif');
     const notRaster = { bucket: 'local-sources', key: 'scenes/readme.tif', versionToken: head?.version ?? '' };
-    const real = makeTileJob(sceneKey(notRaster, params), notRaster, params, job.window);
+    const real = makeTileJob(sceneKey(notRaster, params), notRaster, params, job.grid, job.window);
     const v = await handleTileDelivery(b, settings('w1'), { body: toJobMessage(real).body, deliveryId: 'm' });
     expect(v.kind).toBe('poison');
     if (v.kind === 'poison') expect(v.error.name).toBe('NotARasterError');
@@ -152,12 +152,12 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
   it('a repair under the current version replaces the tile; under a stale version it is refused', async () => {
     await processTile(b, settings('w1'), job);
     const v1 = (await b.outputs.head(job.outputKey))?.version as string;
-    const repair = makeTileJob(job.sceneKey, source, params, job.window, { kind: 'overwrite', expectedVersion: v1 });
+    const repair = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: v1 });
     expect((await processTile(b, settings('w2'), repair)).kind).toBe('written');
     const v2 = (await b.outputs.head(job.outputKey))?.version;
     expect(v2).not.toBe(v1);
     expect((await processTile(b, settings('w3'), repair)).kind).toBe('claim-rejected');
-    const stale = makeTileJob(job.sceneKey, source, params, job.window, { kind: 'overwrite', expectedVersion: `${v1}-old` });
+    const stale = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: `${v1}-old` });
     expect((await processTile(b, settings('w4'), stale)).kind).toBe('version-mismatch');
     expect((await b.outputs.head(job.outputKey))?.version).toBe(v2);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../../shared/domain/canonical-json.js';
+import { codeVersion } from '../../../shared/domain/code-version.js';
 import { InvalidEventError, InvalidParamsError } from '../../../shared/domain/errors.js';
 import { outputKeys, repairJobKey, sceneKey, tileJobKey } from '../../../shared/domain/job-key.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
@@ -30,10 +31,20 @@ describe('sceneKey', () => {
     expect(sceneKey({ ...src }, { ...params })).toBe(k);
   });
 
-  it('matches the design notes: sha256 of bucket, key, version and canonical params joined by newlines', async () => {
+  it('matches the design notes: sha256 of bucket, key, version and canonical params (with the code version) joined by newlines', async () => {
     const { createHash } = await import('node:crypto');
-    const material = ['sentinel-scenes', 'L2A/T31UDQ/B08.tif', '9b2cf5a1-3', canonicalJson(params)].join('\n');
+    const withCode = { ...params, code_version: codeVersion() };
+    const material = ['sentinel-scenes', 'L2A/T31UDQ/B08.tif', '9b2cf5a1-3', canonicalJson(withCode)].join('\n');
     expect(sceneKey(src, params)).toBe(createHash('sha256').update(material).digest('hex'));
+  });
+
+  it('binds the running build by default, and changes with the code version', () => {
+    expect(sceneKey(src, params)).toBe(sceneKey(src, params, codeVersion()));
+    expect(sceneKey(src, params, '0.1.0+0000000000000000')).not.toBe(sceneKey(src, params));
+  });
+
+  it('refuses params that set the code version themselves (it comes from the build)', () => {
+    expect(() => sceneKey(src, { ...params, code_version: codeVersion() })).toThrow(/code_version is set from the build/);
   });
 
   it('gives the same key for the encoded and the decoded event key', () => {

@@ -40,9 +40,12 @@ class CountingStore implements ObjectStore {
   putIfMatch(...a: Parameters<ObjectStore['putIfMatch']>) {
     return this.inner.putIfMatch(...a);
   }
-  async getRange(key: string, start: number, end: number): Promise<Uint8Array> {
+  pin(...a: Parameters<ObjectStore['pin']>) {
+    return this.inner.pin(...a);
+  }
+  async getRange(...[key, start, end, pin]: Parameters<ObjectStore['getRange']>): Promise<Uint8Array> {
     this.rangeReads++;
-    const bytes = await this.inner.getRange(key, start, end);
+    const bytes = await this.inner.getRange(key, start, end, pin);
     this.bytesRequested += bytes.byteLength;
     return bytes;
   }

@@ -1,0 +1,78 @@
+import { createRequire } from 'node:module';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+
+/**
+ * The local backend's SQLite, from Node's built-in `node:sqlite` (Node >= 22.13
+ * without a flag). It replaced better-sqlite3, whose native addon had to be
+ * compiled for the exact Node ABI that runs it: docs/local-backend.md has the
+ * reasons and the measurements.
+ *
+ * Node 22 marks the module experimental and prints one ExperimentalWarning
+ * when it is first loaded. Tessera pins the Node version (package.json,
+ * scripts/node.mjs), so the API cannot change under us without a deliberate
+ * bump that the contract tests then check; the notice is therefore dropped,
+ * and only it: every other warning, experimental or not, still prints.
+ */
+const SQLITE_NOTICE = /^SQLite is an experimental feature/;
+
+function loadSqlite(): typeof import('node:sqlite') {
+  const emit = process.emitWarning;
+  process.emitWarning = function emitUnlessSqliteNotice(this: typeof process, warning: string | Error, ...rest: unknown[]) {
+    const message = typeof warning === 'string' ? warning : warning.message;
+    const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string } | undefined)?.type;
+    const name = typeof warning === 'string' ? type : warning.name;
+    if (name === 'ExperimentalWarning' && SQLITE_NOTICE.test(message)) return;
+    return (emit as (...args: unknown[]) => void).call(this, warning, ...rest);
+  } as typeof process.emitWarning;
+  try {
+    // Loaded here, not by a static import, so that the filter is in place first.
+    return createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
+  } finally {
+    process.emitWarning = emit;
+  }
+}
+
+let sqlite: typeof import('node:sqlite') | undefined;
+
+/** Open (or create) a database file for one adapter: WAL, `synchronous = NORMAL`, a busy timeout. */
+export function openSqlite(file: string, busyTimeoutMs: number): DatabaseSync {
+  sqlite ??= loadSqlite();
+  const db = new sqlite.DatabaseSync(file);
+  // WAL keeps readers off the writers' backs; NORMAL is durable across a process crash (not a power cut), which is what a local run needs.
+  db.exec(`PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${Math.trunc(busyTimeoutMs)}; PRAGMA synchronous = NORMAL;`);
+  return db;
+}
+
+/**
+ * A prepared statement that takes a request object as its named parameters.
+ * The ports' request objects may carry fields a statement does not use;
+ * better-sqlite3 ignored those, node:sqlite refuses them unless told.
+ */
+export function prepareNamed(db: DatabaseSync, sql: string): StatementSync {
+  const statement = db.prepare(sql);
+  statement.setAllowUnknownNamedParameters(true);
+  return statement;
+}
+
+/**
+ * Run `fn` in one write transaction. IMMEDIATE takes the write lock up front
+ * (waiting up to the busy timeout), so two processes that both read then write
+ * cannot deadlock on a lock upgrade, which a deferred BEGIN can.
+ */
+export function immediateTransaction<T>(db: DatabaseSync, fn: () => T): T {
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    const result = fn();
+    db.exec('COMMIT');
+    return result;
+  } catch (e) {
+    if (db.isTransaction) db.exec('ROLLBACK');
+    throw e;
+  }
+}
+
+/** SQLITE_BUSY (5) or SQLITE_LOCKED (6), as node:sqlite reports them (`errcode`, primary code in the low byte). */
+export function isSqliteBusy(e: unknown): boolean {
+  const code = (e as { errcode?: unknown }).errcode;
+  return typeof code === 'number' && ((code & 0xff) === 5 || (code & 0xff) === 6);
+}
