@@ -1,8 +1,17 @@
 #!/usr/bin/env node
 // `tessera` on the PATH (npm link, or npx tessera inside the repo): runs the
 // TypeScript CLI through tsx without a build step.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
+import { nodeFor } from '../scripts/node.mjs';
 
+// Run on the Node major Tessera deploys (scripts/node.mjs): re-exec under the pinned one if this is another.
+const node = nodeFor();
+if (node !== process.execPath) {
+  const child = spawnSync(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  process.exit(child.status ?? 1);
+}
 register();
 const { main } = await import('../functions/local/cli.ts');
 process.exitCode = await main(process.argv.slice(2), {

@@ -34,9 +34,12 @@ import {
   HANDLER_ENTRIES,
   REPO_ROOT,
 } from '../infra/common/packaging.js';
+import { CODE_VERSION_DEFINE, computeCodeVersion, RENDER_PATH_ROOTS } from '../shared/domain/code-version.js';
 import { ENV } from '../shared/domain/runtime-config.js';
 import { deployedRuntime, type RuntimePlatform } from '../shared/domain/runtimes.js';
 
+/** The module whose `codeVersion()` the build's define fixes. */
+const CODE_VERSION_MODULE = 'shared/domain/code-version.ts';
 /** Modules that only the local backend may use: its SQLite driver (and the native one it replaced). */
 const LOCAL_ONLY = ['node:sqlite', 'better-sqlite3'];
 /** A fixed timestamp for every zip entry: the same code gives the same bytes, so Pulumi sees no change. */
@@ -134,6 +137,21 @@ export function nodeMajorFor(cloud: Cloud): number {
   return Math.min(...platforms[cloud].map((p) => deployedRuntime(p).nodeMajor));
 }
 
+/**
+ * What esbuild replaces in every bundle. `__dirname`/`__filename`: see the
+ * shim above. The code version: computed here from the tree being bundled,
+ * exactly as a process running from source computes it
+ * (shared/domain/code-version.ts), and fixed in the bundle, which carries no
+ * source files to digest at run time. Same tree, same version, same keys.
+ */
+export function bundleDefines(root: string): Record<string, string> {
+  const defines: Record<string, string> = { __dirname: 'import.meta.dirname', __filename: 'import.meta.filename' };
+  // A tree without the render path (a test's stand-in handlers) bundles nothing that reads the version.
+  const hasRenderPath = existsSync(join(root, 'package.json')) && RENDER_PATH_ROOTS.every((f) => existsSync(join(root, f)));
+  if (hasRenderPath) defines[CODE_VERSION_DEFINE] = JSON.stringify(computeCodeVersion(root));
+  return defines;
+}
+
 async function bundle(root: string, entry: string, outName: string, external: readonly string[], cloud: Cloud): Promise<Bundle> {
   const result = await build({
     absWorkingDir: root,
@@ -150,7 +168,7 @@ async function bundle(root: string, entry: string, outName: string, external: re
     // The AWS SDK and others offer an ESM build under "module"; prefer it, as Node would with "exports".
     mainFields: ['module', 'main'],
     banner: { js: ESM_REQUIRE_SHIM },
-    define: { __dirname: 'import.meta.dirname', __filename: 'import.meta.filename' },
+    define: bundleDefines(root),
     plugins: [refuseLocalOnly],
     metafile: true,
     logLevel: 'silent',
@@ -164,6 +182,9 @@ async function bundle(root: string, entry: string, outName: string, external: re
   const map = result.outputFiles.find((f) => f.path.endsWith(`${outName}.map`));
   if (!code || !map) throw new BuildError(`esbuild produced no ${outName} for ${entry}`);
   const inputs = Object.keys((result.metafile as Metafile).inputs);
+  if (inputs.includes(CODE_VERSION_MODULE) && !(CODE_VERSION_DEFINE in bundleDefines(root))) {
+    throw new BuildError(`${entry} uses the code version, but ${root} has no package.json version or render path to compute it from`);
+  }
   const native = inputs.filter((i) => i.endsWith('.node'));
   if (native.length > 0) throw new BuildError(`${entry} pulls in native addons that cannot run on the platform: ${native.join(', ')}`);
   return { code: code.contents, map: map.contents, inputs };

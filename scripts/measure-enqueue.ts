@@ -30,8 +30,8 @@ async function main(): Promise<void> {
   const stops: Started[] = [];
   const endpoints: Record<string, unknown> = {};
   for (const cloud of backends.filter((b) => b !== 'local')) {
-    const started = await import(`../test/support/emulators/${cloud}.js`).then((m: { start(): Promise<{ endpoints: unknown; stops: Started[] }> }) =>
-      m.start(),
+    const started = await import(`../test/support/emulators/${cloud}.js`).then(
+      (m: { start(): Promise<{ endpoints: unknown; stops: Started[] }> }) => m.start(),
     );
     endpoints[cloud] = started.endpoints;
     stops.push(...started.stops);

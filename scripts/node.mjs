@@ -78,7 +78,6 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     if (signal) {
       process.removeAllListeners(signal);
       process.kill(process.pid, signal);
-    }
-    else process.exit(code ?? 1);
+    } else process.exit(code ?? 1);
   });
 }

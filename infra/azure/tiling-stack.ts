@@ -20,6 +20,7 @@ import {
   azurePoisonQueue,
 } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
+import { AZURE_ROLES } from './roles.js';
 
 export interface AzureTilingStackArgs {
   readonly config: AzureStackConfig;
@@ -27,15 +28,7 @@ export interface AzureTilingStackArgs {
   readonly tags: StandardTags;
 }
 
-/** Built-in role definitions (ids are the same in every tenant). */
-export const AZURE_ROLES = {
-  /** The Functions host keeps its state, keys and leases in blobs of the host storage account: only there. */
-  storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b',
-  /** Tessera reads scenes and writes outputs: scoped to those two containers. */
-  storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe',
-  storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88',
-  storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
-} as const;
+export { AZURE_ROLES } from './roles.js';
 
 /** Containers of the data account. */
 export const CONTAINERS = { sources: 'sources', outputs: 'outputs', deadLetters: 'deadletters' } as const;
@@ -129,7 +122,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     this.storageAccount = account('storage', cfg.storageAccountName ?? azureStorageAccountName(org, project, cfg.stack));
     // The host gets Blob Data Owner on its account (it creates its own containers there), so that account holds
     // nothing else: no scene, no output.
-    this.hostStorageAccount = account('host-storage', azureHostStorageAccountName(org, project, cfg.stack));
+    this.hostStorageAccount = account('host', azureHostStorageAccountName(org, project, cfg.stack));
     const accountName = this.storageAccount.name;
     // Versioning keeps the blob a repair write replaced, and lets a job's reads pin the source version its key names.
     new storage.BlobServiceProperties(

@@ -7,6 +7,7 @@ export * from './poison.js';
 export * from './process-tile.js';
 export * from './queue-delivery.js';
 export * from './reconcile.js';
+export * from './record-batch.js';
 export * from './redelivery.js';
 export * from './render-tile.js';
 export * from './scene-event.js';

@@ -54,13 +54,16 @@ export function keepLease(
         } else {
           state = { kind: 'lost', holder: hb.current?.owner };
           cancel();
-          telemetry.count('heartbeat-lost');
           telemetry.log('WARN', 'heartbeat-lost', { ...fields, holder: hb.current?.owner });
         }
       } catch (error) {
         if (state.kind !== 'lost') state = { kind: 'unconfirmed', leaseUntil: state.leaseUntil, error };
         telemetry.count('heartbeat-failed');
-        telemetry.log('WARN', 'heartbeat-failed', { ...fields, confirmedUntil: state.kind === 'lost' ? undefined : state.leaseUntil, error });
+        telemetry.log('WARN', 'heartbeat-failed', {
+          ...fields,
+          confirmedUntil: state.kind === 'lost' ? undefined : state.leaseUntil,
+          error,
+        });
       } finally {
         inFlight = undefined;
       }

@@ -11,7 +11,12 @@ export interface MosaicSweepResult {
   /** Scenes whose tiles are not all there yet; tried again on a later run (after their backoff). */
   readonly pending: readonly { readonly sceneKey: string; readonly missing: number }[];
   /** Scenes given up on: superseded (source overwritten) or still incomplete past `closeAfterMs`; each has a report. */
-  readonly closed: readonly { readonly sceneKey: string; readonly reason: CloseReason; readonly missing: number; readonly reportKey: string }[];
+  readonly closed: readonly {
+    readonly sceneKey: string;
+    readonly reason: CloseReason;
+    readonly missing: number;
+    readonly reportKey: string;
+  }[];
   readonly failed: readonly { readonly sceneKey: string; readonly error: string }[];
   /** Scenes due but left for the next run: over the per-run limit, or out of time. */
   readonly deferred: number;
@@ -193,7 +198,8 @@ function backoff(attempts: number, options: MosaicSweepOptions): number {
 
 async function isResolved(outputs: ObjectStore, sceneKey: string): Promise<boolean> {
   return (
-    (await outputs.head(outputKeys.mosaic(sceneKey))) !== undefined || (await outputs.head(sceneLifecycleKeys.closedOut(sceneKey))) !== undefined
+    (await outputs.head(outputKeys.mosaic(sceneKey))) !== undefined ||
+    (await outputs.head(sceneLifecycleKeys.closedOut(sceneKey))) !== undefined
   );
 }
 
@@ -216,7 +222,9 @@ async function closeOut(
     closedAt: now,
   };
   const reportKey = sceneLifecycleKeys.closedOut(sceneKey);
-  const put = await backend.outputs.putIfAbsent(reportKey, new TextEncoder().encode(JSON.stringify(report)), { contentType: 'application/json' });
+  const put = await backend.outputs.putIfAbsent(reportKey, new TextEncoder().encode(JSON.stringify(report)), {
+    contentType: 'application/json',
+  });
   backend.telemetry.count('mosaic-closed-out');
   backend.telemetry.log(reason === 'superseded' ? 'WARN' : 'ERROR', 'mosaic-closed-out', {
     sceneKey,
@@ -242,7 +250,9 @@ async function saveState(backend: Backend, version: string | undefined, state: S
   const body = new TextEncoder().encode(JSON.stringify(state));
   const options = { contentType: 'application/json' } as const;
   const put =
-    version === undefined ? await backend.outputs.putIfAbsent(SWEEP_STATE_KEY, body, options) : await backend.outputs.putIfMatch(SWEEP_STATE_KEY, body, version, options);
+    version === undefined
+      ? await backend.outputs.putIfAbsent(SWEEP_STATE_KEY, body, options)
+      : await backend.outputs.putIfMatch(SWEEP_STATE_KEY, body, version, options);
   if (put.kind !== 'written') {
     // An overlapping run saved first. Everything this run wrote is create-only, so dropping
     // its bookkeeping only means the next run reads those index hours and tries those scenes again.
@@ -257,13 +267,20 @@ async function saveState(backend: Backend, version: string | undefined, state: S
  * The first run (no cursor) lists the scene manifests once, which also takes
  * in scenes fanned out before the index existed.
  */
-async function readIndex(backend: Backend, cursor: string | null, scenes: Map<string, SweepEntry>, now: number, maxHours: number): Promise<string> {
+async function readIndex(
+  backend: Backend,
+  cursor: string | null,
+  scenes: Map<string, SweepEntry>,
+  now: number,
+  maxHours: number,
+): Promise<string> {
   const add = (sceneKey: string, since: number) => {
     if (!scenes.has(sceneKey)) scenes.set(sceneKey, { since, attempts: 0, nextTryAt: 0 });
   };
   const behind = indexHourOf(now - INDEX_HOUR_MS);
   if (cursor === null) {
-    for (const key of await scenesWithoutMosaic(backend.outputs)) add(key.sceneKey, key.at);
+    // `since` is when the sweep first saw the scene, on its own clock (object times are the store's).
+    for (const key of await scenesWithoutMosaic(backend.outputs)) add(key.sceneKey, now);
     return behind;
   }
   let hour = indexHourStart(cursor);

@@ -1,7 +1,13 @@
 import { assertNever, type ClaimResult } from '../domain/claim.js';
 import { codeVersion } from '../domain/code-version.js';
 import { contentDigest } from '../domain/content-digest.js';
-import { CodeVersionMismatchError, LeaseStolenError, LeaseUnconfirmedError, OutputOccupiedError, SourceChangedError } from '../domain/errors.js';
+import {
+  CodeVersionMismatchError,
+  LeaseStolenError,
+  LeaseUnconfirmedError,
+  OutputOccupiedError,
+  SourceChangedError,
+} from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import { parseExpression } from '../raster/index.js';

@@ -1,4 +1,4 @@
-import { type SourceChangedError, InvalidEventError } from '../domain/errors.js';
+import { InvalidEventError, type SourceChangedError } from '../domain/errors.js';
 import type { ProcessingParams, SourceRef } from '../domain/job-key.js';
 import { outputKeys } from '../domain/job-key.js';
 import type { TileGrid } from '../domain/tile-grid.js';
@@ -113,7 +113,12 @@ export async function markSceneSuperseded(
     contentType: 'application/json',
   });
   if (put.kind === 'written') {
-    backend.telemetry.log('WARN', 'scene-superseded', { sceneKey, source: `${source.bucket}/${source.key}`, jobKey, current: error.currentVersion });
+    backend.telemetry.log('WARN', 'scene-superseded', {
+      sceneKey,
+      source: `${source.bucket}/${source.key}`,
+      jobKey,
+      current: error.currentVersion,
+    });
   }
   return put.kind;
 }

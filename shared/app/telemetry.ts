@@ -29,7 +29,6 @@ export const COUNTERS: readonly Counter[] = [
   'source-changed',
   'code-version-refused',
   'heartbeat-failed',
-  'heartbeat-lost',
   'mosaic-closed-out',
 ];
 

@@ -69,7 +69,9 @@ export function makeTileJob(
     window: { row: window.row, col: window.col, x: window.x, y: window.y, width: window.width, height: window.height },
     outputKey: outputKeys.tile(scene, window),
     mode,
-    ...(pin === undefined ? {} : { pin: pin.handle === undefined ? { version: pin.version } : { version: pin.version, handle: pin.handle } }),
+    ...(pin === undefined
+      ? {}
+      : { pin: pin.handle === undefined ? { version: pin.version } : { version: pin.version, handle: pin.handle } }),
   };
 }
 
@@ -121,7 +123,11 @@ export function parseTileJob(body: string): TileJob {
   // First: a message of another build is refused as such, whatever else it lacks (older messages have no grid either).
   const code = codeVersion();
   if (raw.code !== code) {
-    throw new CodeVersionMismatchError(`tile job ${String(raw.jobKey).slice(0, 16)}...`, typeof raw.code === 'string' ? raw.code : undefined, code);
+    throw new CodeVersionMismatchError(
+      `tile job ${String(raw.jobKey).slice(0, 16)}...`,
+      typeof raw.code === 'string' ? raw.code : undefined,
+      code,
+    );
   }
   const { source, params, grid, window, mode, pin } = raw;
   if (!isRecord(source) || typeof source.bucket !== 'string' || typeof source.key !== 'string' || typeof source.versionToken !== 'string') {

@@ -35,7 +35,8 @@ declare const __TESSERA_CODE_VERSION__: string | undefined;
 export const CODE_VERSION_DEFINE = '__TESSERA_CODE_VERSION__';
 
 // `import x from './y.js'`, `export * from './y.js'`, `import './y.js'`: group 1 is `type` for type-only ones.
-const IMPORT = /(?:^|\n)\s*(?:import|export)(\s+type\b)?[^'";]*?\bfrom\s+['"](\.{1,2}\/[^'"]+)['"]|(?:^|\n)\s*import\s+['"](\.{1,2}\/[^'"]+)['"]/g;
+const IMPORT =
+  /(?:^|\n)\s*(?:import|export)(\s+type\b)?[^'";]*?\bfrom\s+['"](\.{1,2}\/[^'"]+)['"]|(?:^|\n)\s*import\s+['"](\.{1,2}\/[^'"]+)['"]/g;
 
 /**
  * The repository files of the render path, sorted: the roots and every file

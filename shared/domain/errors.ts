@@ -199,8 +199,8 @@ export class CodeVersionMismatchError extends TesseraError {
   constructor(what: string, found: string | undefined, expected: string) {
     super(
       'CODE_VERSION_MISMATCH',
-      `${what} was made by code version ${found ?? '(none: made before code versions were bound to keys)'}, but this worker runs ${expected}; ` +
-        'its key promises that build\'s pixels, so it is refused (dead-lettered) rather than run under the wrong key. ' +
+      `${what} was made by code version ${found ?? '(none named: made before code versions were bound to keys, or by another build)'}, but this worker runs ${expected}; ` +
+        "its key promises that build's pixels, so it is refused (dead-lettered) rather than run under the wrong key. " +
         'Let the scene be made again under this build (its source event, or `tessera run` / a new fan-out), which gives it a new scene key; ' +
         'a message from a newer build that reached an old instance during a rollout can be redriven from the dead-letter queue once the rollout is done.',
     );
@@ -234,7 +234,12 @@ export class LeaseUnconfirmedError extends TesseraError {
  */
 export class OutputOccupiedError extends TesseraError {
   readonly key: string;
-  constructor(store: string, key: string, expected: { size: number; sha256Hex: string }, found: { size: number; version: string } | undefined) {
+  constructor(
+    store: string,
+    key: string,
+    expected: { size: number; sha256Hex: string },
+    found: { size: number; version: string } | undefined,
+  ) {
     super(
       'OUTPUT_OCCUPIED',
       `[object-store:${store}] ${JSON.stringify(key)} holds ${found ? `${found.size} bytes at version ${found.version}` : 'an object that vanished'}` +

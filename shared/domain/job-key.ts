@@ -51,7 +51,8 @@ export function sceneKey(source: SourceRef, params: ProcessingParams, code: stri
   if (typeof params.version !== 'string' || params.version.length === 0) {
     throw new InvalidParamsError('params.version must be a non-empty string so that a version bump changes every job key');
   }
-  if (typeof code !== 'string' || code.length === 0) throw new InvalidParamsError('the code version of a scene key must be a non-empty string');
+  if (typeof code !== 'string' || code.length === 0)
+    throw new InvalidParamsError('the code version of a scene key must be a non-empty string');
   if (CODE_VERSION_PARAM in params) {
     throw new InvalidParamsError(`params.${CODE_VERSION_PARAM} is set from the build (code-version.ts), never by configuration; remove it`);
   }

@@ -347,5 +347,9 @@ export function checkRuntime(platform: RuntimePlatform, runtimeId: string, today
       message: `${runtimeId} on ${label} is in Preview, which the provider does not support for production${instead}${source}`,
     };
   }
-  return { level: 'ok', row, message: `${runtimeId} on ${label} is supported until ${row.deprecated ?? 'a date not yet announced'}${source}` };
+  return {
+    level: 'ok',
+    row,
+    message: `${runtimeId} on ${label} is supported until ${row.deprecated ?? 'a date not yet announced'}${source}`,
+  };
 }

@@ -18,7 +18,6 @@ export type Counter =
   | 'source-changed'
   | 'code-version-refused'
   | 'heartbeat-failed'
-  | 'heartbeat-lost'
   | 'mosaic-closed-out';
 
 /** Structured logs and counters. Adapters: JSON lines on stdout, CloudWatch EMF, etc. */

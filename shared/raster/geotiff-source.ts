@@ -1,4 +1,4 @@
-import { InvalidGridError, NotARasterError, UnsupportedRasterError } from '../domain/errors.js';
+import { InvalidGridError, InvalidParamsError, NotARasterError, UnsupportedRasterError } from '../domain/errors.js';
 import { MAX_RASTER_SIDE } from '../domain/tile-grid.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { BlockCache } from './block-cache.js';
@@ -424,10 +424,14 @@ class GeoTiffSource implements RasterSource {
         `window x=${x} y=${y} ${w}x${h} is not inside ${JSON.stringify(this.key)} (${this.width}x${this.height}); windows come from tileGrid, which clips them`,
       );
     }
-    if (bands.length === 0) throw new RangeError('readWindow needs at least one band');
+    // A band the raster does not have is a bad parameter, never a transient failure: typed, so every
+    // trigger settles the job as poison at once instead of retrying a RangeError into the dead-letter queue.
+    if (bands.length === 0) throw new InvalidParamsError('params: bands must name at least one band to read');
     for (const b of bands) {
       if (!Number.isInteger(b) || b < 1 || b > this.bandCount) {
-        throw new RangeError(`band ${b} does not exist in ${JSON.stringify(this.key)}, which has bands 1 to ${this.bandCount}`);
+        throw new InvalidParamsError(
+          `params: band ${b} does not exist in ${JSON.stringify(this.key)}, which has bands 1 to ${this.bandCount}; fix the band indexes in the processing parameters`,
+        );
       }
     }
     const L = this.layout;

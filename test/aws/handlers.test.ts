@@ -1,5 +1,6 @@
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Context, S3Event, SQSEvent } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
@@ -8,11 +9,21 @@ import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js'
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { dynamoDbClient, s3Client } from './clients.js';
-import { createTestRuntime, createTestStack, drain, pollOnce, receiveEvent, TEST_PARAMS, type TestStack } from './stack.js';
+import { dynamoDbClient, s3Client, sqsClient } from './clients.js';
+import {
+  createTestRuntime,
+  createTestStack,
+  drain,
+  emulatorClients,
+  pollOnce,
+  receiveEvent,
+  TEST_PARAMS,
+  type TestStack,
+} from './stack.js';
 
 const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
 const GRID = tileGrid(SCENE.width, SCENE.height, 48);
@@ -87,6 +98,32 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       expect((await receiveEvent(stack.scenes, 10)).Records.map((r) => r.messageId).sort()).toEqual(
         event.Records.map((r) => r.messageId).sort(),
       );
+    });
+
+    it('settles a message of three S3 records per record: the good two fan out once, the bad one alone into the DLQ, the message acked', async () => {
+      const stack = await createTestStack();
+      await upload(stack, 'incoming/one.tif');
+      await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: 'incoming/readme.tif', Body: 'not a raster' }));
+      await upload(stack, 'incoming/two.tif');
+      // The three notifications moto sent (and its configuration test event), folded into one message, as S3 may batch them.
+      const received = [];
+      for (let i = 0; i < 10 && received.length < 4; i++) received.push(...(await receiveEvent(stack.scenes)).Records);
+      const s3Records = received.flatMap((r) => JSON.parse(r.body).Records ?? []);
+      expect(s3Records).toHaveLength(3);
+      const template = received[0];
+      if (!template) throw new Error('setup failed');
+      const message = { ...template, body: JSON.stringify({ Records: s3Records }) };
+      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: stack.scenesDlq.url } }, emulatorClients());
+
+      expect(await createSceneHandler(rt)({ Records: [message] })).toEqual({ batchItemFailures: [] });
+      expect(rt.backend.telemetry.counters()).toMatchObject({ enqueued: 2 * GRID.count, poison: 1 });
+      expect(await tileJobsIn(stack, 2 * GRID.count)).toHaveLength(2 * GRID.count);
+      const dlq = await sqsClient().send(
+        new ReceiveMessageCommand({ QueueUrl: stack.scenesDlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
+      );
+      expect(dlq.Messages).toHaveLength(1);
+      const alone = JSON.parse(dlq.Messages?.[0]?.Body ?? '{}').Records;
+      expect(alone.map((r: { s3: { object: { key: string } } }) => r.s3.object.key)).toEqual(['incoming/readme.tif']);
     });
 
     it('fans out a direct S3 invocation and throws, for the on-failure destination, on a record it cannot read', async () => {
@@ -186,7 +223,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       expect(objects).toEqual([job.outputKey]);
     });
 
-    it('reports exactly the poison record of a batch, and writes and claims nothing for it', async () => {
+    it('settles the poison record of a batch at once: into the DLQ by the handler, not reported; nothing written or claimed for it', async () => {
       const stack = await stackWithJobs();
       const rt = stack.runtime();
       const event = await receiveEvent(stack.tiles, 4);
@@ -199,8 +236,10 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const poisoned: SQSEvent = { Records: event.Records.map((r) => (r === victim ? { ...r, body: JSON.stringify(tampered) } : r)) };
       const poisonJob = JSON.parse(victim.body) as TileJob;
 
-      expect(await createTileHandler(rt)(poisoned)).toEqual({ batchItemFailures: [{ itemIdentifier: victim.messageId }] });
+      expect(await createTileHandler(rt)(poisoned)).toEqual({ batchItemFailures: [] });
       expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, written: GRID.count - 1, committed: GRID.count - 1 });
+      // One entry, the tampered body exactly as it came, with why it is poison.
+      expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: poisonJob.jobKey, body: JSON.stringify(tampered) }]);
       expect(await rt.backend.claims.get(poisonJob.jobKey)).toBeUndefined();
       expect(await rt.backend.outputs.head(poisonJob.outputKey)).toBeUndefined();
       for (const r of event.Records.filter((x) => x !== victim)) {
@@ -208,18 +247,72 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       }
     });
 
-    it('a poison message ends in the real dead-letter queue after maxReceiveCount receives; the good ones are done', async () => {
+    it('a poison message ends in the real dead-letter queue after one receive, not maxReceiveCount; the good ones are done', async () => {
       const stack = await stackWithJobs(2);
       const logs: string[] = [];
       const rt = stack.runtime({ logs });
       await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
       const { records } = await drain(stack.tiles, createTileHandler(rt));
-      expect(records).toBe(GRID.count + 2); // four good jobs once, the poison twice
-      expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 2, written: GRID.count, committed: GRID.count });
+      expect(records).toBe(GRID.count + 1); // four good jobs once, the poison once (it was received at most twice before)
+      expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, written: GRID.count, committed: GRID.count });
       expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
       expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
-      // The poison came back at once because the handler made it visible (the queue would hide it 30 s).
-      expect(logsOf(logs).filter((l) => l.event === 'visibility-change-failed')).toEqual([]);
+      expect(logsOf(logs).filter((l) => l.event === 'poison-dead-lettered')).toHaveLength(1);
+    });
+
+    it('without a dead-letter queue configured, poison falls back to the redrive policy: reported, visible at once', async () => {
+      const stack = await stackWithJobs(2);
+      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: '' } }, emulatorClients());
+      await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: 'not json' }]);
+      const { records } = await drain(stack.tiles, createTileHandler(rt));
+      expect(records).toBe(GRID.count + 2); // the poison received maxReceiveCount (2) times, then redriven by SQS
+      expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: 'not json' }]);
+    });
+
+    describe("a delivery that meets the live lease of its own message's earlier attempt (it died after its claim)", () => {
+      async function heldByEarlierAttempt(stack: TestStack, rt: ReturnType<TestStack['runtime']>) {
+        const event = await receiveEvent(stack.tiles, 1);
+        const record = event.Records[0];
+        if (!record) throw new Error('setup failed');
+        const job = parseTileJob(record.body);
+        const now = Date.now();
+        // What the dead attempt left: its claim, owned by this message's id and another instance, lease live.
+        await rt.backend.claims.claim({
+          jobId: job.jobKey,
+          owner: `${record.messageId}@dead-instance`,
+          now,
+          leaseUntil: now + rt.settings.leaseMs,
+          expiresAt: now + rt.settings.retentionMs,
+        });
+        return { record, job };
+      }
+
+      it('waits while a later receive can come after the lease: reported, hidden by SQS for the rest of the lease', async () => {
+        const stack = await stackWithJobs(3);
+        const rt = stack.runtime();
+        const { record } = await heldByEarlierAttempt(stack, rt);
+        const redelivery = { ...record, attributes: { ...record.attributes, ApproximateReceiveCount: '2' } };
+        expect(await createTileHandler(rt)({ Records: [redelivery] })).toEqual({
+          batchItemFailures: [{ itemIdentifier: record.messageId }],
+        });
+        // moto applied the handler's ChangeMessageVisibility: the message stays hidden (the lease has ~1,200 s left).
+        const attrs = await sqsClient().send(
+          new GetQueueAttributesCommand({ QueueUrl: stack.tiles.url, AttributeNames: ['ApproximateNumberOfMessagesNotVisible'] }),
+        );
+        expect(attrs.Attributes?.ApproximateNumberOfMessagesNotVisible).toBe('1');
+        expect(rt.backend.telemetry.counters()).toMatchObject({ written: 0, 'claim-rejected': 1 });
+      });
+
+      it('on the last receive the redrive policy allows, takes the stale lease over and writes, instead of dead-lettering', async () => {
+        const stack = await stackWithJobs(3);
+        const rt = createTestRuntime({ env: { ...stack.env, [ENV.maxDeliveries]: '3' } }, emulatorClients());
+        const { record, job } = await heldByEarlierAttempt(stack, rt);
+        const last = { ...record, attributes: { ...record.attributes, ApproximateReceiveCount: '3' } };
+        expect(await createTileHandler(rt)({ Records: [last] })).toEqual({ batchItemFailures: [] });
+        expect(rt.backend.telemetry.counters()).toMatchObject({ written: 1, committed: 1, 'lease-taken-over': 1 });
+        // The job ran under the earlier attempt's owner, so that attempt, were it alive, would commit without an alarm.
+        expect(await rt.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: `${record.messageId}@dead-instance` });
+      });
     });
 
     it('reports a record that failed transiently, releases its claim, and the redelivery writes it', async () => {

@@ -55,6 +55,7 @@ export interface TestStack {
   readonly tiles: TestQueue;
   readonly tilesDlq: TestQueue;
   readonly scenes: TestQueue;
+  readonly scenesDlq: TestQueue;
   /** A runtime composed from `env` like the Lambda one, with clients pointed at the emulators. */
   runtime(options?: { owner?: string; clock?: Clock; logs?: string[] }): TestRuntime;
 }
@@ -105,6 +106,7 @@ export async function createTestStack(options: { maxReceiveCount?: number; param
     tiles: tileQueues.queue,
     tilesDlq: tileQueues.dlq as TestQueue,
     scenes: sceneQueues.queue,
+    scenesDlq: sceneQueues.dlq as TestQueue,
     runtime: (o = {}) => createTestRuntime({ env }, emulatorClients(), o),
   };
 }

@@ -1,14 +1,15 @@
 import type { Firestore } from '@google-cloud/firestore';
-import { afterAll, inject } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { FirestoreClaimStore } from '../../functions/gcp/adapters/firestore-claim-store.js';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
-import { firestoreClient, freshBucket } from '../gcp/clients.js';
+import { firestoreClient, freshBucket, storageClient } from '../gcp/clients.js';
 import { FIRESTORE_CLAIM_WIRE, proxiedClaimFaults } from '../support/claim-faults.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshJobId } from '../support/ids.js';
 import { describeClaimStoreContract } from './claim-store.contract.js';
 import { describeObjectStoreContract } from './object-store.contract.js';
+import { unconditionalWrites, writesSeen } from './precondition-guard.js';
 
 // The foundation's contract suites against fake-gcs-server and Google's own
 // Firestore emulator (test/contract/gcp-guard.test.ts proves both honour the
@@ -35,4 +36,31 @@ describeClaimStoreContract('FirestoreClaimStore', async () => {
     faults: proxiedClaimFaults(proxy, FIRESTORE_CLAIM_WIRE),
   };
 });
-describeObjectStoreContract('GcsObjectStore', async () => new GcsObjectStore(await freshBucket(gcp, 'contract')));
+// The object store's client goes through a fault proxy too (lost answers meet the SDK's own retry);
+// foreign objects are written by a direct client.
+describeObjectStoreContract(
+  'GcsObjectStore',
+  async () => {
+    const proxy = await FaultProxy.start({ target: gcp.gcs });
+    proxies.push(proxy);
+    const direct = await freshBucket(gcp, 'contract');
+    return {
+      store: new GcsObjectStore(storageClient({ ...gcp, gcs: proxy.url }).bucket(direct.name)),
+      proxy,
+      writeForeign: async (key: string, body: Uint8Array) => {
+        await direct.file(key).save(Buffer.from(body), { resumable: false, validation: false });
+      },
+    };
+  },
+  { pinnedReadAfterOverwrite: 'source-changed' },
+);
+
+// The wire guard: every request the contracts above sent went through a fault proxy, SDK retries and the
+// requests an SDK makes on its own included; none may write or delete without a precondition.
+describe('GCP wire guard', () => {
+  it('no write or delete reached fake-gcs-server or the Firestore emulator without a precondition', () => {
+    const seen = proxies.flatMap((p) => p.requests);
+    expect(writesSeen(seen)).toBeGreaterThan(50);
+    expect(unconditionalWrites(seen)).toEqual([]);
+  });
+});

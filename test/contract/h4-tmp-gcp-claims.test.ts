@@ -19,3 +19,13 @@ afterAll(async () => {
   await Promise.all(proxied.map((c) => c.terminate()));
   await Promise.all(proxies.map((p) => p.stop()));
 });
+describeClaimStoreContract('FirestoreClaimStore', async () => {
+  const proxy = await FaultProxy.start({ target: `http://${gcp.firestore}`, protocol: 'http2' });
+  proxies.push(proxy);
+  const client = firestoreClient({ ...gcp, firestore: proxy.host });
+  proxied.push(client);
+  return {
+    store: new FirestoreClaimStore(client.collection(`claims-${freshJobId().slice(0, 8)}`)),
+    faults: proxiedClaimFaults(proxy, FIRESTORE_CLAIM_WIRE),
+  };
+});

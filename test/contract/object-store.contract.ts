@@ -39,7 +39,9 @@ export function isWriteOf(key: string, r: RecordedRequest): boolean {
     path = decodeURIComponent(r.path);
   } catch {}
   if (/[?&]comp=snapshot\b/.test(r.path)) return false;
-  return path.split('?')[0]?.endsWith(`/${key}`) === true || r.text.includes(`"name":"${key}"`);
+  const [pathname, query] = path.split('?');
+  // S3 and Blob name the key in the path; a GCS upload in its `name` parameter or its multipart metadata.
+  return pathname?.endsWith(`/${key}`) === true || new URLSearchParams(query ?? '').get('name') === key || r.text.includes(`"name":"${key}"`);
 }
 
 /** The one contract every ObjectStore passes, local and against each emulator. */
@@ -55,7 +57,7 @@ export function describeObjectStoreContract(
     const setup = async (): Promise<ObjectStoreUnderTest> => {
       if (!underTest) {
         const made = await factory();
-        underTest = 'store' in made ? made : { store: made };
+        underTest = 'putIfAbsent' in made ? { store: made } : made;
       }
       return underTest;
     };

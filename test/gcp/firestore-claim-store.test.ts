@@ -66,3 +66,67 @@ describe('FirestoreClaimStore document layout', () => {
     });
   });
 });
+
+/**
+ * ABORTED (gRPC 10) is contention, on a create as on a compare-and-set. The SDK
+ * itself retries a batch commit on ABORTED until its budget (gax: up to 600 s)
+ * is spent; what reaches the adapter after that is modelled here by a collection
+ * whose `create` answers ABORTED a given number of times, then delegates to the
+ * emulator. Before this was classified, one such ABORTED was a non-retryable
+ * AdapterError: the delivery was settled as poison and the tile dead-lettered.
+ */
+describe('FirestoreClaimStore and ABORTED on create', () => {
+  const aborted = () => Object.assign(new Error('10 ABORTED: Aborted due to cross-transaction contention.'), { code: 10 });
+  /** The same collection, but `create` on its documents fails with ABORTED `times` times first (and can run `before` each time). */
+  const contended = (times: number, before?: (id: string) => Promise<void>) => {
+    let left = times;
+    return new Proxy(collection, {
+      get(target, prop, receiver) {
+        if (prop !== 'doc') return Reflect.get(target, prop, receiver);
+        return (id: string) => {
+          const ref = target.doc(id);
+          return new Proxy(ref, {
+            get(r, p, rr) {
+              if (p !== 'create') return Reflect.get(r, p, rr);
+              return async (data: Record<string, unknown>) => {
+                if (left-- > 0) {
+                  await before?.(id);
+                  throw aborted();
+                }
+                return r.create(data);
+              };
+            },
+          });
+        };
+      },
+    });
+  };
+  const req = (id: string, owner = 'w1') => ({ jobId: id, owner, now: T0, leaseUntil: T0 + LEASE, expiresAt: T0 + RETAIN });
+
+  it('reads and decides again: claimed when nobody wrote meanwhile', async () => {
+    const id = freshJobId('aborted');
+    const r = await new FirestoreClaimStore(contended(1)).claim(req(id));
+    expect(r).toMatchObject({ kind: 'claimed', row: { owner: 'w1' } });
+    expect(await store.get(id)).toMatchObject({ owner: 'w1', state: 'CLAIMED' });
+  });
+
+  it('reads and decides again: held by the rival whose create won the contention', async () => {
+    const id = freshJobId('aborted-rival');
+    const rivalWins = async (jobId: string) => {
+      await store.claim(req(jobId, 'rival'));
+    };
+    expect(await new FirestoreClaimStore(contended(1, rivalWins)).claim(req(id))).toEqual({
+      kind: 'held',
+      by: 'rival',
+      leaseUntil: T0 + LEASE,
+    });
+  });
+
+  it('a contention that never settles is a retryable error, never poison', async () => {
+    const id = freshJobId('aborted-forever');
+    await expect(new FirestoreClaimStore(contended(1000)).claim(req(id))).rejects.toMatchObject({
+      code: 'ADAPTER_FAILURE',
+      retryable: true,
+    });
+  });
+});

@@ -3,6 +3,8 @@ import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
 import { freshBucket, storageClient } from './clients.js';
+import { contentDigest } from '../../shared/domain/content-digest.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { type RecordedRequest, startRecorder } from './http-recorder.js';
 
 const gcp = requireEndpoints(inject('emulators'), 'gcp');
@@ -24,7 +26,7 @@ describe('GcsObjectStore on the wire', () => {
     recorder.requests.length = 0;
     const key = `${freshPrefix()}create.tif`;
     expect((await store.putIfAbsent(key, bytes('one'), { contentType: 'image/tiff' })).kind).toBe('written');
-    expect(await store.putIfAbsent(key, bytes('two'))).toEqual({ kind: 'already-present' });
+    expect(await store.putIfAbsent(key, bytes('two'))).toMatchObject({ kind: 'already-present', sameBytes: false });
     const sent = uploads();
     expect(sent.map((r) => [r.url.searchParams.get('uploadType'), r.url.searchParams.get('ifGenerationMatch'), r.status])).toEqual([
       ['multipart', '0', 200],
@@ -72,5 +74,52 @@ describe('GcsObjectStore on the wire', () => {
     for await (const head of paged.list(p)) keys.push(head.key);
     expect(keys).toHaveLength(1005);
     expect(new Set(keys).size).toBe(1005);
+  });
+});
+
+// `file.save` with the SDK's default validation answers a checksum doubt (the answer's crc32c/md5Hash differs
+// from the local one, or is missing) by DELETING the object, with no generation precondition: on a repair that
+// deletes the new tile, and a delete can hit an object another writer just made. GcsObjectStore turns that
+// validation off and sends the body's MD5 instead, so GCS refuses a corrupt body before storing anything.
+describe('GcsObjectStore and the SDK upload validation', () => {
+  let proxy: FaultProxy;
+  let store: GcsObjectStore;
+  let bucketName: string;
+  beforeAll(async () => {
+    proxy = await FaultProxy.start({ target: gcp.gcs });
+    bucketName = (await freshBucket(gcp, 'valid')).name;
+    store = new GcsObjectStore(storageClient({ ...gcp, gcs: proxy.url }).bucket(bucketName));
+  });
+  afterAll(() => proxy.stop());
+
+  it('sends the body md5Hash and the SHA-256 metadata inside the one multipart request', async () => {
+    proxy.reset();
+    const key = `${freshPrefix()}md5.tif`;
+    const body = bytes('checksummed');
+    expect((await store.putIfAbsent(key, body)).kind).toBe('written');
+    const upload = proxy.requests.filter((r) => r.path.startsWith('/upload/'));
+    expect(upload).toHaveLength(1);
+    const digest = contentDigest(body);
+    expect(upload[0]?.text).toContain(`"md5Hash":"${digest.md5Base64}"`);
+    expect(upload[0]?.text).toContain(`"tesserasha256":"${digest.sha256Hex}"`);
+  });
+
+  it('an upload answered without any checksum deletes nothing (the SDK validation DELETE is never sent)', async () => {
+    const key = `${freshPrefix()}kept.tif`;
+    // Another writer's object at the key: the canned answer below never reaches GCS, so this is what a DELETE would lose.
+    await storageClient(gcp).bucket(bucketName).file(key).save(Buffer.from('theirs'), { resumable: false });
+    proxy.reset();
+    proxy.add({
+      match: { method: 'POST', path: '/upload/' },
+      action: {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ kind: 'storage#object', bucket: bucketName, name: key, generation: '1', size: '4' }),
+      },
+    });
+    expect(await store.putIfMatch(key, bytes('mine'), '1')).toEqual({ kind: 'written', version: '1' });
+    expect(proxy.requests.filter((r) => r.method === 'DELETE')).toEqual([]);
+    const [left] = await storageClient(gcp).bucket(bucketName).file(key).download();
+    expect(left.toString()).toBe('theirs');
   });
 });

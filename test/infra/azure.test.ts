@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { AZURE_ROLES, CONTAINERS, hostTimeSpan } from '../../infra/azure/tiling-stack.js';
+import { AZURE_ROLES, CONTAINERS, DEPLOYMENTS_CONTAINER, hostTimeSpan, LEASE_STOLEN_TRACE_TERMS } from '../../infra/azure/tiling-stack.js';
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
-import { AZURE_SUBSCRIPTION, declaredUrns, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
+import { AZURE_SUBSCRIPTION, declaredUrns, missingBefore, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
 /**
@@ -15,6 +16,9 @@ const STACK = 'azure-westeurope';
 const BASE = { 'tessera:cloud': 'azure', 'tessera:region': 'westeurope', 'azure-native:location': 'westeurope' };
 
 const app = (run: StackRun) => run.ofType('azure-native:web:WebApp')[0] as RecordedResource;
+const data = (run: StackRun) => run.one('azure-native:storage:StorageAccount', '-storage');
+const host = (run: StackRun) => run.one('azure-native:storage:StorageAccount', '-host');
+const identity = (run: StackRun) => run.one('azure-native:managedidentity:UserAssignedIdentity', '-identity');
 const settings = (run: StackRun): Record<string, string> =>
   Object.fromEntries(
     ((app(run).inputs.siteConfig as { appSettings: { name: string; value: unknown }[] }).appSettings ?? []).map((s) => [
@@ -50,11 +54,18 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
 
   it('keeps storage HTTPS-only at TLS 1.2 with no public blob access, and every container private', () => {
     const accounts = run.ofType('azure-native:storage:StorageAccount');
-    expect(accounts).toHaveLength(1);
-    expect(accounts[0]?.inputs).toMatchObject({ enableHttpsTrafficOnly: true, minimumTlsVersion: 'TLS1_2', allowBlobPublicAccess: false });
-    expect(String(accounts[0]?.inputs.accountName)).toMatch(/^[a-z0-9]{3,24}$/);
+    // The data account, and the Functions host's own account (the host holds Blob Data Owner there only).
+    expect(accounts).toHaveLength(2);
+    for (const a of accounts) {
+      expect(a.inputs).toMatchObject({ enableHttpsTrafficOnly: true, minimumTlsVersion: 'TLS1_2', allowBlobPublicAccess: false });
+      expect(String(a.inputs.accountName)).toMatch(/^[a-z0-9]{3,24}$/);
+    }
     const containers = run.ofType('azure-native:storage:BlobContainer');
-    expect(containers.map((c) => c.inputs.containerName).sort()).toEqual(Object.values(CONTAINERS).sort());
+    const onData = containers.filter((c) => c.inputs.accountName === data(run).state.name);
+    expect(onData.map((c) => c.inputs.containerName).sort()).toEqual(Object.values(CONTAINERS).sort());
+    expect(containers.filter((c) => c.inputs.accountName === host(run).state.name).map((c) => c.inputs.containerName)).toEqual([
+      DEPLOYMENTS_CONTAINER,
+    ]);
     for (const c of containers) expect(c.inputs.publicAccess, c.name).toBe('None');
     expect(app(run).inputs.httpsOnly).toBe(true);
   });
@@ -62,18 +73,20 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
   it('runs the function app on Linux, Node 22, Consumption, with the package by URL fetched with its own identity', () => {
     const plan = run.ofType('azure-native:web:AppServicePlan')[0];
     expect(plan?.inputs).toMatchObject({ reserved: true, sku: { name: 'Y1', tier: 'Dynamic' } });
-    expect(app(run).inputs).toMatchObject({ kind: 'functionapp,linux', identity: { type: 'SystemAssigned' } });
+    expect(app(run).inputs).toMatchObject({
+      kind: 'functionapp,linux',
+      identity: { type: 'UserAssigned', userAssignedIdentities: [identity(run).state.id] },
+    });
     expect((app(run).inputs.siteConfig as { linuxFxVersion: string }).linuxFxVersion).toBe('Node|22');
     const s = settings(run);
     expect(s).toMatchObject({
       FUNCTIONS_EXTENSION_VERSION: '~4',
       FUNCTIONS_WORKER_RUNTIME: 'node',
-      WEBSITE_RUN_FROM_PACKAGE_BLOB_MI_RESOURCE_ID: 'SystemAssigned',
+      WEBSITE_RUN_FROM_PACKAGE_BLOB_MI_RESOURCE_ID: identity(run).state.id,
     });
     const blob = run.ofType('azure-native:storage:Blob')[0];
-    expect(s.WEBSITE_RUN_FROM_PACKAGE).toMatch(
-      new RegExp(`^https://[a-z0-9]+\\.blob\\.core\\.windows\\.net/deployments/${blob?.inputs.blobName}$`),
-    );
+    expect(blob?.inputs.accountName).toBe(host(run).state.name);
+    expect(s.WEBSITE_RUN_FROM_PACKAGE).toBe(`https://${host(run).state.name}.blob.core.windows.net/deployments/${blob?.inputs.blobName}`);
     expect(s.APPLICATIONINSIGHTS_CONNECTION_STRING).toContain('InstrumentationKey=');
     expect(run.ofType('azure-native:applicationinsights:Component')).toHaveLength(1);
   });
@@ -105,39 +118,52 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       expect(names).toContain(queue);
       expect(names).toContain(azurePoisonQueue(queue));
     }
-    expect(names).toHaveLength(6);
+    // Scene and tile: the mosaic is a timer sweep, with no queue of its own.
+    expect(names).toHaveLength(4);
     expect(settings(run)[ENV.deadLetterQueue]).toBe(azurePoisonQueue(AZURE_QUEUES.tile));
   });
 
-  it('grants the app identity data-plane roles on this storage account only', () => {
-    const account = run.ofType('azure-native:storage:StorageAccount')[0];
+  it('grants Blob Data Owner on the host storage only, Contributor on the data containers, and queue and table roles on what the app uses', () => {
     const assignments = run.ofType('azure-native:authorization:RoleAssignment');
-    expect(assignments).toHaveLength(3);
+    const role = (id: string) => `/subscriptions/${AZURE_SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/${id}`;
     for (const a of assignments) {
-      expect(a.inputs.scope).toBe(account?.state.id);
-      expect(a.inputs.principalId).toBe((app(run).state.identity as { principalId: string }).principalId);
+      expect(a.inputs.principalId).toBe(identity(run).state.principalId);
       expect(a.inputs.principalType).toBe('ServicePrincipal');
     }
-    expect(assignments.map((a) => String(a.inputs.roleDefinitionId)).sort()).toEqual(
-      Object.values(AZURE_ROLES)
-        .map((id) => `/subscriptions/${AZURE_SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/${id}`)
-        .sort(),
+    const scopesOf = (roleId: string) =>
+      assignments
+        .filter((a) => a.inputs.roleDefinitionId === role(roleId))
+        .map((a) => String(a.inputs.scope))
+        .sort();
+    const dataId = String(data(run).state.id);
+    const container = (c: string) => `${dataId}/blobServices/default/containers/${c}`;
+    expect(scopesOf(AZURE_ROLES.storageBlobDataOwner)).toEqual([host(run).state.id]);
+    expect(scopesOf(AZURE_ROLES.storageBlobDataContributor)).toEqual([container(CONTAINERS.outputs), container(CONTAINERS.sources)]);
+    // The trigger queues and their poison queues (handlers settle poison there; the tile function adds fan-out chunks).
+    const queueScopes = Object.values(AZURE_QUEUES)
+      .flatMap((q) => [q, azurePoisonQueue(q)])
+      .map((q) => `${dataId}/queueServices/default/queues/${q}`);
+    expect(scopesOf(AZURE_ROLES.storageQueueDataContributor)).toEqual([host(run).state.id, ...queueScopes].sort());
+    expect(scopesOf(AZURE_ROLES.storageTableDataContributor)).toEqual(
+      [host(run).state.id, `${dataId}/tableServices/default/tables/tesseraclaims`].sort(),
     );
+    // Nothing on the data account as a whole.
+    for (const a of assignments) expect(a.inputs.scope, a.name).not.toBe(dataId);
     // No connection string or key in the settings: identity-based connections only.
     const s = settings(run);
     for (const [k, v] of Object.entries(s)) expect(`${k}=${v}`).not.toMatch(/AccountKey=|SharedAccessSignature|sig=/);
     expect(s[`${AZURE_TRIGGER_CONNECTION}__queueServiceUri`]).toMatch(/^https:\/\/[a-z0-9]+\.queue\.core\.windows\.net\/$/);
   });
 
-  it('routes BlobCreated events by subject filter to the scene and mosaic queues, dead-lettering what it cannot deliver', () => {
-    const account = run.ofType('azure-native:storage:StorageAccount')[0];
+  it('routes BlobCreated events by subject filter to the scene queue only, dead-lettering what it cannot deliver', () => {
+    const account = data(run);
     const topic = run.ofType('azure-native:eventgrid:SystemTopic')[0];
     expect(topic?.inputs).toMatchObject({ source: account?.state.id, topicType: 'Microsoft.Storage.StorageAccounts' });
     const subs = run.ofType('azure-native:eventgrid:SystemTopicEventSubscription');
-    expect(subs).toHaveLength(2);
+    // A tile write fires nothing: the mosaic is a timer-triggered sweep, as on AWS and GCP.
+    expect(subs.map((x) => x.name)).toEqual(['tessera-scene-events']);
     const expected = {
       scene: { queue: AZURE_QUEUES.scene, begins: '/blobServices/default/containers/sources/blobs/scenes/', ends: '.tif' },
-      mosaic: { queue: AZURE_QUEUES.mosaic, begins: '/blobServices/default/containers/outputs/blobs/tiles/', ends: '.tif' },
     };
     for (const [role, want] of Object.entries(expected)) {
       const sub = subs.find((x) => x.name.endsWith(`-${role}-events`)) as RecordedResource;
@@ -159,13 +185,62 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
   it("points the app's environment at this stack's account, table, containers and queues", () => {
     const s = settings(run);
     expect(s).toMatchObject({
-      [ENV.azureStorageAccount]: run.ofType('azure-native:storage:StorageAccount')[0]?.state.name,
+      [ENV.azureStorageAccount]: data(run).state.name,
       [ENV.claimsTable]: run.ofType('azure-native:storage:Table')[0]?.state.name,
       [ENV.sourceBucket]: CONTAINERS.sources,
       [ENV.outputBucket]: CONTAINERS.outputs,
       [ENV.tileQueue]: AZURE_QUEUES.tile,
-      AzureWebJobsStorage__accountName: run.ofType('azure-native:storage:StorageAccount')[0]?.state.name,
+      AzureWebJobsStorage__accountName: host(run).state.name,
+      AzureWebJobsStorage__credential: 'managedidentity',
+      AzureWebJobsStorage__clientId: identity(run).state.clientId,
+      [`${AZURE_TRIGGER_CONNECTION}__credential`]: 'managedidentity',
+      [`${AZURE_TRIGGER_CONNECTION}__clientId`]: identity(run).state.clientId,
+      // DefaultAzureCredential in the handlers picks the user-assigned identity by this.
+      AZURE_CLIENT_ID: identity(run).state.clientId,
     });
+  });
+
+  it('creates the app only after every role of its identity, so its first start can read its package and host storage', () => {
+    const assignments = run.ofType('azure-native:authorization:RoleAssignment');
+    expect(assignments.length).toBeGreaterThan(5);
+    expect(missingBefore(run, app(run), assignments)).toEqual([]);
+    expect(missingBefore(run, app(run), [identity(run)])).toEqual([]);
+  });
+
+  it('turns blob versioning on for the data account, where the sources are', () => {
+    const props = run.one('azure-native:storage:BlobServiceProperties', '-blob-service');
+    expect(props.inputs).toMatchObject({ accountName: data(run).state.name, isVersioningEnabled: true });
+  });
+
+  it('alerts on lease-stolen trace lines and on messages put into a poison queue, mailing tessera:alertEmail', async () => {
+    const rules = run.ofType('azure-native:monitor:ScheduledQueryRule');
+    expect(rules.map((r) => r.name).sort()).toEqual(['tessera-lease-stolen', 'tessera-poison']);
+    const query = (r: RecordedResource) => (r.inputs.criteria as { allOf: { query: string }[] }).allOf[0]?.query ?? '';
+    const lease = rules.find((r) => r.name === 'tessera-lease-stolen') as RecordedResource;
+    expect(lease.inputs.scopes).toEqual([run.ofType('azure-native:applicationinsights:Component')[0]?.state.id]);
+    // Each term the query looks for is in the line the core logs.
+    const lines: string[] = [];
+    new JsonTelemetry((l) => lines.push(l)).log('ERROR', 'lease-stolen', { jobKey: 'k' });
+    for (const term of LEASE_STOLEN_TRACE_TERMS) {
+      expect(query(lease)).toContain(`message contains ${JSON.stringify(term)}`);
+      expect(lines[0]).toContain(term);
+    }
+    const poison = rules.find((r) => r.name === 'tessera-poison') as RecordedResource;
+    for (const q of Object.values(AZURE_QUEUES)) expect(query(poison)).toContain(`Uri contains "/${azurePoisonQueue(q)}/"`);
+    expect(query(poison)).toContain('OperationName == "PutMessage"');
+    // The queue service's write log feeds that query.
+    const diag = run.one('azure-native:monitor:DiagnosticSetting', '-queue-writes');
+    expect(diag.inputs).toMatchObject({
+      resourceUri: `${data(run).state.id}/queueServices/default`,
+      logs: [{ category: 'StorageWrite', enabled: true }],
+    });
+    const group = run.one('azure-native:monitor:ActionGroup', '-alerts');
+    for (const r of rules) expect((r.inputs.actions as { actionGroups: string[] }).actionGroups).toEqual([group.state.id]);
+    expect(group.inputs.emailReceivers).toEqual([]);
+    const mailed = await runStack(STACK, { ...BASE, 'tessera:alertEmail': 'ops@example.org' });
+    expect(mailed.one('azure-native:monitor:ActionGroup', '-alerts').inputs.emailReceivers).toEqual([
+      { name: 'alert-email', emailAddress: 'ops@example.org', useCommonAlertSchema: true },
+    ]);
   });
 
   it('runs Flex Consumption from a deployment container, with no worker settings Flex refuses', async () => {
@@ -176,8 +251,15 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(config).toMatchObject({
       runtime: { name: 'node', version: '22' },
       scaleAndConcurrency: { instanceMemoryMB: 2048 },
-      deployment: { storage: { type: 'blobContainer', authentication: { type: 'SystemAssignedIdentity' } } },
+      deployment: {
+        storage: {
+          type: 'blobContainer',
+          value: `https://${host(flex).state.name}.blob.core.windows.net/deployments`,
+          authentication: { type: 'UserAssignedIdentity', userAssignedIdentityResourceId: identity(flex).state.id },
+        },
+      },
     });
+    expect(missingBefore(flex, app(flex), flex.ofType('azure-native:authorization:RoleAssignment'))).toEqual([]);
     const s = settings(flex);
     expect(Object.keys(s)).not.toContain('FUNCTIONS_WORKER_RUNTIME');
     expect(Object.keys(s)).not.toContain('WEBSITE_RUN_FROM_PACKAGE');

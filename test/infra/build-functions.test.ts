@@ -126,6 +126,15 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     expect(azure.get('host.json')?.toString()).toBe(GOOD[HANDLER_ENTRIES.azureHostJson]);
   });
 
+  it('bundles each cloud for the Node major of the runtime it deploys (esbuild target, engines), never Node 20', () => {
+    expect(nodeMajorFor('aws')).toBe(deployedRuntime('aws-lambda').nodeMajor);
+    expect(nodeMajorFor('gcp')).toBe(deployedRuntime('gcp-functions').nodeMajor);
+    expect(nodeMajorFor('azure')).toBe(
+      Math.min(deployedRuntime('azure-functions-flex').nodeMajor, deployedRuntime('azure-functions-consumption').nodeMajor),
+    );
+    for (const cloud of ['aws', 'gcp', 'azure'] as const) expect(nodeMajorFor(cloud), cloud).toBeGreaterThanOrEqual(22);
+  });
+
   it('gives the same bytes for the same code, so an unchanged build deploys nothing', async () => {
     const root = fakeRoot(GOOD);
     const first = await buildFunctions({ root, outDir: join(root, 'a'), clouds: ['aws'] });
@@ -175,6 +184,14 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     );
     const message = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: eventGrid as string }), ['azure']);
     expect(message).toContain('scene is registered as eventGridTrigger, but infra/ delivers its events to a Storage Queue');
+    // The mosaic is a timer sweep: infra/ creates no queue and no event subscription for it.
+    const queued = GOOD[HANDLER_ENTRIES.azure]?.replace(
+      "app.timer('mosaic', { schedule: '0 */5 * * * *', handler: async () => {} });",
+      "app.storageQueue('mosaic', { queueName: 'tessera-mosaics', connection: 'TESSERA_STORAGE', handler: async () => {} });",
+    );
+    expect(await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: queued as string }), ['azure'])).toContain(
+      'mosaic is registered as queueTrigger, but infra/ delivers nothing to it: it is a timer sweep',
+    );
   });
 
   it('takes the clouds and the output folder from the command line', () => {

@@ -42,10 +42,12 @@ describe('stack configuration (infra/common/config.ts)', () => {
       platform: 'aws-lambda',
       lease: { functionTimeoutSec: 900, ceilingSec: 900, leaseSec: 1200, visibilityTimeoutSec: 5400 },
       memoryMb: 2048,
-      maxReceiveCount: 3,
+      // AWS's advice for a queue feeding Lambda: at least 5 receives, so a throttled receive does not dead-letter.
+      maxReceiveCount: 5,
       source: { prefix: 'scenes/', suffix: '.tif' },
       retentionSec: 604_800,
       tileQueueVisibilitySec: 5400,
+      tileMaxConcurrency: 100,
       archiveDir: '/repo/dist',
     });
     expect(parseStackConfig(gcp, ctx)).toMatchObject({

@@ -3,20 +3,22 @@ import { mkdtempSync } from 'node:fs';
 import { rm, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CreateBucketCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
+import { CreateBucketCommand, DeleteObjectCommand, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { v1 } from '@google-cloud/pubsub';
-import { DynamoDbClaimStore } from '../../functions/aws/adapters/dynamodb-claim-store.js';
+import { CLAIMS_PARTITION_KEY, DynamoDbClaimStore } from '../../functions/aws/adapters/dynamodb-claim-store.js';
 import { S3ObjectStore } from '../../functions/aws/adapters/s3-object-store.js';
 import { SqsJobQueue } from '../../functions/aws/adapters/sqs-job-queue.js';
 import { AzureBlobObjectStore } from '../../functions/azure/adapters/azure-blob-object-store.js';
 import { AzureQueueJobQueue, poisonQueueName } from '../../functions/azure/adapters/azure-queue-job-queue.js';
-import { AzureTableClaimStore } from '../../functions/azure/adapters/azure-table-claim-store.js';
+import { AzureTableClaimStore, PARTITION_PREFIX_LENGTH } from '../../functions/azure/adapters/azure-table-claim-store.js';
 import { azureClients } from '../../functions/azure/compose.js';
 import { FirestoreClaimStore } from '../../functions/gcp/adapters/firestore-claim-store.js';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
 import { PubSubDeadLetterTopic } from '../../functions/gcp/adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from '../../functions/gcp/adapters/pubsub-job-queue.js';
+import { openSqlite } from '../../functions/local/adapters/sqlite-database.js';
 import { createLocalBackend } from '../../functions/local/compose.js';
 import type { Backend } from '../../shared/app/backend.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
@@ -32,8 +34,18 @@ import type {
 } from '../../shared/ports/object-store.port.js';
 import { dynamoDbClient, freshClaimsTable, s3Client, sqsClient } from '../aws/clients.js';
 import { firestoreClient, freshBucket as freshGcsBucket, pubsubClient, storageClient } from '../gcp/clients.js';
+import {
+  AZURE_TABLE_CLAIM_WIRE,
+  type ClaimStoreFaults,
+  DYNAMODB_CLAIM_WIRE,
+  FIRESTORE_CLAIM_WIRE,
+  proxiedClaimFaults,
+  withClaimFaults,
+} from '../support/claim-faults.js';
+import { azuriteConnectionString } from '../support/emulators/azure.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
 import { FakeClock } from '../support/fake-clock.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { PubSubPullQueue } from './pubsub-pull-queue.js';
 
 /** The four backends, in matrix order. */
@@ -117,6 +129,16 @@ export interface ParityBackend {
   readonly pullQueue: PullQueue;
   /** Deletes an output object behind the ports' back (Tessera itself never deletes: this plays a lifecycle rule or an operator). */
   deleteOutput(key: string): Promise<void>;
+  /** Lost answers and transient errors between the claim store and its backend (a fault proxy; local: a wrapper). */
+  readonly claimFaults: ClaimStoreFaults;
+  /** Deletes a claim row behind the ports' back: what TTL (or the Table sweep) does after the retention. */
+  deleteClaim(jobId: string): Promise<void>;
+  /**
+   * Drops every kept older version of a source object (S3 noncurrent versions, GCS noncurrent
+   * generations, Azure snapshots; nothing on the local store, which keeps none): what a lifecycle
+   * rule does, so a pinned read of an overwritten source has nothing left to read on any backend.
+   */
+  expireSourceVersions(key: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -137,6 +159,9 @@ interface Parts {
   readonly queue: Backend['queue'];
   readonly pullQueue: PullQueue;
   deleteOutput(key: string): Promise<void>;
+  expireSourceVersions(key: string): Promise<void>;
+  readonly claimFaults: ClaimStoreFaults;
+  deleteClaim(jobId: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -164,6 +189,9 @@ export async function createParityBackend(name: BackendName, endpoints: Emulator
     sources,
     pullQueue: parts.pullQueue,
     deleteOutput: (key) => parts.deleteOutput(key),
+    expireSourceVersions: (key) => parts.expireSourceVersions(key),
+    claimFaults: parts.claimFaults,
+    deleteClaim: (jobId) => parts.deleteClaim(jobId),
     close: () => parts.close(),
   };
 }
@@ -189,13 +217,26 @@ function createParts(name: BackendName, endpoints: EmulatorEndpoints, ns: string
 async function localParts(ns: string, clock: FakeClock): Promise<Parts> {
   const dir = mkdtempSync(join(tmpdir(), `tessera-${ns}-`));
   const local = createLocalBackend(dir, { clock, maxReceiveCount: PARITY_MAX_RECEIVE_COUNT });
+  // No wire: the wrapper applies an armed write, loses its answer and resends it, as an SDK would.
+  const faulty = withClaimFaults(local.claims, { resend: true });
   return {
-    claims: local.claims,
+    claims: faulty.store,
+    claimFaults: faulty.faults,
+    deleteClaim: async (jobId) => {
+      const db = openSqlite(join(dir, 'claims.db'), 5_000);
+      try {
+        db.prepare('DELETE FROM claims WHERE job_id = ?').run(jobId);
+      } finally {
+        db.close();
+      }
+    },
     sources: local.sources,
     outputs: local.outputs,
     queue: local.queue,
     pullQueue: local.queue,
     deleteOutput: (key) => unlink(local.outputs.pathOf(key)),
+    // A file replaced by rename(2) is gone: there is no older version to drop.
+    expireSourceVersions: async () => {},
     close: async () => {
       local.close();
       await rm(dir, { recursive: true, force: true });
@@ -210,6 +251,9 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
   const ddb = dynamoDbClient(e);
   const s3 = s3Client(e);
   const sqs = sqsClient(e);
+  // The claim store's client goes through a fault proxy (lost answers, throttling): the SDK's own retry runs.
+  const claimsProxy = await FaultProxy.start({ target: e.dynamodb });
+  const claimsDdb = dynamoDbClient({ ...e, dynamodb: claimsProxy.url });
   const [table, , , queues] = await Promise.all([
     freshClaimsTable(ddb, ns),
     s3.send(new CreateBucketCommand({ Bucket: `${ns}-src` })),
@@ -218,7 +262,11 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
   ]);
   const outputBucket = `${ns}-out`;
   return {
-    claims: new DynamoDbClaimStore(ddb, table),
+    claims: new DynamoDbClaimStore(claimsDdb, table),
+    claimFaults: proxiedClaimFaults(claimsProxy, DYNAMODB_CLAIM_WIRE),
+    deleteClaim: async (jobId) => {
+      await ddb.send(new DeleteItemCommand({ TableName: table, Key: { [CLAIMS_PARTITION_KEY]: { S: jobId } } }));
+    },
     sources: new S3ObjectStore(s3, `${ns}-src`),
     outputs: new S3ObjectStore(s3, outputBucket),
     queue: queues.queue,
@@ -226,8 +274,18 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     deleteOutput: async (key) => {
       await s3.send(new DeleteObjectCommand({ Bucket: outputBucket, Key: key }));
     },
+    expireSourceVersions: async (key) => {
+      const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: `${ns}-src`, Prefix: key }));
+      for (const v of listed.Versions ?? []) {
+        if (v.Key === key && !v.IsLatest && v.VersionId && v.VersionId !== 'null') {
+          await s3.send(new DeleteObjectCommand({ Bucket: `${ns}-src`, Key: key, VersionId: v.VersionId }));
+        }
+      }
+    },
     close: async () => {
       ddb.destroy();
+      claimsDdb.destroy();
+      await claimsProxy.stop();
       s3.destroy();
       sqs.destroy();
     },
@@ -257,6 +315,9 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     );
   }
   const firestore = firestoreClient(e);
+  // The claim store's client goes through an HTTP/2 fault proxy (lost answers, ABORTED).
+  const claimsProxy = await FaultProxy.start({ target: `http://${e.firestore}`, protocol: 'http2' });
+  const claimsFirestore = firestoreClient({ ...e, firestore: claimsProxy.host });
   const storage = storageClient(e);
   const pubsub = pubsubClient(e);
   const [sources, outputs] = await Promise.all([freshGcsBucket(e, `${ns}-src`), freshGcsBucket(e, `${ns}-out`)]);
@@ -275,7 +336,11 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
   });
   const fanOut = new PubSubJobQueue(pubsub.topic(tileTopic.name, { batching: TILE_TOPIC_BATCHING }));
   return {
-    claims: new FirestoreClaimStore(firestore.collection(`${ns}-claims`)),
+    claims: new FirestoreClaimStore(claimsFirestore.collection(`${ns}-claims`)),
+    claimFaults: proxiedClaimFaults(claimsProxy, FIRESTORE_CLAIM_WIRE),
+    deleteClaim: async (jobId) => {
+      await firestore.collection(`${ns}-claims`).doc(jobId).delete();
+    },
     sources: new GcsObjectStore(storage.bucket(sources.name)),
     outputs: new GcsObjectStore(storage.bucket(outputs.name)),
     queue: fanOut,
@@ -283,8 +348,19 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     deleteOutput: async (key) => {
       await storage.bucket(outputs.name).file(key).delete();
     },
+    expireSourceVersions: async (key) => {
+      const bucket = storage.bucket(sources.name);
+      const [live] = await bucket.file(key).getMetadata();
+      const [files] = await bucket.getFiles({ prefix: key, versions: true });
+      for (const f of files) {
+        if (f.name === key && String(f.metadata.generation) !== String(live.generation)) {
+          await bucket.file(key, { generation: String(f.metadata.generation) }).delete();
+        }
+      }
+    },
     close: async () => {
-      await Promise.all([subscriber.close(), pubsub.close(), firestore.terminate()]);
+      await Promise.all([subscriber.close(), pubsub.close(), firestore.terminate(), claimsFirestore.terminate()]);
+      await claimsProxy.stop();
     },
   };
 }
@@ -295,6 +371,9 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
   if (!e) throw new EmulatorUnavailableError('Azurite is not running');
   const clients = azureClients(e.connectionString);
   const table = clients.table(`${ns}claims`);
+  // The claim store's TableClient goes through a fault proxy (lost answers, 503 ServerBusy).
+  const claimsProxy = await FaultProxy.start({ target: e.table });
+  const claimsTable = azureClients(azuriteConnectionString(e.blob, e.queue, claimsProxy.url)).table(`${ns}claims`);
   const src = clients.blob.getContainerClient(`${ns}-src`);
   const out = clients.blob.getContainerClient(`${ns}-out`);
   await Promise.all([
@@ -306,7 +385,11 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
   ]);
   const queue = AzureQueueJobQueue.onAccount(clients.queue, ns, PARITY_MAX_RECEIVE_COUNT);
   return {
-    claims: new AzureTableClaimStore(table),
+    claims: new AzureTableClaimStore(claimsTable),
+    claimFaults: proxiedClaimFaults(claimsProxy, AZURE_TABLE_CLAIM_WIRE),
+    deleteClaim: async (jobId) => {
+      await table.deleteEntity(jobId.slice(0, PARTITION_PREFIX_LENGTH), jobId);
+    },
     sources: new AzureBlobObjectStore(src),
     outputs: new AzureBlobObjectStore(out),
     queue,
@@ -314,6 +397,11 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
     deleteOutput: async (key) => {
       await out.getBlobClient(key).delete();
     },
-    close: async () => {},
+    expireSourceVersions: async (key) => {
+      for await (const b of src.listBlobsFlat({ prefix: key, includeSnapshots: true })) {
+        if (b.name === key && b.snapshot) await src.getBlobClient(key).withSnapshot(b.snapshot).delete();
+      }
+    },
+    close: () => claimsProxy.stop(),
   };
 }

@@ -1,9 +1,10 @@
 import { assembleMosaic, type MosaicResult } from '../../shared/app/assemble-mosaic.js';
 import type { Backend, WorkerHooks, WorkerSettings } from '../../shared/app/backend.js';
-import { isFanOutChunkBody, parseFanOutChunk } from '../../shared/app/fan-out.js';
-import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
-import { type FanOutRequest, type FanOutResult, fanOutScene } from '../../shared/app/fan-out.js';
+import { type FanOutRequest, type FanOutResult, fanOutScene, isFanOutChunkBody, parseFanOutChunk } from '../../shared/app/fan-out.js';
+import { poisonReason } from '../../shared/app/poison.js';
 import { processTile } from '../../shared/app/process-tile.js';
+import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
+import type { RedeliverySchedule } from '../../shared/app/redelivery.js';
 import { makeTileJob, parseTileJob, type TileJob, type TileMode, toJobMessage } from '../../shared/app/tile-job.js';
 import { outputKeys, type ProcessingParams, repairJobKey, type SourceRef, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
@@ -11,6 +12,7 @@ import { type TileGrid, tileGrid, windowAt, windows } from '../../shared/domain/
 import type { Delivery, PullQueue } from '../../shared/ports/job-queue.port.js';
 import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
+import type { ClaimStoreFaults } from '../support/claim-faults.js';
 import type { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
@@ -63,10 +65,17 @@ export interface DeliverOptions {
   readonly fault?: Fault | undefined;
   /** Extra hooks (stalls): run before the fault's, if any. */
   readonly hooks?: WorkerHooks | undefined;
+  /** The backend this delivery's worker sees: a fault put in front of a port (a claim store whose heartbeat fails once). */
+  readonly ports?: ((backend: Backend) => Backend) | undefined;
+  /**
+   * The transport schedule the trigger passes (shared/app/redelivery.ts). Default none: a delivery
+   * meeting its own message's live lease waits for it, as on a queue that never dead-letters.
+   */
+  readonly schedule?: RedeliverySchedule | undefined;
 }
 
 /** What the drain loop does with a delivery once its worker answered: the default follows the verdict. */
-export type Settlement = 'ack' | 'release' | 'leave';
+export type Settlement = 'ack' | 'release' | 'leave' | 'dead-letter';
 
 export interface DrainOptions extends DeliverOptions {
   /** Override the settlement (e.g. "the ack was lost": release instead of ack). */
@@ -178,6 +187,16 @@ export class ScenarioContext {
     return this.#pb.logs.map((line) => JSON.parse(line) as { level?: string; event?: string });
   }
 
+  /** Faults between the claim store and its backend (fault proxy; local: a wrapper): lose the next answer, fail the next write. */
+  get claimFaults(): ClaimStoreFaults {
+    return this.#pb.claimFaults;
+  }
+
+  /** Delete a claim row behind the ports' back: what TTL (or the Table sweep) does once its retention passed. */
+  deleteClaim(jobId: string): Promise<void> {
+    return this.#pb.deleteClaim(jobId);
+  }
+
   /** Delete an output behind the ports' back (what a lifecycle rule or an operator might do). */
   deleteOutput(key: string): Promise<void> {
     return this.#pb.deleteOutput(key);
@@ -199,6 +218,25 @@ export class ScenarioContext {
     const version = put.kind === 'written' ? put.version : (await this.sources.head(key))?.version;
     if (version === undefined) throw new Error(`could not stage ${key}`);
     return { bucket: PARITY_SOURCE_BUCKET, key, versionToken: version };
+  }
+
+  /**
+   * Overwrite a source object with other bytes (a new upload under the same name), and let the
+   * store drop the old version as a lifecycle rule would (see ParityBackend.expireSourceVersions).
+   * Returns the new version's SourceRef: what the new upload's own event names.
+   */
+  async overwriteSource(key: string, bytes: Uint8Array): Promise<SourceRef> {
+    const before = await this.sources.head(key);
+    if (!before) throw new Error(`cannot overwrite ${key}: it was never staged`);
+    const put = await this.sources.putIfMatch(key, bytes, before.version);
+    if (put.kind !== 'written') throw new Error(`could not overwrite ${key}: ${put.kind}`);
+    await this.#pb.expireSourceVersions(key);
+    return { bucket: PARITY_SOURCE_BUCKET, key, versionToken: put.version };
+  }
+
+  /** The label a scene was registered under (its key, shortened, if none). */
+  sceneLabel(sceneKey: string): string {
+    return this.#scenes.get(sceneKey) ?? sceneKey.slice(0, 12);
   }
 
   /** Give a scene a label and learn the labels of all its jobs. Returns the scene key. */
@@ -265,7 +303,12 @@ export class ScenarioContext {
     );
     const r = await Promise.race([
       // As every trigger does: tile jobs and fan-out chunks share the queue.
-      handleQueueDelivery(this.backend, settings, { body: d.body, deliveryId: d.deliveryId, receiveCount: d.receiveCount }),
+      handleQueueDelivery(options.ports?.(this.backend) ?? this.backend, settings, {
+        body: d.body,
+        deliveryId: d.deliveryId,
+        receiveCount: d.receiveCount,
+        schedule: options.schedule,
+      }),
       crashed.promise,
     ]);
     this.note(resultKind(r));
@@ -297,6 +340,9 @@ export class ScenarioContext {
       case 'leave':
         // The worker died: the message stays hidden until its visibility timeout runs out.
         return;
+      case 'dead-letter':
+        // Poison, settled at once as every trigger does (shared/app/poison.ts).
+        return this.queue.deadLetter(d, r.kind === 'poison' ? poisonReason(r.error) : { reason: 'settled-as-poison', error: r.kind });
       default: {
         const never: never = settlement;
         throw new Error(`unknown settlement ${String(never)}`);
@@ -472,9 +518,9 @@ export class ScenarioContext {
   }
 }
 
-/** What a trigger does after an answer: ack a success, leave a dead worker's message hidden, release the rest. */
+/** What a trigger does after an answer: ack a success, dead-letter poison at once, leave a dead worker's message hidden, release the rest. */
 function defaultSettlement(r: DeliverResult): Settlement {
-  return r.kind === 'ack' ? 'ack' : r.kind === 'crashed' ? 'leave' : 'release';
+  return r.kind === 'ack' ? 'ack' : r.kind === 'crashed' ? 'leave' : r.kind === 'poison' ? 'dead-letter' : 'release';
 }
 
 /** The worker hooks for a delivery: the caller's own, then the fault's crash (which never returns). */

@@ -1,5 +1,9 @@
 import type { Scenario } from './scenario-kit.js';
+import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { SCENE_SCENARIOS } from './scenarios-scenes.js';
+import { TRANSPORT_SCENARIOS } from './scenarios-transports.js';
+import { VERSION_SCENARIOS } from './scenarios-versions.js';
 
 export type { Limitation, Scenario } from './scenario-kit.js';
 
@@ -8,7 +12,13 @@ export type { Limitation, Scenario } from './scenario-kit.js';
  * each exactly-once hole closed since, one file per area. Each scenario runs
  * unchanged on every backend, against a fresh namespace; see docs/parity.md.
  */
-export const SCENARIOS: readonly Scenario[] = [...CORE_SCENARIOS].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+export const SCENARIOS: readonly Scenario[] = [
+  ...CORE_SCENARIOS,
+  ...VERSION_SCENARIOS,
+  ...SCENE_SCENARIOS,
+  ...TRANSPORT_SCENARIOS,
+  ...CLAIM_SCENARIOS,
+].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.
 const ids = new Set<string>();

@@ -47,11 +47,17 @@ export async function retryingLostAnswer<T>(call: () => Promise<T>): Promise<T> 
 /**
  * A ClaimStore wrapper for a store with no wire (SQLite): an armed write is
  * applied by the real store, and then its answer is thrown away
- * ({@link LostAnswerError}), or it fails before it is applied with the error the
+ * ({@link LostAnswerError}, or with `resend` the same request is sent again), or it fails before it is applied with the error the
  * store itself throws under contention (SQLITE_BUSY past the busy timeout: a
  * retryable AdapterError).
  */
-export function withClaimFaults(inner: ClaimStore): { store: ClaimStore; faults: ClaimStoreFaults } {
+export function withClaimFaults(
+  inner: ClaimStore,
+  options: {
+    /** Resend the request itself after losing its answer, as an SDK does on the wire, instead of throwing (parity runs). */
+    readonly resend?: boolean;
+  } = {},
+): { store: ClaimStore; faults: ClaimStoreFaults } {
   type Armed = { readonly kind: 'lose' | 'transient'; hits: number };
   const armed = new Map<'claim' | 'commit' | 'heartbeat', Armed[]>();
   const method = (write: ClaimWrite) => (write === 'takeover' ? 'claim' : write);
@@ -73,6 +79,7 @@ export function withClaimFaults(inner: ClaimStore): { store: ClaimStore; faults:
       });
     }
     await call();
+    if (options.resend) return call();
     throw new LostAnswerError(`${inner.name} ${name}`);
   };
   const store: ClaimStore = {

@@ -3,12 +3,13 @@ import type { Context, S3Event, S3EventRecord, SQSBatchResponse, SQSEvent, SQSRe
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
 import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
 import { poisonReason } from '../../../shared/app/poison.js';
+import { settleRecords } from '../../../shared/app/record-batch.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
-import { ENV } from '../../../shared/domain/runtime-config.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
+import { ENV } from '../../../shared/domain/runtime-config.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
 import { deadLetterSinkOf, outOfTime, queueUrlOf, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
 
@@ -81,16 +82,13 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   }
 
   /**
-   * One SQS record, settled per S3 record inside it. A body of one record
-   * gets that record's verdict. A body of several is never failed whole for
-   * one bad record (its good records would fan out again on every receive and
-   * end in the DLQ beside it): each failed record is settled alone, as a
-   * one-record notification of its own: poison into the DLQ, a transient
-   * failure back onto this queue with a backoff; then the message is acked,
-   * so no record that succeeded is redone. Only if that split cannot be
-   * written does the whole message go round again (its good records' fan-outs
-   * then repeat, harmlessly: same keys, create-only manifest, claims stop the
-   * duplicate jobs).
+   * One SQS record, settled per S3 record inside it (shared/app/record-batch.ts):
+   * a body of several records is never failed whole for one bad record (its
+   * good records would fan out again on every receive and end in the DLQ
+   * beside it). Each failed record goes alone, as a one-record notification:
+   * poison into the DLQ, a transient failure back onto this queue with a
+   * backoff; then the message is acked. A body of one record gets that
+   * record's verdict.
    */
   async function handleSqsRecord(record: SQSRecord): Promise<SceneVerdict> {
     const r = rt();
@@ -107,66 +105,37 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
       telemetry.log('INFO', 'event-ignored', { reason: 'test-event', messageId: record.messageId });
       return { kind: 'ack' };
     }
-    const failed: { readonly s3Record: S3EventRecord; readonly verdict: Exclude<SceneVerdict, { kind: 'ack' }> }[] = [];
-    for (const [index, s3Record] of payload.entries()) {
-      try {
-        await handleS3Record(s3Record);
-      } catch (error) {
-        failed.push({ s3Record, verdict: verdictOf(error, r, { ...fields, record: index, key: s3Record.s3?.object?.key }) });
-      }
-    }
-    const [only] = failed;
-    if (only === undefined) return { kind: 'ack' };
-    if (payload.length === 1) return only.verdict;
-    try {
-      for (const f of failed) await settleAlone(r, record, f.s3Record, f.verdict);
-    } catch (error) {
-      telemetry.log('WARN', 'scene-records-not-split', {
-        ...fields,
-        failed: failed.length,
-        of: payload.length,
-        why: 'the failed records could not be settled alone; the whole message is retried and its good records fan out again (harmless)',
-        error,
-      });
-      return failed.find((f) => f.verdict.kind === 'retry')?.verdict ?? only.verdict;
-    }
-    telemetry.log('WARN', 'scene-records-split', {
-      ...fields,
-      of: payload.length,
-      deadLettered: failed.filter((f) => f.verdict.kind === 'poison').length,
-      requeued: failed.filter((f) => f.verdict.kind === 'retry').length,
-    });
-    return { kind: 'ack' };
-  }
-
-  /** One failed S3 record as a one-record notification: poison to the DLQ, a transient failure back onto its queue. */
-  async function settleAlone(
-    r: AwsRuntime,
-    record: SQSRecord,
-    s3Record: S3EventRecord,
-    verdict: Exclude<SceneVerdict, { kind: 'ack' }>,
-  ): Promise<void> {
-    const body = JSON.stringify({ Records: [s3Record] });
-    switch (verdict.kind) {
-      case 'poison': {
-        const sink = deadLetterSinkOf(r);
-        if (sink === undefined) throw new InvalidEventError(`no dead-letter queue is configured (${ENV.deadLetterQueue})`);
-        await sink.send({ body, messageId: record.messageId, ...poisonReason(verdict.error) });
-        return;
-      }
-      case 'retry':
-        await r.clients.sqs.send(
-          new SendMessageCommand({
-            QueueUrl: queueUrlOf(record.eventSourceARN),
-            MessageBody: body,
-            // SQS delays a message by at most 15 minutes.
-            DelaySeconds: Math.min(900, requeueDelaySeconds(verdict, receiveCountOf(record))),
-          }),
-        );
-        return;
-      default:
-        assertNever(verdict, 'scene verdict');
-    }
+    const verdict = await settleRecords(
+      payload,
+      async (s3Record, index) => {
+        try {
+          await handleS3Record(s3Record);
+          return undefined;
+        } catch (error) {
+          return verdictOf(error, r, { ...fields, record: index, key: s3Record.s3?.object?.key });
+        }
+      },
+      {
+        deadLetter: async (s3Record, failure) => {
+          const sink = deadLetterSinkOf(r);
+          if (sink === undefined) throw new InvalidEventError(`no dead-letter queue is configured (${ENV.deadLetterQueue})`);
+          await sink.send({ body: JSON.stringify({ Records: [s3Record] }), messageId: record.messageId, ...poisonReason(failure.error) });
+        },
+        requeue: async (s3Record, failure) => {
+          await r.clients.sqs.send(
+            new SendMessageCommand({
+              QueueUrl: queueUrlOf(record.eventSourceARN),
+              MessageBody: JSON.stringify({ Records: [s3Record] }),
+              // SQS delays a message by at most 15 minutes.
+              DelaySeconds: Math.min(900, requeueDelaySeconds(failure, receiveCountOf(record))),
+            }),
+          );
+        },
+      },
+      telemetry,
+      fields,
+    );
+    return verdict.kind === 'ack' ? { kind: 'ack' } : verdict.failure;
   }
 
   return async function sceneHandler(

@@ -48,7 +48,11 @@ export function deadLetterSinkOf(rt: Pick<AwsRuntime, 'config' | 'clients'>): Sq
  * `fall-back`: fail it at once instead, and the redrive policy moves it after
  * maxReceiveCount receives, as before.
  */
-export function settlePoisonRecord(rt: Pick<AwsRuntime, 'config' | 'clients' | 'backend'>, record: SQSRecord, error: Error): Promise<PoisonSettlement> {
+export function settlePoisonRecord(
+  rt: Pick<AwsRuntime, 'config' | 'clients' | 'backend'>,
+  record: SQSRecord,
+  error: Error,
+): Promise<PoisonSettlement> {
   const jobKey = record.messageAttributes?.[JOB_KEY_ATTRIBUTE]?.stringValue;
   return settlePoison(
     deadLetterSinkOf(rt),

@@ -1,7 +1,7 @@
 import type { CloudEvent } from '@google-cloud/functions-framework';
 import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
-import { assertNever } from '../../../shared/domain/claim.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
@@ -66,8 +66,9 @@ export function sourceOf(event: CloudEvent<StorageObjectData>): SourceRef {
  *
  * Returning acknowledges the event. It throws only for failures a retry may
  * fix (the trigger must have retries on); an event that can never succeed is
- * logged at ERROR, counted as `poison` and acknowledged, since Eventarc would
- * otherwise retry it for 24 hours.
+ * logged at ERROR, counted as `poison`, published to the dead-letter topic
+ * (when one is configured) and acknowledged, since Eventarc would otherwise
+ * retry it for 24 hours.
  */
 export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
   const rt = typeof runtime === 'function' ? runtime : () => runtime;
@@ -106,6 +107,18 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       if (error instanceof TesseraError && !error.retryable) {
         telemetry.count('poison');
         telemetry.log('ERROR', 'scene-poison', { eventId: event.id, subject: event.subject, code: error.code, error });
+        // Settled at once, as on every cloud (shared/app/poison.ts): the event into the dead-letter topic, then
+        // acknowledged. A failed publish throws (retryable), so the event is retried rather than lost.
+        const { deadLetters } = rt();
+        if (deadLetters) {
+          await deadLetters.send({
+            data: Buffer.from(JSON.stringify({ id: event.id, type: event.type, subject: event.subject, data: event.data }), 'utf8'),
+            reason: error.code,
+            error: error.message,
+            messageId: event.id,
+          });
+          telemetry.log('WARN', 'poison-dead-lettered', { eventId: event.id, reason: error.code, sink: deadLetters.name });
+        }
         return { kind: 'poison', code: error.code, message: error.message };
       }
       telemetry.count('failed');

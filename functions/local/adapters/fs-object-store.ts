@@ -73,7 +73,7 @@ export class FsObjectStore implements ObjectStore {
       await link(tmp, path);
       return { kind: 'written', version };
     } catch (error) {
-      if (isCode(error, 'EEXIST')) return this.#occupied(key, path, body.byteLength, version);
+      if (isCode(error, 'EEXIST')) return await this.#occupied(key, path, body.byteLength, version);
       if (isCode(error, 'ENOTDIR')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
       if (error instanceof ObjectKeyConflictError) throw error;
       throw this.#fail(`create ${key}`, error);
@@ -121,7 +121,7 @@ export class FsObjectStore implements ObjectStore {
     } catch (error) {
       if (isCode(error, 'EEXIST')) {
         const imported = await this.#hashPath(tmp);
-        return this.#occupied(key, path, imported.size, imported.version);
+        return await this.#occupied(key, path, imported.size, imported.version);
       }
       if (isCode(error, 'ENOTDIR')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
       if (error instanceof ObjectKeyConflictError) throw error;

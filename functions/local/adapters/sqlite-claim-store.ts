@@ -9,7 +9,7 @@ import {
 } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
-import { isSqliteBusy, openSqlite, prepareNamed } from './sqlite-database.js';
+import { isSqliteBusy, named, openSqlite, prepareNamed } from './sqlite-database.js';
 
 interface Row {
   job_id: string;
@@ -68,29 +68,38 @@ export class SqliteClaimStore implements ClaimStore {
     // Timeline of a claim: absent -> CLAIMED(owner, lease) -> COMMITTED.
     // A CLAIMED row whose lease lapsed (lease_until < now) may be taken over;
     // a COMMITTED row never matches. prev_owner lets one statement report a takeover.
-    this.#claim = prepareNamed(this.#db, `
+    this.#claim = prepareNamed(
+      this.#db,
+      `
       INSERT INTO claims (job_id, state, owner, lease_until, expires_at)
       VALUES (@jobId, 'CLAIMED', @owner, @leaseUntil, @expiresAt)
       ON CONFLICT (job_id) DO UPDATE SET
         owner = excluded.owner, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
         output_uri = NULL, finished_at = NULL, prev_owner = claims.owner
       WHERE claims.state = 'CLAIMED' AND claims.lease_until < @now
-      RETURNING *`);
-    this.#commit = prepareNamed(this.#db, `
+      RETURNING *`,
+    );
+    this.#commit = prepareNamed(
+      this.#db,
+      `
       UPDATE claims SET
         state = 'COMMITTED', output_uri = @outputUri,
         finished_at = CASE WHEN state = 'COMMITTED' THEN finished_at ELSE @now END
       WHERE job_id = @jobId AND owner = @owner
-      RETURNING *`);
-    this.#heartbeat = prepareNamed(this.#db, `
+      RETURNING *`,
+    );
+    this.#heartbeat = prepareNamed(
+      this.#db,
+      `
       UPDATE claims SET lease_until = @leaseUntil
       WHERE job_id = @jobId AND owner = @owner AND state = 'CLAIMED' AND lease_until >= @now
-      RETURNING lease_until`);
+      RETURNING lease_until`,
+    );
     this.#get = this.#db.prepare('SELECT * FROM claims WHERE job_id = ?');
   }
 
   async claim(req: ClaimRequest): Promise<ClaimResult> {
-    const won = this.#run(() => this.#claim.get(req) as Row | undefined);
+    const won = this.#run(() => this.#claim.get(named(req)) as Row | undefined);
     if (won) return { kind: 'claimed', row: toClaimRow(won), stolenFrom: won.prev_owner ?? undefined };
     const current = await this.get(req.jobId);
     if (!current)
@@ -103,13 +112,13 @@ export class SqliteClaimStore implements ClaimStore {
   }
 
   async commit(req: CommitRequest): Promise<CommitResult> {
-    const row = this.#run(() => this.#commit.get(req) as Row | undefined);
+    const row = this.#run(() => this.#commit.get(named(req)) as Row | undefined);
     if (row) return { kind: 'committed', row: toClaimRow(row) };
     return { kind: 'lease-stolen', current: await this.get(req.jobId) };
   }
 
   async heartbeat(req: HeartbeatRequest): Promise<HeartbeatResult> {
-    const row = this.#run(() => this.#heartbeat.get(req) as { lease_until: number } | undefined);
+    const row = this.#run(() => this.#heartbeat.get(named(req)) as { lease_until: number } | undefined);
     if (row) return { kind: 'extended', leaseUntil: row.lease_until };
     const current = await this.get(req.jobId);
     // A retried release (lease set into the past) meets its own row: it was extended.

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 
 /**
  * The local backend's SQLite, from Node's built-in `node:sqlite` (Node >= 22.13
@@ -52,6 +52,11 @@ export function prepareNamed(db: DatabaseSync, sql: string): StatementSync {
   const statement = db.prepare(sql);
   statement.setAllowUnknownNamedParameters(true);
   return statement;
+}
+
+/** A port's request object as a statement's named parameters (its fields are strings and numbers). */
+export function named(request: object): Record<string, SQLInputValue> {
+  return request as Record<string, SQLInputValue>;
 }
 
 /**

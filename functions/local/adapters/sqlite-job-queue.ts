@@ -98,7 +98,9 @@ export class SqliteJobQueue implements PullQueue {
 
   /** Poison: dead-lettered now, if this delivery is still the message's latest receive (a repeat does nothing). */
   async deadLetter(delivery: Delivery, _why: Pick<DeadLetter, 'reason' | 'error'>): Promise<void> {
-    this.#db.prepare('UPDATE messages SET dead = 1 WHERE id = ? AND receive_count = ? AND dead = 0').run(idOf(delivery), delivery.receiveCount);
+    this.#db
+      .prepare('UPDATE messages SET dead = 1 WHERE id = ? AND receive_count = ? AND dead = 0')
+      .run(idOf(delivery), delivery.receiveCount);
   }
 
   async deadLetters(): Promise<JobMessage[]> {
@@ -107,13 +109,16 @@ export class SqliteJobQueue implements PullQueue {
       .prepare('UPDATE messages SET dead = 1 WHERE queue = ? AND dead = 0 AND receive_count >= ? AND visible_at <= ?')
       .run(this.name, this.maxReceiveCount, this.#clock.now());
     return (
-      this.#db.prepare('SELECT job_key, body FROM messages WHERE queue = ? AND dead = 1 ORDER BY id').all(this.name) as unknown as MessageRow[]
+      this.#db
+        .prepare('SELECT job_key, body FROM messages WHERE queue = ? AND dead = 1 ORDER BY id')
+        .all(this.name) as unknown as MessageRow[]
     ).map((r) => ({ jobKey: r.job_key, body: r.body }));
   }
 
   /** Messages not yet acked or dead-lettered (visible or in flight). */
   pending(): number {
-    return (this.#db.prepare('SELECT count(*) AS n FROM messages WHERE queue = ? AND dead = 0').get(this.name) as unknown as { n: number }).n;
+    return (this.#db.prepare('SELECT count(*) AS n FROM messages WHERE queue = ? AND dead = 0').get(this.name) as unknown as { n: number })
+      .n;
   }
 
   close(): void {

@@ -2,12 +2,12 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { assembleMosaic } from '../../../shared/app/assemble-mosaic.js';
 import { fanOutScene } from '../../../shared/app/fan-out.js';
-import { manifestPin, readSceneManifest } from '../../../shared/app/scene-manifest.js';
+import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
 import type { TileMode } from '../../../shared/app/tile-job.js';
 import { isBackfillPolicy } from '../../../shared/domain/backfill-policy.js';
 import { resolveLease } from '../../../shared/domain/ceilings.js';
-import { InvalidParamsError, MissingTilesError } from '../../../shared/domain/errors.js';
 import { codeVersion } from '../../../shared/domain/code-version.js';
+import { InvalidParamsError, MissingTilesError } from '../../../shared/domain/errors.js';
 import { outputKeys, sceneKey } from '../../../shared/domain/job-key.js';
 import type { CliIo } from '../cli.js';
 import { terminalProgress } from '../progress.js';
@@ -63,7 +63,7 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
       // under that key would mix two code versions in one scene (shared/domain/code-version.ts).
       throw new InvalidParamsError(
         `scene ${run.sceneKey.slice(0, 16)}... was made by another build of the render path than this one (${codeVersion()}); ` +
-          '--policy skip or overwrite would put this build\'s tiles under its key. Use --policy new-key, or `tessera run` the scene again',
+          "--policy skip or overwrite would put this build's tiles under its key. Use --policy new-key, or `tessera run` the scene again",
       );
     }
     let only: ((row: number, col: number) => boolean) | undefined;
@@ -104,9 +104,9 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
       }
     }
     progress.phase('fan-out');
-    // The manifest's pin, not the live object: a backfill after an overwrite reads the version its
-    // key names, or its jobs settle `source-changed` (the store keeps no old version); never new bytes.
-    const fan = await fanOutScene(backend, { source: manifest.source, params, only, modeFor, pin: manifestPin(manifest) });
+    // From the manifest, not the live object: a backfill after an overwrite reads the version its
+    // key names (the manifest's pin), or its jobs settle `source-changed`; never the new bytes.
+    const fan = await fanOutScene(backend, { source: manifest.source, params, only, modeFor, recorded: manifest });
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
     let settled = 0;
     progress.phase('tiles');

@@ -8,7 +8,8 @@ import { DEFAULT_DIR } from './options.js';
 export const reconcileHelp = `tessera reconcile: published tiles vs committed claims, both ways
 
 Reports tiles no committed claim points at (a crash between write and commit,
-or a foreign writer), committed claims whose tile is gone (something deleted
+or a foreign writer), apart from tiles older than the claims' retention whose
+claim rows retention deleted, committed claims whose tile is gone (something deleted
 published data), and claims whose lease lapsed (a worker died).
 
 Options:
@@ -45,6 +46,7 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
       io.stdout(
         `reconciled ${scene === undefined ? 'all scenes' : `scene ${scene}`}: ${report.objectsChecked} tiles, ${report.claimsChecked} committed claims\n` +
           `  tiles without a committed claim: ${report.objectsWithoutClaim.length}\n${list(report.objectsWithoutClaim)}` +
+          `  tiles whose claim expired by retention (older than it; not an alarm): ${report.claimExpiredByRetention.length}\n` +
           `  committed claims without a tile: ${report.claimsWithoutObject.length}\n${list(report.claimsWithoutObject.map((c) => `${c.outputUri} (job ${c.jobId})`))}` +
           `  claims whose lease lapsed: ${report.lapsedClaims.length}\n`,
       );

@@ -15,8 +15,8 @@ import { codeVersion } from '../../../shared/domain/code-version.js';
 import { CodeVersionMismatchError, InvalidEventError, InvalidParamsError } from '../../../shared/domain/errors.js';
 import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
-import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import { windowAt } from '../../../shared/domain/tile-grid.js';
+import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import type { ClaimStore } from '../../../shared/ports/claim-store.port.js';
 import { openGeoTiff } from '../../../shared/raster/index.js';
 import { FakeClock } from '../../support/fake-clock.js';
@@ -155,30 +155,36 @@ describe('code version, window geometry, output settings and leases', () => {
   });
 
   describe('output settings (every one is in the key, so every one is honoured or refused)', () => {
-    it.each(['DEFLATE', 'NONE'] as const)('compression %s is honoured: the tile says so and reads back the same pixels', async (compression) => {
-      const p: ProcessingParams = { ...params, output: { ...(params.output as object), compression } };
-      const fan = await fanOutScene(b, { source, params: p });
-      const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
-      const j = makeTileJob(fan.sceneKey, source, p, manifest.grid, windowAt(manifest.grid, 0, 0));
-      expect((await processTile(b, settings('w1'), j)).kind).toBe('written');
-      const bytes = await b.outputs.get(j.outputKey);
-      const { ifds } = walkTiff(bytes);
-      // TIFF tag 259 Compression (8 Adobe DEFLATE, 1 none) and 317 Predictor (3 floating point; absent is 1, none), on every level.
-      for (const ifd of ifds) {
-        expect(ifd.tags.get(259)).toEqual([compression === 'DEFLATE' ? 8 : 1]);
-        expect(ifd.tags.get(317) ?? [1]).toEqual([compression === 'DEFLATE' ? 3 : 1]);
-      }
-      expect(cogLayoutErrors(bytes)).toEqual([]);
-      const tile = await openGeoTiff(b.outputs, j.outputKey);
-      const [pixels] = await tile.readWindow({ x: 0, y: 0, width: 8, height: 8 }, [1]);
-      // The same band math under the other compression: identical pixels.
-      const q: ProcessingParams = { ...params, output: { ...(params.output as object), compression: compression === 'NONE' ? 'DEFLATE' : 'NONE' } };
-      const fan2 = await fanOutScene(b, { source, params: q });
-      const j2 = makeTileJob(fan2.sceneKey, source, q, manifest.grid, windowAt(manifest.grid, 0, 0));
-      await processTile(b, settings('w1'), j2);
-      const [other] = await (await openGeoTiff(b.outputs, j2.outputKey)).readWindow({ x: 0, y: 0, width: 8, height: 8 }, [1]);
-      expect(Array.from(pixels as Float32Array)).toEqual(Array.from(other as Float32Array));
-    });
+    it.each(['DEFLATE', 'NONE'] as const)(
+      'compression %s is honoured: the tile says so and reads back the same pixels',
+      async (compression) => {
+        const p: ProcessingParams = { ...params, output: { ...(params.output as object), compression } };
+        const fan = await fanOutScene(b, { source, params: p });
+        const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
+        const j = makeTileJob(fan.sceneKey, source, p, manifest.grid, windowAt(manifest.grid, 0, 0));
+        expect((await processTile(b, settings('w1'), j)).kind).toBe('written');
+        const bytes = await b.outputs.get(j.outputKey);
+        const { ifds } = walkTiff(bytes);
+        // TIFF tag 259 Compression (8 Adobe DEFLATE, 1 none) and 317 Predictor (3 floating point; absent is 1, none), on every level.
+        for (const ifd of ifds) {
+          expect(ifd.tags.get(259)).toEqual([compression === 'DEFLATE' ? 8 : 1]);
+          expect(ifd.tags.get(317) ?? [1]).toEqual([compression === 'DEFLATE' ? 3 : 1]);
+        }
+        expect(cogLayoutErrors(bytes)).toEqual([]);
+        const tile = await openGeoTiff(b.outputs, j.outputKey);
+        const [pixels] = await tile.readWindow({ x: 0, y: 0, width: 8, height: 8 }, [1]);
+        // The same band math under the other compression: identical pixels.
+        const q: ProcessingParams = {
+          ...params,
+          output: { ...(params.output as object), compression: compression === 'NONE' ? 'DEFLATE' : 'NONE' },
+        };
+        const fan2 = await fanOutScene(b, { source, params: q });
+        const j2 = makeTileJob(fan2.sceneKey, source, q, manifest.grid, windowAt(manifest.grid, 0, 0));
+        await processTile(b, settings('w1'), j2);
+        const [other] = await (await openGeoTiff(b.outputs, j2.outputKey)).readWindow({ x: 0, y: 0, width: 8, height: 8 }, [1]);
+        expect(Array.from(pixels as Float32Array)).toEqual(Array.from(other as Float32Array));
+      },
+    );
 
     it.each([
       ['compression', 'LZW'],
@@ -203,7 +209,9 @@ describe('code version, window geometry, output settings and leases', () => {
     });
 
     it('an output setting the writer does not know is refused, not silently keyed', () => {
-      expect(() => tilingParams({ ...params, output: { ...(params.output as object), zlevel: 9 } })).toThrow(/output.zlevel is not a setting/);
+      expect(() => tilingParams({ ...params, output: { ...(params.output as object), zlevel: 9 } })).toThrow(
+        /output.zlevel is not a setting/,
+      );
     });
   });
 
@@ -233,11 +241,7 @@ describe('code version, window geometry, output settings and leases', () => {
     it('one transient heartbeat error does not throw the finished tile away', async () => {
       const claims = flakyHeartbeats(b.claims, 1);
       const backend: Backend = { ...b, claims };
-      const r = await processTile(
-        backend,
-        settings('w1', { hooks: { afterClaim: () => clock.advanceRunning(0.9 * LEASE) } }),
-        job,
-      );
+      const r = await processTile(backend, settings('w1', { hooks: { afterClaim: () => clock.advanceRunning(0.9 * LEASE) } }), job);
       expect(r.kind).toBe('written');
       expect(claims.failed()).toBe(1);
       expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: 'w1' });
@@ -247,7 +251,11 @@ describe('code version, window geometry, output settings and leases', () => {
 
     it('a create-only write goes on when every heartbeat failed: the commit still checks ownership', async () => {
       const claims = flakyHeartbeats(b.claims, 1_000);
-      const r = await processTile({ ...b, claims }, settings('w1', { hooks: { afterClaim: () => clock.advanceRunning(0.9 * LEASE) } }), job);
+      const r = await processTile(
+        { ...b, claims },
+        settings('w1', { hooks: { afterClaim: () => clock.advanceRunning(0.9 * LEASE) } }),
+        job,
+      );
       expect(r.kind).toBe('written');
       expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED' });
     });
@@ -272,7 +280,9 @@ describe('code version, window geometry, output settings and leases', () => {
       );
       expect(takeover).toBe('written');
       expect(r).toMatchObject({ kind: 'lease-lost' });
-      expect(telemetry.counters()).toMatchObject({ 'version-mismatch': 0, 'heartbeat-lost': 1 });
+      expect(telemetry.counters()).toMatchObject({ 'version-mismatch': 0 });
+      expect(events('heartbeat-lost')).toMatchObject([{ level: 'WARN' }]);
+      expect(events('repair-abandoned')).toMatchObject([{ level: 'WARN' }]);
       const v = await handleTileDelivery(b, settings('x'), { body: toJobMessage(repair).body, deliveryId: 'd', receiveCount: 1 });
       expect(v.kind).toBe('ack');
     });
@@ -283,7 +293,11 @@ describe('code version, window geometry, output settings and leases', () => {
       const before = await b.outputs.head(job.outputKey);
       const repair = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: v1 });
       const claims = flakyHeartbeats(b.claims, 1);
-      const v = await handleTileDelivery({ ...b, claims }, settings('w2'), { body: toJobMessage(repair).body, deliveryId: 'd', receiveCount: 1 });
+      const v = await handleTileDelivery({ ...b, claims }, settings('w2'), {
+        body: toJobMessage(repair).body,
+        deliveryId: 'd',
+        receiveCount: 1,
+      });
       expect(v.kind).toBe('retry');
       if (v.kind === 'retry') expect(v.error.name).toBe('LeaseUnconfirmedError');
       expect(await b.outputs.head(job.outputKey)).toEqual(before);

@@ -30,12 +30,19 @@ async function idleAfterSlowTile(renderMs: number): Promise<{ idleMs: number; de
   const b = createLocalBackend(mkdtempSync(join(tmpdir(), 'tessera-pool-')), { clock, telemetry, maxReceiveCount: 5 });
   try {
     const source = await putSyntheticScene(b.sources, 'local-sources', 'scenes/s.tif', { width: 64, height: 64 });
-    await fanOutScene(b, { source, params: { ...DEFAULT_PARAMS, tile_px: 64, output: { ...(DEFAULT_PARAMS.output as object), blocksize: 16 } } });
+    await fanOutScene(b, {
+      source,
+      params: { ...DEFAULT_PARAMS, tile_px: 64, output: { ...(DEFAULT_PARAMS.output as object), blocksize: 16 } },
+    });
     let slowDone = false;
+    let settledSinceSlow = 0;
     let deliveries = 0;
     const pool = runWorkerPool(b, {
       workers: 2,
       pollMs: 5,
+      onSettled: () => {
+        if (slowDone) settledSinceSlow++;
+      },
       settings: (i) => ({
         owner: `worker-${i}`,
         leaseMs: LEASE_MS,
@@ -54,7 +61,8 @@ async function idleAfterSlowTile(renderMs: number): Promise<{ idleMs: number; de
     }).then(() => 'done' as const);
     let idleMs = 0;
     while ((await Promise.race([pool, sleep(100).then(() => 'busy' as const)])) === 'busy') {
-      if (!slowDone) continue;
+      // Idle time counts from the moment the slow delivery is settled (acked, or its stale ack ignored).
+      if (settledSinceSlow === 0) continue;
       if (idleMs > 2 * LEASE_MS) throw new Error(`the pool was still idle after ${idleMs} ms of simulated time`);
       await clock.advanceRunning(STEP_MS);
       idleMs += STEP_MS;

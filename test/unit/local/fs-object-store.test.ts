@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { open, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FsObjectStore } from '../../../functions/local/adapters/fs-object-store.js';
+import { ObjectKeyConflictError, SourceChangedError } from '../../../shared/domain/errors.js';
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+const fresh = (): FsObjectStore => new FsObjectStore(mkdtempSync(join(tmpdir(), 'tessera-fs-')));
+
+describe('FsObjectStore', () => {
+  describe('keys a directory tree cannot hold', () => {
+    // Before: both answered `already-present`, so a tile job at such a key was committed with no object behind it.
+    it('a directory at the key is an ObjectKeyConflictError, not already-present', async () => {
+      const s = fresh();
+      await s.putIfAbsent('scene/a/tile.tif', bytes('x'));
+      const error = await s.putIfAbsent('scene/a', bytes('y')).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ObjectKeyConflictError);
+      expect(error).toMatchObject({ code: 'OBJECT_KEY_CONFLICT', retryable: false, key: 'scene/a' });
+      expect((error as Error).message).toMatch(/is a directory/);
+      expect(await s.head('scene/a')).toBeUndefined();
+      await expect(s.putIfMatch('scene/a', bytes('y'), 'v')).rejects.toBeInstanceOf(ObjectKeyConflictError);
+    });
+
+    it('a file where a parent directory should be is an ObjectKeyConflictError', async () => {
+      const s = fresh();
+      await s.putIfAbsent('scene/a.tif', bytes('x'));
+      const error = await s.putIfAbsent('scene/a.tif/b', bytes('y')).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ObjectKeyConflictError);
+      expect((error as Error).message).toMatch(/is a file where a parent directory/);
+      expect(new TextDecoder().decode(await s.get('scene/a.tif'))).toBe('x');
+    });
+
+    it('importFile answers the same conflicts', async () => {
+      const s = fresh();
+      const file = join(mkdtempSync(join(tmpdir(), 'tessera-fs-src-')), 'scene.tif');
+      await writeFile(file, 'scene');
+      await s.putIfAbsent('in/a/b.tif', bytes('x'));
+      await expect(s.importFile('in/a', file)).rejects.toBeInstanceOf(ObjectKeyConflictError);
+      await expect(s.importFile('in/a/b.tif/c', file)).rejects.toBeInstanceOf(ObjectKeyConflictError);
+      expect(await s.importFile('in/ok.tif', file)).toMatchObject({ kind: 'written' });
+      expect(await s.importFile('in/ok.tif', file)).toMatchObject({ kind: 'already-present', sameBytes: true });
+    });
+  });
+
+  describe('version tokens and pinned reads', () => {
+    it('the version is the SHA-256 of the bytes, the same for the same bytes under any key', async () => {
+      const s = fresh();
+      const r = await s.putIfAbsent('a.tif', bytes('same'));
+      await s.putIfAbsent('b.tif', bytes('same'));
+      const sha = createHash('sha256').update('same').digest('hex');
+      expect(r).toEqual({ kind: 'written', version: sha });
+      expect((await s.head('a.tif'))?.version).toBe(sha);
+      expect((await s.head('b.tif'))?.version).toBe(sha);
+    });
+
+    it('a rename-replace of the file behind the store (same size) fails a pinned read with SourceChangedError', async () => {
+      const s = fresh();
+      await s.putIfAbsent('scene.tif', bytes('AAAA-1234'));
+      const pin = await s.pin('scene.tif', (await s.head('scene.tif'))?.version as string);
+      expect(new TextDecoder().decode(await s.getRange('scene.tif', 0, 4, pin))).toBe('AAAA');
+      const other = join(s.root, 'other.part');
+      await writeFile(other, 'BBBB-1234');
+      await rename(other, s.pathOf('scene.tif'));
+      await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+      expect(new TextDecoder().decode(await s.getRange('scene.tif', 0, 4))).toBe('BBBB');
+    });
+
+    it('a write in place (same inode, same size) is seen: the hash cache is keyed by ctime too', async () => {
+      const s = fresh();
+      await s.putIfAbsent('scene.tif', bytes('AAAA-1234'));
+      const pin = await s.pin('scene.tif', (await s.head('scene.tif'))?.version as string);
+      await s.getRange('scene.tif', 0, 4, pin); // warms the hash cache
+      const fd = await open(s.pathOf('scene.tif'), 'r+');
+      await fd.write(Buffer.from('CCCC'), 0, 4, 0);
+      await fd.close();
+      await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+      await expect(s.pin('scene.tif', pin.version)).rejects.toBeInstanceOf(SourceChangedError);
+    });
+  });
+});
