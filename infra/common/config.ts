@@ -71,7 +71,7 @@ export const CONFIG_KEYS = {
   sourcePrefix: 'only source objects under this prefix start a scene',
   sourceSuffix: 'only source objects with this suffix start a scene',
   tilePx: 'tile edge in pixels',
-  pipelineVersion: 'processing pipeline label; bumping it changes every job key (the keys bind the build of the render path in any case: shared/domain/code-version.ts)',
+  pipelineVersion: 'processing pipeline label; a bump changes every job key (keys bind the code build anyway)',
   expression: 'band-math expression evaluated per pixel',
   maxReceiveCount:
     'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',

@@ -70,11 +70,15 @@ export interface ProcessTileOptions {
  * Process one tile job through the three gates.
  *
  * Timeline (crash points and what each leaves behind, see docs/architecture.md):
+ * 0. before the claim: the job's code version is the running build's and its parameters are valid
+ *    (poison otherwise: no claim, no reads; its window was checked against its grid at parsing).
  * 1. claim: one conditional write. Losing (`held`/`done`) is a normal answer: no work, no reads.
  *    (crash after claim: a CLAIMED row that lapses after the lease; a redelivery takes it over, or,
  *    where the transport would dead-letter the message first, takes its own message's lease over at once:
  *    shared/app/redelivery.ts)
- * 2. read the window by range reads, band math, encode a COG.
+ * 2. read the window by range reads, band math, encode a COG. The lease is renewed every lease/3
+ *    meanwhile (lease-keeper.ts); a failed renewal is logged and retried, never fatal to the tile.
+ *    (a repair renews once more before its overwrite and writes only while it owns the claim)
  * 3. create-only write of the output. `already-present` with the same bytes is success (a duplicate,
  *    or this attempt's own write whose answer was lost); other bytes at the key (foreign, truncated) are
  *    an alarm: `write-occupied` ERROR, claim given back, never committed (OutputOccupiedError, poison).

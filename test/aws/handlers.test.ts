@@ -9,6 +9,7 @@ import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js'
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
+import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
@@ -75,6 +76,29 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       expect((await readSceneManifest(rt.backend.outputs, scene)).source.key).toBe(key);
     });
 
+    it('checks the event token against the stored object: a notification for an overwritten upload is ignored, the newer one fans out', async () => {
+      const stack = await createTestStack();
+      const key = 'incoming/overwritten.tif';
+      const first = await upload(stack, key);
+      // A second upload of the same name (other bytes, so another ETag) lands before the scene handler runs.
+      const other = await syntheticSceneBytes({ ...SCENE, seed: 8 });
+      const second = (await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: other }))).ETag as string;
+      expect(second).not.toBe(first);
+      const logs: string[] = [];
+      const rt = stack.runtime({ logs });
+      const { responses } = await drain(stack.scenes, createSceneHandler(rt));
+      expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
+      // The test event and the stale notification are ignored; only the live version is fanned out.
+      expect(rt.backend.telemetry.counters()).toMatchObject({ 'event-ignored': 2, enqueued: GRID.count, poison: 0 });
+      const ignored = logsOf(logs).filter((l) => l.event === 'event-ignored' && l.reason === 'source-changed');
+      if (ignored.length !== 1) console.log(logs.join('\n'));
+      expect(ignored).toHaveLength(1);
+      const jobs = await tileJobsIn(stack, GRID.count);
+      expect(new Set(jobs.map((j) => j.source.versionToken))).toEqual(new Set([second]));
+      // Every job carries the pin fan-out resolved for that version.
+      for (const j of jobs) expect(j.pin?.version).toBe(second);
+    });
+
     it('ignores and counts objects outside the prefix or suffix, and S3 test events', async () => {
       const stack = await createTestStack();
       await upload(stack, 'elsewhere/scene.tif');
@@ -123,7 +147,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       );
       expect(dlq.Messages).toHaveLength(1);
       const alone = JSON.parse(dlq.Messages?.[0]?.Body ?? '{}').Records;
-      expect(alone.map((r: { s3: { object: { key: string } } }) => r.s3.object.key)).toEqual(['incoming/readme.tif']);
+      expect(alone.map((r: { s3: { object: { key: string } } }) => decodeEventKey(r.s3.object.key))).toEqual(['incoming/readme.tif']);
     });
 
     it('fans out a direct S3 invocation and throws, for the on-failure destination, on a record it cannot read', async () => {

@@ -16,14 +16,22 @@ export interface CapturedLog {
   readonly text: string;
 }
 
-export function invocationContext(functionName: string, triggerType: string, triggerMetadata?: Record<string, unknown>) {
+export function invocationContext(
+  functionName: string,
+  triggerType: string,
+  triggerMetadata?: Record<string, unknown>,
+  /** The trigger binding's `queueName`, as the host passes it in `options.trigger`. */
+  queueName?: string,
+) {
   const logs: CapturedLog[] = [];
   const context = new InvocationContext({
     invocationId: randomUUID(),
     functionName,
     logHandler: (level, ...args) => logs.push({ level, text: args.map(String).join(' ') }),
     ...(triggerMetadata === undefined ? {} : { triggerMetadata }),
-    options: { trigger: { type: triggerType, name: triggerType === 'queueTrigger' ? 'queueItem' : 'event' } },
+    options: {
+      trigger: { type: triggerType, name: triggerType === 'queueTrigger' ? 'queueItem' : 'event', ...(queueName ? { queueName } : {}) },
+    },
   });
   return { context, logs };
 }
@@ -97,7 +105,7 @@ export async function runQueueHost(
     await Promise.all(
       batch.map(async (d) => {
         const { entry, metadata } = queueTriggerArgs(d);
-        const { context, logs } = invocationContext(options.functionName ?? 'tile', 'queueTrigger', metadata);
+        const { context, logs } = invocationContext(options.functionName ?? 'tile', 'queueTrigger', metadata, queue.queueName);
         try {
           await handler(entry, context);
           run.invocations.push({ deliveryId: d.deliveryId, dequeueCount: d.receiveCount, result: 'succeeded' });

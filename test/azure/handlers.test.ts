@@ -9,6 +9,7 @@ import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js'
 import type { DeliveryVerdict } from '../../shared/app/deliveries.js';
 import type { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { makeTileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
@@ -107,10 +108,13 @@ describe('Azure handlers on Azurite', () => {
         'an ADLS CreateFile announcement',
         (s: TestStack, key: string, etag: string) => blobCreatedEvent(blobEndpoint(), s.sourceContainer, key, etag, 0, 'CreateFile'),
       ],
-      [
-        'an event whose ETag the blob no longer has',
-        (s: TestStack, key: string) => blobCreatedEvent(blobEndpoint(), s.sourceContainer, key, '0x8D000000000000', 1),
-      ],
+      ...['SftpCreate', 'SftpWrite', 'PutBlockFromURL', 'SomeFutureApi'].map(
+        (api) =>
+          [
+            `a ${api} event (it commits no bytes, or is not a known commit)`,
+            (s: TestStack, key: string, etag: string) => blobCreatedEvent(blobEndpoint(), s.sourceContainer, key, etag, 1, api),
+          ] as const,
+      ),
       [
         'an event for a blob deleted since',
         (s: TestStack, key: string, etag: string) => blobCreatedEvent(blobEndpoint(), s.sourceContainer, `${key}-gone.tif`, etag, 1),
@@ -148,7 +152,42 @@ describe('Azure handlers on Azurite', () => {
       );
     });
 
-    it('logs a source that is not a raster at ERROR and leaves its event in <scene queue>-poison after 5 dequeues', async () => {
+    it.each(['PutBlob', 'PutBlockList', 'CopyBlob', 'FlushWithClose', 'SftpCommit'])(
+      'starts a scene for a %s event, an API that commits the blob',
+      async (api) => {
+        const stack = await testStack();
+        const { rt } = stack.runtime();
+        const key = `${SOURCE_PREFIX}committed-${api}.tif`;
+        const { etag } = await uploadScene(stack, rt, key);
+        const r = await sceneEvent(rt, blobCreatedEvent(blobEndpoint(), stack.sourceContainer, key, etag, 1, api));
+        expect(r).toMatchObject({
+          kind: 'fanned-out',
+          sceneKey: sceneKey({ bucket: stack.sourceContainer, key, versionToken: etag }, TEST_PARAMS),
+        });
+      },
+    );
+
+    it('does not take an ETag changed by a metadata update for new bytes: the scene fans out under the live ETag', async () => {
+      const stack = await testStack();
+      const { rt } = stack.runtime();
+      const key = `${SOURCE_PREFIX}tagged.tif`;
+      const { etag, event } = await uploadScene(stack, rt, key);
+      // A metadata (or property) update after the upload: the ETag changes, the bytes do not, and no event follows.
+      const blob = BlobServiceClient.fromConnectionString(stack.env.TESSERA_AZURE_STORAGE_ACCOUNT as string)
+        .getContainerClient(stack.sourceContainer)
+        .getBlobClient(key);
+      const updated = (await blob.setMetadata({ reviewed: 'yes' })).etag as string;
+      expect(updated).not.toBe(etag);
+      const logs: CapturedLog[] = [];
+      const r = await sceneEvent(rt, event, logs);
+      const live = sceneKey({ bucket: stack.sourceContainer, key, versionToken: updated }, TEST_PARAMS);
+      expect(r).toMatchObject({ kind: 'fanned-out', sceneKey: live, enqueued: GRID.count });
+      expect(logs.some((l) => l.text.includes('"event-etag-superseded"'))).toBe(true);
+      // A late event for bytes replaced since converges on the same live scene: one key, the manifest already there.
+      expect(await sceneEvent(rt, event)).toMatchObject({ kind: 'fanned-out', sceneKey: live, manifest: 'already-present' });
+    });
+
+    it('logs a source that is not a raster at ERROR and puts its event on <scene queue>-poison itself, after one dequeue', async () => {
       const stack = await testStack();
       const { rt } = stack.runtime();
       const { queue: scenes } = await freshQueue('scenes');
@@ -159,14 +198,14 @@ describe('Azure handlers on Azurite', () => {
         makeSceneHandler(() => rt),
         { functionName: 'scene' },
       );
-      expect(run.invocations.map((i) => i.result)).toEqual(Array(5).fill('failed'));
-      expect(run.logs.filter((l) => l.level === 'error' && l.text.includes('"scene-rejected"'))).toHaveLength(5);
+      expect(run.invocations.map((i) => i.result)).toEqual(['succeeded']);
+      expect(run.logs.filter((l) => l.level === 'error' && l.text.includes('"scene-rejected"'))).toHaveLength(1);
       expect((await scenes.deadLetters()).map((m) => JSON.parse(m.body).id)).toEqual([event.id]);
       expect(await rt.backend.queue.receive(32, 1000)).toEqual([]);
       expect(await heads(rt, '')).toEqual([]);
     });
 
-    it('throws on a storage failure so Event Grid retries the delivery', async () => {
+    it('settles a storage failure no retry can cure (the output container is gone) as poison at once, like AWS and GCP', async () => {
       const stack = await testStack();
       const { rt } = stack.runtime();
       const { event } = await uploadScene(stack, rt, `${SOURCE_PREFIX}retry.tif`);
@@ -174,7 +213,12 @@ describe('Azure handlers on Azurite', () => {
       await BlobServiceClient.fromConnectionString(stack.env.TESSERA_AZURE_STORAGE_ACCOUNT as string)
         .getContainerClient(stack.outputContainer)
         .delete();
-      await expect(sceneEvent(rt, event)).rejects.toThrow(/object-store:azure-blob.*ContainerNotFound|container .* does not exist/);
+      // The adapter calls a missing container non-retryable: the event goes to `<scene queue>-poison` for a replay once it exists.
+      expect(await sceneEvent(rt, event)).toMatchObject({
+        kind: 'poison',
+        code: 'ADAPTER_FAILURE',
+        message: expect.stringMatching(/ContainerNotFound|does not exist/),
+      });
     });
 
     it.each([
@@ -331,7 +375,7 @@ describe('Azure handlers on Azurite', () => {
     it.each([
       ['text that is not JSON', 'definitely not a tile job'],
       ['JSON that is not a tile job', '{"v":1,"jobKey":"abc"}'],
-    ])('moves %s to <queue>-poison after 5 dequeues and writes nothing', async (_label, body) => {
+    ])('moves %s to <queue>-poison itself at the first dequeue, returns, and writes nothing', async (_label, body) => {
       const stack = await testStack();
       const { rt } = stack.runtime();
       await rt.backend.queue.sendBatch([{ jobKey: '', body }]);
@@ -339,9 +383,12 @@ describe('Azure handlers on Azurite', () => {
         rt.backend.queue,
         makeTileHandler(() => rt),
       );
-      expect(run.invocations.map((i) => [i.dequeueCount, i.result])).toEqual([1, 2, 3, 4, 5].map((n) => [n, 'failed']));
-      expect((await rt.backend.queue.deadLetters()).map((m) => m.body)).toEqual([body]);
-      expect(run.logs.some((l) => l.level === 'error' && l.text.includes('"moving-to-poison-queue"'))).toBe(true);
+      expect(run.invocations.map((i) => [i.dequeueCount, i.result])).toEqual([[1, 'succeeded']]);
+      // One entry: the message as the trigger handed it over (JSON canonically re-serialised, as the host parsed it).
+      expect((await rt.backend.queue.deadLetters()).map((m) => m.body)).toEqual([
+        body.startsWith('{') ? canonicalJson(JSON.parse(body)) : body,
+      ]);
+      expect(run.logs.some((l) => l.level === 'warning' && l.text.includes('"poison-dead-lettered"'))).toBe(true);
       expect(await heads(rt, '')).toEqual([]);
       const claims = [];
       for await (const row of rt.backend.claims.list()) claims.push(row);
@@ -373,6 +420,44 @@ describe('Azure handlers on Azurite', () => {
       const row = await rt.backend.claims.get(victim.jobKey);
       expect(row?.state).toBe('CLAIMED');
       expect(row?.leaseUntil ?? Number.POSITIVE_INFINITY).toBeLessThan(stack.clock.now());
+    });
+
+    describe("a delivery that meets the live lease of its own message's earlier attempt (it died after its claim)", () => {
+      async function heldByEarlierAttempt(stack: TestStack, rt: AzureRuntime) {
+        await fannedOut(stack, rt, 'held.tif');
+        const [d, ...rest] = await rt.backend.queue.receive(32, 600_000);
+        if (!d) throw new Error('nothing queued');
+        for (const x of rest) await rt.backend.queue.ack(x);
+        const now = stack.clock.now();
+        await rt.backend.claims.claim({
+          jobId: d.jobKey,
+          owner: `${d.deliveryId}@dead-instance`,
+          now,
+          leaseUntil: now + rt.settings.leaseMs,
+          expiresAt: now + rt.settings.retentionMs,
+        });
+        return d;
+      }
+
+      it("throws (retry) while the host's remaining retries, visibilityTimeout apart, reach past the lease", async () => {
+        const stack = await testStack();
+        const { rt } = stack.runtime();
+        const d = await heldByEarlierAttempt(stack, rt);
+        // Second dequeue: three more, 330 s apart (990 s), outlast the 900 s lease.
+        await expect(invokeTile(rt, { ...d, receiveCount: 2 })).rejects.toThrow(/earlier attempt of delivery .* holds the lease/);
+        expect(counters(rt)).toMatchObject({ 'claim-rejected': 1, written: 0 });
+      });
+
+      it('on the last dequeue the host allows, takes the stale lease over and writes instead of going to <queue>-poison', async () => {
+        const stack = await testStack();
+        const { rt } = stack.runtime();
+        const d = await heldByEarlierAttempt(stack, rt);
+        const last = { ...d, receiveCount: rt.host.maxDequeueCount };
+        expect(await invokeTile(rt, last)).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+        expect(counters(rt)).toMatchObject({ 'lease-taken-over': 1, written: 1, committed: 1 });
+        expect(await rt.backend.claims.get(d.jobKey)).toMatchObject({ state: 'COMMITTED', owner: `${d.deliveryId}@dead-instance` });
+        expect(await rt.backend.queue.deadLetters()).toEqual([]);
+      });
     });
 
     it('reads the job from the parsed queue entry, not from the camel-cased triggerMetadata.queueTrigger', async () => {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type DocumentSnapshot, Timestamp } from '@google-cloud/firestore';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { firestoreClient, freshBucket, pubsubClient, pullAll } from '../gcp/clients.js';
@@ -56,6 +57,26 @@ describe('fake-gcs-server guard', () => {
     await expect(stale).rejects.toMatchObject({ code: 412 });
     const [bytes] = await bucket.file('g/two.tif').download();
     expect(bytes.toString()).toBe('v2');
+  });
+
+  it('refuses a multipart upload whose md5Hash or crc32c does not match the body with 400, and stores nothing', async () => {
+    const bucket = await freshBucket(gcp, 'guard');
+    const save = (name: string, metadata: Record<string, string>) =>
+      bucket.file(name).save(Buffer.from('body'), { resumable: false, validation: false, preconditionOpts: { ifGenerationMatch: 0 }, metadata });
+    await expect(save('g/md5.tif', { md5Hash: createHash('md5').update('other').digest('base64') })).rejects.toMatchObject({ code: 400 });
+    await expect(save('g/crc.tif', { crc32c: 'AAAAAA==' })).rejects.toMatchObject({ code: 400 });
+    expect((await bucket.file('g/md5.tif').exists())[0]).toBe(false);
+    await save('g/right.tif', { md5Hash: createHash('md5').update('body').digest('base64') });
+    expect((await bucket.file('g/right.tif').exists())[0]).toBe(true);
+  });
+
+  it('answers 404 to a read of a replaced generation of an unversioned bucket', async () => {
+    const bucket = await freshBucket(gcp, 'guard');
+    const file = bucket.file('g/gen.tif');
+    await file.save(Buffer.from('v1'), { resumable: false, preconditionOpts: { ifGenerationMatch: 0 } });
+    const v1 = String(file.metadata.generation);
+    await file.save(Buffer.from('v2'), { resumable: false, preconditionOpts: { ifGenerationMatch: v1 } });
+    await expect(bucket.file('g/gen.tif', { generation: v1 }).download({ validation: false })).rejects.toMatchObject({ code: 404 });
   });
 });
 

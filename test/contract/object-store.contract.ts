@@ -41,7 +41,9 @@ export function isWriteOf(key: string, r: RecordedRequest): boolean {
   if (/[?&]comp=snapshot\b/.test(r.path)) return false;
   const [pathname, query] = path.split('?');
   // S3 and Blob name the key in the path; a GCS upload in its `name` parameter or its multipart metadata.
-  return pathname?.endsWith(`/${key}`) === true || new URLSearchParams(query ?? '').get('name') === key || r.text.includes(`"name":"${key}"`);
+  return (
+    pathname?.endsWith(`/${key}`) === true || new URLSearchParams(query ?? '').get('name') === key || r.text.includes(`"name":"${key}"`)
+  );
 }
 
 /** The one contract every ObjectStore passes, local and against each emulator. */

@@ -31,7 +31,10 @@ const DYNAMODB_READS = new Set(['GetItem', 'Query', 'Scan', 'BatchGetItem']);
 
 function dynamoDb(r: RecordedRequest, op: string): string | undefined {
   if (DYNAMODB_CONTROL.has(op) || DYNAMODB_READS.has(op)) return undefined;
-  const body = JSON.parse(r.text || '{}') as { ConditionExpression?: string; TransactItems?: Record<string, { ConditionExpression?: string }>[] };
+  const body = JSON.parse(r.text || '{}') as {
+    ConditionExpression?: string;
+    TransactItems?: Record<string, { ConditionExpression?: string }>[];
+  };
   switch (op) {
     case 'PutItem':
     case 'UpdateItem':
@@ -88,7 +91,8 @@ function gcs(r: RecordedRequest): string | undefined {
   }
   const object = /^\/storage\/v1\/b\/[^/]+\/o\/.+/.test(path);
   if (!object) return undefined; // bucket setup and listings
-  if (r.method === 'DELETE') return generation ? undefined : 'object DELETE without ifGenerationMatch (the SDK validation delete looks like this)';
+  if (r.method === 'DELETE')
+    return generation ? undefined : 'object DELETE without ifGenerationMatch (the SDK validation delete looks like this)';
   if (r.method === 'PATCH' || r.method === 'PUT') {
     return generation || q.has('ifMetagenerationMatch') ? undefined : 'metadata update without ifMetagenerationMatch';
   }
@@ -101,6 +105,8 @@ function gcs(r: RecordedRequest): string | undefined {
 function azureBlob(r: RecordedRequest): string | undefined {
   const q = query(r);
   if (q.get('restype') === 'container' || q.get('restype') === 'service') return undefined; // setup
+  // /<account>/<container>/<blob>: fewer segments is an account or container (or queue) call, not a blob.
+  if (pathname(r).split('/').filter(Boolean).length < 3) return undefined;
   const comp = q.get('comp');
   if (r.method === 'PUT') {
     if (comp === 'block' || comp === 'appendblock') return undefined; // uncommitted blocks: invisible until Put Block List
@@ -228,6 +234,12 @@ export function unconditionalWrites(requests: readonly RecordedRequest[]): Findi
 /** How many requests in `requests` are writes or deletes at all: a guard over none proves nothing. */
 export function writesSeen(requests: readonly RecordedRequest[]): number {
   return requests.filter(
-    (r) => r.method === 'PUT' || r.method === 'DELETE' || r.method === 'PATCH' || r.method === 'MERGE' || r.path.endsWith('/Commit') || (r.method === 'POST' && r.body.byteLength > 0),
+    (r) =>
+      r.method === 'PUT' ||
+      r.method === 'DELETE' ||
+      r.method === 'PATCH' ||
+      r.method === 'MERGE' ||
+      r.path.endsWith('/Commit') ||
+      (r.method === 'POST' && r.body.byteLength > 0),
   ).length;
 }

@@ -127,6 +127,8 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
           .filter((l) => l.event === 'scene-poison')
           .map((l) => l.level),
       ).toEqual(['ERROR', 'ERROR']);
+      // Settled at once into the dead-letter topic, one entry each, with why.
+      expect((await s.deadLetters()).map((m) => m.attributes['tessera-reason']).sort()).toEqual(['INVALID_EVENT', 'NOT_A_RASTER']);
     });
   });
 
@@ -179,10 +181,13 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
       expect(objects.map((o) => o.key)).toEqual([job.outputKey]);
     });
 
-    it('throws, asking Pub/Sub for a redelivery, while an earlier attempt of the same message holds the lease', async () => {
+    it('takes over, rather than waits for, the lease an earlier attempt of the same message holds: the backoff would dead-letter first', async () => {
+      // 5 delivery attempts at least 10 s apart end long before an 840 s lease: waiting would send the job to the
+      // dead-letter topic (shared/app/redelivery.ts). The earlier attempt here is even alive: both compute, one write lands.
       const { s, events } = await stackWithTileEvents();
       const event = events[0];
       if (!event) throw new Error('setup failed');
+      const job = parseTileJob(Buffer.from(event.data?.message?.data ?? '', 'base64').toString('utf8'));
       const a = s.runtime({ owner: 'slow-a' });
       const b = s.runtime({ owner: 'worker-b' });
       let redelivery: Promise<unknown> | undefined;
@@ -192,9 +197,33 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
           await redelivery.catch(() => undefined);
         }),
       );
-      expect(await slow(event)).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
-      await expect(redelivery).rejects.toThrow(/earlier attempt of delivery .* holds the lease/);
-      expect(b.backend.telemetry.counters()).toMatchObject({ 'claim-rejected': 1, written: 0 });
+      expect(await slow(event)).toMatchObject({ kind: 'ack', outcome: { kind: 'already-present' } });
+      await expect(redelivery).resolves.toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+      expect(b.backend.telemetry.counters()).toMatchObject({ 'claim-rejected': 1, 'lease-taken-over': 1, written: 1, committed: 1 });
+      // Under the earlier attempt's owner: its own commit then succeeds too, no false lease-stolen alarm.
+      expect(a.backend.telemetry.counters()).toMatchObject({ committed: 1, 'lease-stolen': 0 });
+      expect(await b.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: `${event.id}@slow-a` });
+      const objects = [];
+      for await (const h of b.backend.outputs.list(outputKeys.tilePrefix(job.sceneKey))) objects.push(h.key);
+      expect(objects).toEqual([job.outputKey]);
+    });
+
+    it('after a crash right after the claim, the first redelivery completes the job; nothing reaches the dead-letter topic', async () => {
+      const { s, events } = await stackWithTileEvents();
+      const event = events[0];
+      if (!event) throw new Error('setup failed');
+      const job = parseTileJob(Buffer.from(event.data?.message?.data ?? '', 'base64').toString('utf8'));
+      const dead = s.runtime({ owner: 'dead-a' });
+      // The instance dies right after its claim: the hook never returns.
+      void createTileHandler(afterClaim(dead, () => new Promise<void>(() => {})))(event);
+      for (let i = 0; i < 50 && (await dead.backend.claims.get(job.jobKey)) === undefined; i++) await new Promise((r) => setTimeout(r, 50));
+      const b = s.runtime({ owner: 'worker-b' });
+      expect(await createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2))).toMatchObject({
+        kind: 'ack',
+        outcome: { kind: 'written' },
+      });
+      expect(await b.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED' });
+      expect(await s.deadLetters()).toEqual([]);
     });
 
     it.each([

@@ -278,10 +278,10 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     expect(terms).toHaveLength(2);
     for (const [, field, value] of terms) expect(logged[field as string]).toBe(value);
     const alerts = run.ofType('gcp:monitoring/alertPolicy:AlertPolicy');
-    const leaseAlert = alerts.find((a) => JSON.stringify(a.inputs.conditions).includes('conditionMatchedLog'));
-    expect((leaseAlert?.inputs.conditions as { conditionMatchedLog: { filter: string } }[])[0]?.conditionMatchedLog.filter).toBe(filter);
+    const leaseAlert = alerts.find((a) => JSON.stringify(a.inputs.conditions).includes('conditionMatchedLog')) as RecordedResource;
+    expect((leaseAlert.inputs.conditions as { conditionMatchedLog: { filter: string } }[])[0]?.conditionMatchedLog.filter).toBe(filter);
     // Log-match alerts must say how often they may notify.
-    expect(leaseAlert?.inputs.alertStrategy).toMatchObject({ notificationRateLimit: { period: '300s' } });
+    expect(leaseAlert.inputs.alertStrategy).toMatchObject({ notificationRateLimit: { period: '300s' } });
     expect(alerts.some((a) => JSON.stringify(a.inputs.conditions).includes('num_undelivered_messages'))).toBe(true);
   });
 

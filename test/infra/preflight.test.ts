@@ -61,7 +61,9 @@ describe('tessera preflight', () => {
     expect(out).toMatch(/^ {2}ok {4}runtime {4}nodejs22 on Cloud Run functions is supported until 2027-04-30/m);
     expect(out).toContain('fix: pulumi config set gcp:project <your-project-id>');
     expect(out).toMatch(/service account tessera-build {2}\(runs .*\(build\)/);
-    expect(out).toMatch(/tessera-scene after .*IAMMember tessera-eventarc-agent-role.*IAMMember tessera-trigger-receiver.*Sleep tessera-iam-propagation/);
+    expect(out).toMatch(
+      /tessera-scene after .*IAMMember tessera-eventarc-agent-role.*IAMMember tessera-trigger-receiver.*Sleep tessera-iam-propagation/,
+    );
     expect(out).toContain('pulumi up --stack gcp-europe-west1');
   });
 

@@ -270,7 +270,8 @@ export class S3ObjectStore implements ObjectStore {
     const versionId = out.VersionId && out.VersionId !== 'null' ? out.VersionId : undefined;
     const size = out.ContentLength ?? 0;
     // A full-object SHA-256 checksum (S3 validated it at upload) beats our metadata; a multipart one ends in -N.
-    const checksum = out.ChecksumSHA256 && !out.ChecksumSHA256.includes('-') ? Buffer.from(out.ChecksumSHA256, 'base64').toString('hex') : undefined;
+    const checksum =
+      out.ChecksumSHA256 && !out.ChecksumSHA256.includes('-') ? Buffer.from(out.ChecksumSHA256, 'base64').toString('hex') : undefined;
     const sha256Hex = checksum ?? out.Metadata?.[CONTENT_SHA256_METADATA];
     // The ETag is the MD5 only for single-part uploads without SSE-KMS: use it only when no SHA-256 is known.
     const md5 = sha256Hex === undefined ? MD5_ETAG.exec(etag)?.[1] : undefined;

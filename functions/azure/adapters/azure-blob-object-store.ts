@@ -62,7 +62,8 @@ export class AzureBlobObjectStore implements ObjectStore {
       const r = await blob.upload(body, body.byteLength, this.uploadOptions(digest, options, { ifNoneMatch: '*' }));
       return { kind: 'written', version: this.etagOf(r.etag, key) };
     } catch (e) {
-      if (!(isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412))) throw this.failed(`create-only write of ${JSON.stringify(key)}`, e);
+      if (!(isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412)))
+        throw this.failed(`create-only write of ${JSON.stringify(key)}`, e);
       // Taken: say whose bytes are there. Gone again since the refusal: not ours either.
       const current = await this.stored(key);
       if (!current) return { kind: 'already-present', sameBytes: false };
@@ -183,7 +184,8 @@ export class AzureBlobObjectStore implements ObjectStore {
     try {
       let found: string | undefined;
       for await (const item of this.container.listBlobsFlat({ prefix: key, includeSnapshots: true })) {
-        if (item.name !== key || !item.snapshot || item.properties.etag !== etag) continue;
+        // Listings give the ETag without the quotes that Get Blob Properties puts around it.
+        if (item.name !== key || !item.snapshot || quoted(item.properties.etag) !== quoted(etag)) continue;
         if (found === undefined || item.snapshot < found) found = item.snapshot;
       }
       return found;
@@ -211,7 +213,8 @@ export class AzureBlobObjectStore implements ObjectStore {
           yield {
             key: item.name,
             size: item.properties.contentLength ?? 0,
-            version: this.etagOf(item.properties.etag, item.name),
+            // Quoted as Get Blob Properties and Put Blob return it, so a listed version works as a precondition.
+            version: quoted(this.etagOf(item.properties.etag, item.name)),
             lastModified: item.properties.lastModified.getTime(),
           };
         }
@@ -232,7 +235,8 @@ export class AzureBlobObjectStore implements ObjectStore {
       response = await target.client.download(offset, count, { conditions: target.conditions });
     } catch (e) {
       // Pinned: the snapshot is gone or the base blob changed. Never "not found" for a version that is gone.
-      if (pin && (isFailure(e, 404) || isFailure(e, 412))) throw new SourceChangedError(this.name, key, pin.version, undefined, { cause: e });
+      if (pin && (isFailure(e, 404) || isFailure(e, 412)))
+        throw new SourceChangedError(this.name, key, pin.version, undefined, { cause: e });
       if (isFailure(e, 404)) throw new ObjectNotFoundError(this.name, key, { cause: e });
       if (isFailure(e, 416)) throw e; // getRange turns this into an empty read
       throw this.failed(`read of ${JSON.stringify(key)}`, e);
@@ -275,4 +279,10 @@ export class AzureBlobObjectStore implements ObjectStore {
 function validatePrefix(prefix: string): void {
   if (prefix === '') return;
   validateObjectKey(prefix.endsWith('/') ? `${prefix}_` : prefix);
+}
+
+/** An ETag in the quoted form the service's headers use (listings leave the quotes off). */
+function quoted(etag: string | undefined): string {
+  if (etag === undefined) return '';
+  return etag.startsWith('"') ? etag : `"${etag}"`;
 }

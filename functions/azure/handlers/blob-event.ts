@@ -22,6 +22,16 @@ export const COMMITTING_BLOB_APIS: readonly string[] = ['PutBlob', 'PutBlockList
 /** Whether a BlobCreated event's API commits the blob's bytes ({@link COMMITTING_BLOB_APIS}). */
 export const commitsBlob = (api: string | undefined): boolean => api !== undefined && COMMITTING_BLOB_APIS.includes(api);
 
+/**
+ * The queue a queue-triggered invocation came from: the binding's `queueName`
+ * as the host reports it in `options.trigger`, unless that is a binding
+ * expression (`%SETTING%`), or the function is not queue-triggered; then `fallback`.
+ */
+export function triggerQueueName(context: { readonly options?: { readonly trigger?: unknown } }, fallback: string): string {
+  const name = (context.options?.trigger as { queueName?: unknown } | undefined)?.queueName;
+  return typeof name === 'string' && name !== '' && !name.includes('%') ? name : fallback;
+}
+
 /** A trigger input as message text (for a poison entry): text as it came, an object as JSON. */
 export function entryText(entry: unknown): string {
   if (typeof entry === 'string') return entry;

@@ -6,7 +6,7 @@ import { assertNever } from '../../../shared/domain/claim.js';
 import { AdapterError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
 import { type AzureRuntime, azureRuntime, invocationBackend, SCENE_EVENT_QUEUE } from '../compose.js';
-import { commitsBlob, entryText, eventOf, parseBlobCreated } from './blob-event.js';
+import { commitsBlob, entryText, eventOf, parseBlobCreated, triggerQueueName } from './blob-event.js';
 
 /** What one scene event came to; the handler returns it so tests (and logs) can see the decision. */
 export type SceneEventResult =
@@ -99,7 +99,7 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
         // Settled at once (shared/app/poison.ts): onto `<scene queue>-poison` by this handler, then success, so the
         // host does not retry it maxDequeueCount times 330 s apart. Only if that copy fails does the host's count decide.
         const settled = await settlePoison(
-          runtime.poisonQueue(SCENE_EVENT_QUEUE),
+          runtime.poisonQueue(triggerQueueName(context, SCENE_EVENT_QUEUE)),
           {
             body: entryText(entry),
             messageId: String(context.triggerMetadata?.id ?? where.eventId ?? context.invocationId),

@@ -6,6 +6,7 @@ import { canonicalJson } from '../../../shared/domain/canonical-json.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError } from '../../../shared/domain/errors.js';
 import { type AzureRuntime, azureRuntime, invocationBackend } from '../compose.js';
+import { triggerQueueName } from './blob-event.js';
 
 /**
  * The message text a queue trigger received. The host base64-decodes the
@@ -74,7 +75,7 @@ export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQ
         return verdict;
       case 'poison': {
         const settled = await settlePoison(
-          runtime.poisonQueue(runtime.config.tileQueue),
+          runtime.poisonQueue(triggerQueueName(context, runtime.config.tileQueue)),
           { body: queueMessageText(queueEntry), messageId: deliveryId, ...poisonReason(verdict.error) },
           backend.telemetry,
         );

@@ -213,7 +213,13 @@ export class GcsObjectStore implements ObjectStore {
    * validation is off: it would answer a checksum doubt with an unconditional
    * DELETE. Returns the new generation.
    */
-  private async upload(file: File, body: Uint8Array, digest: ContentDigest, generation: number | string, options: PutOptions): Promise<string> {
+  private async upload(
+    file: File,
+    body: Uint8Array,
+    digest: ContentDigest,
+    generation: number | string,
+    options: PutOptions,
+  ): Promise<string> {
     await file.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
       resumable: false,
       validation: false,

@@ -1,6 +1,20 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
-import { copyFile, type FileHandle, link, lstat, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  type FileHandle,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { contentDigest } from '../../../shared/domain/content-digest.js';
 import { AdapterError, ObjectKeyConflictError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
@@ -95,7 +109,8 @@ export class FsObjectStore implements ObjectStore {
     try {
       await mkdir(dirname(path), { recursive: true });
     } catch (error) {
-      if (isCode(error, 'ENOTDIR', 'EEXIST')) throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
+      if (isCode(error, 'ENOTDIR', 'EEXIST'))
+        throw new ObjectKeyConflictError(this.name, key, 'file-at-parent', dirname(path), { cause: error });
       throw error;
     }
   }

@@ -5,7 +5,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
 import type { Backend, WorkerSettings } from '../../../shared/app/backend.js';
 import { handleTileDelivery } from '../../../shared/app/deliveries.js';
-import { fanOutScene } from '../../../shared/app/fan-out.js';
+import { fanOutScene, handleFanOutChunk } from '../../../shared/app/fan-out.js';
 import { processTile } from '../../../shared/app/process-tile.js';
 import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
@@ -114,6 +114,19 @@ describe('code version, window geometry, output settings and leases', () => {
     it('a message from before code versions (no code field) is refused the same way', async () => {
       const { code: _code, ...old } = JSON.parse(toJobMessage(job).body) as Record<string, unknown>;
       expect(() => parseTileJob(JSON.stringify(old))).toThrow(/made before code versions were bound/);
+    });
+
+    it('a fan-out chunk of a scene another build fanned out is refused: its tiles would mix two builds under one key', async () => {
+      const manifest = await readSceneManifest(b.outputs, job.sceneKey);
+      const otherScene = sceneKey(source, params, OTHER_BUILD);
+      await b.outputs.putIfAbsent(
+        outputKeys.sceneManifest(otherScene),
+        new TextEncoder().encode(JSON.stringify({ ...manifest, sceneKey: otherScene })),
+      );
+      await expect(handleFanOutChunk(b, { v: 1, kind: 'fan-out-chunk', sceneKey: otherScene, first: 0, count: 1 })).rejects.toThrow(
+        CodeVersionMismatchError,
+      );
+      expect(telemetry.counters()).toMatchObject({ enqueued: 6 });
     });
 
     it('processTile refuses a job object of another build too (callers that skip parsing)', async () => {
