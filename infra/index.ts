@@ -63,6 +63,8 @@ export default async function main(): Promise<Record<string, unknown>> {
         plan: cfg.plan,
         resourceGroup: stack.resourceGroup.name,
         storageAccount: stack.storageAccount.name,
+        // The Functions host's own account (AzureWebJobsStorage) and the package; no data in it.
+        hostStorageAccount: stack.hostStorageAccount.name,
         functionApp: stack.functionApp.name,
         tileQueue: stack.tileQueueName,
         poisonQueue: stack.poisonQueueName,

@@ -1,7 +1,14 @@
 import type { Backend } from '../../shared/app/backend.js';
 import type { ClaimResult, ClaimRow, CommitResult, HeartbeatResult } from '../../shared/domain/claim.js';
 import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../shared/ports/claim-store.port.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions, ReadPin } from '../../shared/ports/object-store.port.js';
+import type {
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  PutOptions,
+  ReadPin,
+} from '../../shared/ports/object-store.port.js';
 
 /** Calls made through one port, the time spent in them, and the bytes read through it. */
 export interface PortCount {

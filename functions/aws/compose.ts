@@ -3,9 +3,10 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
-import { parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { clockSkewMarginMs, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
@@ -67,7 +68,8 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     });
   const outputs = new S3ObjectStore(clients.s3, config.outputBucket);
   const backend = {
-    claims: new DynamoDbClaimStore(clients.dynamodb, config.claimsTable),
+    // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
+    claims: withClockSkewMargin(new DynamoDbClaimStore(clients.dynamodb, config.claimsTable), clockSkewMarginMs(config)),
     // One store per bucket; when sources and outputs share a bucket, share the store too.
     sources: config.sourceBucket === config.outputBucket ? outputs : new S3ObjectStore(clients.s3, config.sourceBucket),
     outputs,

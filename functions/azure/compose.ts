@@ -5,9 +5,10 @@ import { DefaultAzureCredential } from '@azure/identity';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
-import { ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
@@ -202,7 +203,8 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
   }
   const clock = options.clock ?? systemClock;
   const backend: AzureBackend = {
-    claims: new AzureTableClaimStore(clients.table(config.claimsTable)),
+    // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
+    claims: withClockSkewMargin(new AzureTableClaimStore(clients.table(config.claimsTable)), clockSkewMarginMs(config)),
     sources: new AzureBlobObjectStore(clients.blob.getContainerClient(config.sourceBucket)),
     outputs: new AzureBlobObjectStore(clients.blob.getContainerClient(config.outputBucket)),
     queue: AzureQueueJobQueue.onAccount(clients.queue, config.tileQueue, host.maxDequeueCount),

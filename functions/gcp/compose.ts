@@ -3,11 +3,12 @@ import { Firestore } from '@google-cloud/firestore';
 import { PubSub } from '@google-cloud/pubsub';
 import { Storage } from '@google-cloud/storage';
 import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
+import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
-import { ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
@@ -138,7 +139,8 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     });
   const outputs = new GcsObjectStore(clients.storage.bucket(config.outputBucket));
   const backend: Backend = {
-    claims: new FirestoreClaimStore(clients.firestore.collection(config.claimsTable)),
+    // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
+    claims: withClockSkewMargin(new FirestoreClaimStore(clients.firestore.collection(config.claimsTable)), clockSkewMarginMs(config)),
     // One store per bucket; when sources and outputs share a bucket, share the store too.
     sources: config.sourceBucket === config.outputBucket ? outputs : new GcsObjectStore(clients.storage.bucket(config.sourceBucket)),
     outputs,

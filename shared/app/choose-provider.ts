@@ -406,11 +406,12 @@ export const STACK_DEFAULTS = {
   sourcePrefix: 'scenes/',
   sourceSuffix: '.tif',
   /**
-   * Deliveries before dead-lettering: 3 on SQS (the contract's example); 5 on
-   * Pub/Sub, whose maxDeliveryAttempts is 5..100, and on Azure queues, whose
-   * own maxDequeueCount default is 5.
+   * Deliveries before dead-lettering: 5 everywhere, as infra/common/config.ts
+   * defaults it: AWS's advice for an SQS queue feeding Lambda (throttled
+   * receives count), Pub/Sub's minimum maxDeliveryAttempts (5..100), and the
+   * Azure host's own maxDequeueCount default.
    */
-  maxReceiveCount: { aws: 3, gcp: 5, azure: 5 } satisfies Record<Cloud, number>,
+  maxReceiveCount: { aws: 5, gcp: 5, azure: 5 } satisfies Record<Cloud, number>,
   tilePx: defaultParam('tile_px', 'number'),
   pipelineVersion: DEFAULT_PARAMS.version,
   expression: defaultParam('expression', 'string'),

@@ -1,13 +1,13 @@
-import type { ClaimResult } from '../domain/claim.js';
-import type { ClaimStore } from '../ports/claim-store.port.js';
+import type { ClaimResult, HeartbeatResult } from '../domain/claim.js';
+import { DEFAULT_CLOCK_SKEW_MARGIN_SEC } from '../domain/runtime-config.js';
+import type { ClaimRequest, ClaimStore, HeartbeatRequest } from '../ports/claim-store.port.js';
 
 /**
  * How far apart two workers' clocks may be before a lease can be taken over
- * while its owner still believes it holds it (docs/architecture.md, "Clocks").
- * 30 s: NTP-synchronised cloud hosts are within milliseconds; the margin is for
- * a host whose sync broke, and costs a dead worker's job 30 s more of waiting.
+ * while its owner still believes it holds it (docs/architecture.md, "Clocks"),
+ * in ms: `TESSERA_CLOCK_SKEW_MARGIN_SECONDS`, default 30 s.
  */
-export const DEFAULT_CLOCK_SKEW_MARGIN_MS = 30_000;
+export const DEFAULT_CLOCK_SKEW_MARGIN_MS = DEFAULT_CLOCK_SKEW_MARGIN_SEC * 1000;
 
 /**
  * The claim store as a worker with an imperfect clock must use it: a lapsed
@@ -28,24 +28,31 @@ export const DEFAULT_CLOCK_SKEW_MARGIN_MS = 30_000;
  * - a claimer behind its peers waits `|skew| + marginMs` longer than needed to
  *   take a dead worker's lease over: latency, never a wrong answer.
  *
- * The margin shifts only the takeover comparison: heartbeats and commits are
- * the owner judging its own lease on its own clock. A `held` answer reports
+ * The margin shifts only the takeover comparison (and sets a release that much
+ * further into the past): heartbeats and commits are the owner judging its own
+ * lease on its own clock. A `held` answer reports
  * when this caller may take over (`leaseUntil + marginMs`), so a redelivery
  * timed from it does not come back early.
  */
-export function withClockSkewMargin(claims: ClaimStore, marginMs: number = DEFAULT_CLOCK_SKEW_MARGIN_MS): ClaimStore {
+export function withClockSkewMargin<S extends ClaimStore>(claims: S, marginMs: number = DEFAULT_CLOCK_SKEW_MARGIN_MS): S {
   if (!Number.isFinite(marginMs) || marginMs < 0)
     throw new RangeError(`clock skew margin must be a non-negative number of ms, got ${marginMs}`);
   if (marginMs === 0) return claims;
-  return {
-    name: claims.name,
-    async claim(request): Promise<ClaimResult> {
-      const r = await claims.claim({ ...request, now: request.now - marginMs });
-      return r.kind === 'held' ? { ...r, leaseUntil: r.leaseUntil + marginMs } : r;
-    },
-    commit: (request) => claims.commit(request),
-    heartbeat: (request) => claims.heartbeat(request),
-    get: (jobId) => claims.get(jobId),
-    list: () => claims.list(),
+  const claim = async (request: ClaimRequest): Promise<ClaimResult> => {
+    const r = await claims.claim({ ...request, now: request.now - marginMs });
+    return r.kind === 'held' ? { ...r, leaseUntil: r.leaseUntil + marginMs } : r;
   };
+  // A release (a heartbeat that sets the lease into the past, so a redelivery can take the job at once) goes
+  // the margin further back, or every claimer would wait the margin out first.
+  const heartbeat = (request: HeartbeatRequest): Promise<HeartbeatResult> =>
+    claims.heartbeat(request.leaseUntil < request.now ? { ...request, leaseUntil: request.leaseUntil - marginMs } : request);
+  // The same store in every other respect (an adapter's own extras, such as the Table sweep, stay callable).
+  return new Proxy(claims, {
+    get(target, prop) {
+      if (prop === 'claim') return claim;
+      if (prop === 'heartbeat') return heartbeat;
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }

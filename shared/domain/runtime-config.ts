@@ -29,6 +29,8 @@ export const ENV = {
   functionTimeoutSeconds: 'TESSERA_FUNCTION_TIMEOUT_SECONDS',
   leaseSeconds: 'TESSERA_LEASE_SECONDS',
   retentionSeconds: 'TESSERA_RETENTION_SECONDS',
+  /** How far apart two workers' clocks may be (whole seconds, 0 allowed): see shared/app/clock-skew.ts. */
+  clockSkewMarginSeconds: 'TESSERA_CLOCK_SKEW_MARGIN_SECONDS',
   /** Canonical JSON of the ProcessingParams (pipeline, version, tile_px, expression, bands...). */
   params: 'TESSERA_PARAMS',
   /** Azure: storage account name (identity-based access) or a connection string for Azurite. */
@@ -52,10 +54,18 @@ export interface RuntimeConfig {
   readonly functionTimeoutSec: number;
   readonly leaseSec: number;
   readonly retentionSec: number;
+  /** {@link ENV.clockSkewMarginSeconds}: a lease is taken over only once it lapsed by more than this (default {@link DEFAULT_CLOCK_SKEW_MARGIN_SEC}). */
+  readonly clockSkewMarginSec?: number | undefined;
   readonly params: ProcessingParams;
 }
 
 export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
+
+/**
+ * The clock skew margin (docs/architecture.md, "Clocks"): NTP-synchronised hosts are within milliseconds;
+ * 30 s covers a host whose sync broke, and costs a dead worker's job 30 s more of waiting.
+ */
+export const DEFAULT_CLOCK_SKEW_MARGIN_SEC = 30;
 
 /** The default processing parameters: NDVI from Sentinel-2 style bands. */
 export const DEFAULT_PARAMS: ProcessingParams = {
@@ -66,6 +76,11 @@ export const DEFAULT_PARAMS: ProcessingParams = {
   bands: { B04: 1, B08: 2 },
   output: { format: 'COG', dtype: 'float32', nodata: -9999, compression: 'DEFLATE', blocksize: 256 },
 };
+
+/** The skew margin a runtime claims with, in ms: the configured one, else the default capped at a quarter of the lease. */
+export function clockSkewMarginMs(config: Pick<RuntimeConfig, 'clockSkewMarginSec' | 'leaseSec'>): number {
+  return (config.clockSkewMarginSec ?? Math.min(DEFAULT_CLOCK_SKEW_MARGIN_SEC, Math.floor(config.leaseSec / 4))) * 1000;
+}
 
 /**
  * Parse the function environment. Pure: takes the record (so shared/ never
@@ -113,9 +128,23 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     timeout: int(ENV.functionTimeoutSeconds, undefined),
     lease: int(ENV.leaseSeconds, undefined),
     retention: int(ENV.retentionSeconds, DEFAULT_RETENTION_SEC) ?? DEFAULT_RETENTION_SEC,
+    clockSkewMargin: ((raw) => {
+      if (raw === undefined || raw === '') return undefined;
+      const v = Number(raw);
+      if (!Number.isInteger(v) || v < 0)
+        problems.push(`${ENV.clockSkewMarginSeconds} must be a whole number of seconds >= 0, got ${JSON.stringify(raw)}`);
+      return v;
+    })(env[ENV.clockSkewMarginSeconds]),
   };
   if (problems.length > 0) throw new LeaseConfigError(`function environment is incomplete: ${problems.join('; ')}`);
   const lease = resolveLease({ platform: platform as Platform, functionTimeoutSec: config.timeout, leaseSec: config.lease });
+  // A margin as long as the lease would double every takeover wait: a skew that large is a broken host, not a margin.
+  // Unset, it is the default, but never more than a quarter of a (short, test-sized) lease.
+  if (config.clockSkewMargin !== undefined && config.clockSkewMargin >= lease.leaseSec)
+    throw new LeaseConfigError(
+      `${ENV.clockSkewMarginSeconds} (${config.clockSkewMargin} s) must be shorter than the lease (${lease.leaseSec} s); fix the hosts' clocks (NTP) instead`,
+    );
+  const clockSkewMarginSec = config.clockSkewMargin ?? Math.min(DEFAULT_CLOCK_SKEW_MARGIN_SEC, Math.floor(lease.leaseSec / 4));
   return {
     platform: platform as Platform,
     claimsTable: config.claimsTable,
@@ -129,6 +158,7 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     functionTimeoutSec: lease.functionTimeoutSec,
     leaseSec: lease.leaseSec,
     retentionSec: config.retention,
+    clockSkewMarginSec,
     params,
   };
 }

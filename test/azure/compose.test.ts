@@ -12,8 +12,8 @@ import {
   parseTimeSpan,
   TRIGGER_CONNECTION,
 } from '../../functions/azure/compose.js';
-import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
 import { MOSAIC_SCHEDULE } from '../../functions/azure/handlers/mosaic.handler.js';
+import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
 import { AZURE_FUNCTION_NAMES, AZURE_QUEUES, AZURE_TRIGGER_CONNECTION } from '../../infra/common/packaging.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { ENV } from '../../shared/domain/runtime-config.js';

@@ -1,5 +1,5 @@
-import { ConditionalCheckFailedException, CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { createHash } from 'node:crypto';
+import { ConditionalCheckFailedException, CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, HeadObjectCommand, PutBucketVersioningCommand, PutObjectCommand, S3ServiceException } from '@aws-sdk/client-s3';
 import {
   CreateQueueCommand,
@@ -138,6 +138,8 @@ describe('AWS emulator guard', () => {
     const s3 = s3Client();
     const Bucket = await freshBucket(s3, 'guard');
     const wrong = createHash('sha256').update('other bytes').digest('base64');
-    expect(await statusOf(s3.send(new PutObjectCommand({ Bucket, Key: 'guard/sum.bin', Body: 'x', ChecksumSHA256: wrong, IfNoneMatch: '*' })))).toBe(200);
+    expect(
+      await statusOf(s3.send(new PutObjectCommand({ Bucket, Key: 'guard/sum.bin', Body: 'x', ChecksumSHA256: wrong, IfNoneMatch: '*' }))),
+    ).toBe(200);
   });
 });

@@ -255,7 +255,7 @@ export function describeClaimStoreContract(
           const { store: s, faults } = await setup();
           const id = freshJobId(`transient-${write}`);
           if (write !== 'claim') await s.claim(claimReq(id, 'w1'));
-          const call = () =>
+          const call = (): Promise<{ readonly kind: string }> =>
             write === 'claim'
               ? s.claim(claimReq(id, 'w1'))
               : write === 'commit'
@@ -268,7 +268,7 @@ export function describeClaimStoreContract(
           );
           expect(shot.hits).toBe(1);
           if (first instanceof Error) expect(first).toMatchObject({ retryable: true });
-          const r = first instanceof Error ? await call() : first;
+          const r = first instanceof Error ? await call() : (first as { readonly kind: string });
           expect(r.kind).toBe(write === 'claim' ? 'claimed' : write === 'commit' ? 'committed' : 'extended');
         });
       }

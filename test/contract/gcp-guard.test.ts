@@ -62,7 +62,9 @@ describe('fake-gcs-server guard', () => {
   it('refuses a multipart upload whose md5Hash or crc32c does not match the body with 400, and stores nothing', async () => {
     const bucket = await freshBucket(gcp, 'guard');
     const save = (name: string, metadata: Record<string, string>) =>
-      bucket.file(name).save(Buffer.from('body'), { resumable: false, validation: false, preconditionOpts: { ifGenerationMatch: 0 }, metadata });
+      bucket
+        .file(name)
+        .save(Buffer.from('body'), { resumable: false, validation: false, preconditionOpts: { ifGenerationMatch: 0 }, metadata });
     await expect(save('g/md5.tif', { md5Hash: createHash('md5').update('other').digest('base64') })).rejects.toMatchObject({ code: 400 });
     await expect(save('g/crc.tif', { crc32c: 'AAAAAA==' })).rejects.toMatchObject({ code: 400 });
     expect((await bucket.file('g/md5.tif').exists())[0]).toBe(false);
@@ -80,7 +82,7 @@ describe('fake-gcs-server guard', () => {
   });
 });
 
-describe('patched Firestore emulator guard', () => {
+describe('Firestore emulator guard', () => {
   const db = firestoreClient(gcp);
   afterAll(() => db.terminate());
   const doc = () => db.collection('guard').doc(freshJobId('guard'));

@@ -20,7 +20,7 @@ export async function freshBucket(e: GcpEndpoints, label = 'b'): Promise<Bucket>
   return bucket;
 }
 
-/** A gRPC (never REST: see docs/gcp.md) Firestore client for the patched emulator. */
+/** A gRPC (never REST: see docs/gcp.md) Firestore client for the emulator. */
 export function firestoreClient(e: GcpEndpoints): Firestore {
   return new Firestore({ projectId: e.projectId, host: e.firestore, ssl: false, preferRest: false });
 }

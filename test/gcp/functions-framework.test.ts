@@ -121,24 +121,33 @@ describe('GCP functions through the Functions Framework HTTP server', () => {
     expect((await events.backend.claims.get(job.jobKey))?.owner).toBe(`${message.messageId}@worker-a`);
   });
 
-  it('answers 500 (a redelivery) while an earlier attempt of the message holds the lease, and 200 for poison it dead-lettered', async () => {
+  it('answers 500 (a redelivery) while the backoff can outlast the lease of an earlier attempt, 200 once it cannot, and 200 for poison it dead-lettered', async () => {
     const finalized = await s.upload('incoming/held.tif', await syntheticSceneBytes({ width: 96, height: 80 }));
     expect((await postStructured(await serve(names.scene), finalized)).status).toBe(200);
-    const [tile] = await s.tileEvents();
-    if (!tile) throw new Error('setup failed');
-    const job = parseTileJob(Buffer.from(tile.data?.message?.data ?? '', 'base64').toString('utf8'));
+    const [tile, other] = await s.tileEvents();
+    if (!tile || !other) throw new Error('setup failed');
     // An earlier attempt of this very message (on another instance) claimed the job and is still running.
-    const now = events.backend.clock.now();
-    await events.backend.claims.claim({
-      jobId: job.jobKey,
-      owner: `${tile.id}@other-instance`,
-      now,
-      leaseUntil: now + 60_000,
-      expiresAt: now + 60_000,
-    });
+    const heldBy = async (event: typeof tile, leaseMs: number, deliveryAttempt: number) => {
+      const job = parseTileJob(Buffer.from(event.data?.message?.data ?? '', 'base64').toString('utf8'));
+      const now = events.backend.clock.now();
+      await events.backend.claims.claim({
+        jobId: job.jobKey,
+        owner: `${event.id}@other-instance`,
+        now,
+        leaseUntil: now + leaseMs,
+        expiresAt: now + 600_000,
+      });
+      // The delivery attempt, as the push subscription's dead-letter policy numbers it.
+      return { ...event, data: { ...event.data, deliveryAttempt } };
+    };
     const tileUrl = await serve(names.tile);
-    const held = await postBinary(tileUrl, tile);
-    expect(held.status).toBe(500);
+    // A lease just ended, still held for the 30 s clock-skew margin: the 4 attempts still allowed, at least 10 s
+    // apart, reach past it, so the delivery waits (500) and a later one claims the lapsed lease normally.
+    expect((await postBinary(tileUrl, await heldBy(tile, -1_000, 1))).status).toBe(500);
+    // 800 s left: Pub/Sub would dead-letter the message first, so the delivery takes the lease over and writes (200).
+    const takenOver = await postBinary(tileUrl, await heldBy(other, 800_000, 2));
+    expect(takenOver.status).toBe(200);
+    expect(await takenOver.json()).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
 
     const poison = {
       ...tile,

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
+import { contentDigest } from '../../shared/domain/content-digest.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
 import { freshBucket, storageClient } from './clients.js';
-import { contentDigest } from '../../shared/domain/content-digest.js';
-import { FaultProxy } from '../support/fault-proxy.js';
 import { type RecordedRequest, startRecorder } from './http-recorder.js';
 
 const gcp = requireEndpoints(inject('emulators'), 'gcp');

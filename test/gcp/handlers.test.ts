@@ -4,6 +4,7 @@ import { createTileHandler } from '../../functions/gcp/handlers/tile.handler.js'
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
+import { clockSkewMarginMs } from '../../shared/domain/runtime-config.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
@@ -45,7 +46,7 @@ async function stackWithTileEvents() {
   return { s, events };
 }
 
-describe('GCP handlers against fake-gcs-server, the patched Firestore emulator and the Pub/Sub emulator', () => {
+describe("GCP handlers against fake-gcs-server, Google's Firestore emulator and the Pub/Sub emulator", () => {
   describe('scene handler', () => {
     it.each([
       ['a space and a plus', 'incoming/T31 UDQ+B08.tif'],
@@ -164,7 +165,7 @@ describe('GCP handlers against fake-gcs-server, the patched Firestore emulator a
         afterClaim(a, async () => {
           // Instance A hits the 540 s timeout but keeps running (GCF does not kill it). The lease
           // lapses; Pub/Sub redelivers the same message to instance B, which takes the job over.
-          clock.advance(a.settings.leaseMs + 1);
+          clock.advance(a.settings.leaseMs + clockSkewMarginMs(a.config) + 1); // and past the clock skew margin
           bOutcome = await createTileHandler(b)(pubsubEvent(eventMessage(event), s.tileSubscription, 2));
         }),
       );

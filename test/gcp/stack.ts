@@ -57,7 +57,7 @@ const unique = (label: string) => `${label}-${freshJobId().slice(0, 10)}`;
 
 /**
  * A fresh GCP stack in the emulators, shaped like infra/'s: source and output
- * buckets in fake-gcs-server, a claims collection in the (patched) Firestore
+ * buckets in fake-gcs-server, a claims collection in Google's Firestore
  * emulator, a tile topic and a dead-letter topic in Google's Pub/Sub emulator,
  * each with a subscription the test pulls from.
  */

@@ -365,6 +365,8 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     // The wait itself comes after every grant it is waiting for.
     expect(missingBefore(run, wait, [receiver, gcsAgent, agentRole])).toEqual([]);
     expect(missingBefore(run, scene, [receiver, gcsAgent, agentRole, wait, agent])).toEqual([]);
+    // The graph discriminates: the tile function has no Eventarc trigger and is not held back by the wait.
+    expect(missingBefore(run, byRole(run, 'tile'), [receiver, wait])).toEqual(['tessera-trigger-receiver', 'tessera-iam-propagation']);
   });
 
   it('builds every function as a dedicated Cloud Build account that holds its roles before the build starts', () => {

@@ -1,6 +1,7 @@
 import type { Scenario } from './scenario-kit.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { TRANSPORT_SCENARIOS } from './scenarios-transports.js';
 import { VERSION_SCENARIOS } from './scenarios-versions.js';
@@ -14,6 +15,7 @@ export type { Limitation, Scenario } from './scenario-kit.js';
  */
 export const SCENARIOS: readonly Scenario[] = [
   ...CORE_SCENARIOS,
+  ...OBJECT_SCENARIOS,
   ...VERSION_SCENARIOS,
   ...SCENE_SCENARIOS,
   ...TRANSPORT_SCENARIOS,

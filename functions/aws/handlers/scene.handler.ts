@@ -52,7 +52,8 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
         reason,
         bucket: record.s3?.bucket?.name,
         key,
-        event: record.eventName,
+        // Not `event`: that field is the log line's own name, which this would overwrite.
+        eventName: record.eventName,
       });
       return { kind: 'ignored', reason, key };
     };

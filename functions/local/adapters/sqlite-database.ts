@@ -37,9 +37,13 @@ let sqlite: typeof import('node:sqlite') | undefined;
 /** Open (or create) a database file for one adapter: WAL, `synchronous = NORMAL`, a busy timeout. */
 export function openSqlite(file: string, busyTimeoutMs: number): DatabaseSync {
   sqlite ??= loadSqlite();
-  const db = new sqlite.DatabaseSync(file);
+  // The busy timeout must be in force before the first statement: switching a fresh file to WAL
+  // takes a lock, and connections opening at once would otherwise fail at once with SQLITE_BUSY.
+  // (better-sqlite3 opened with a 5 s timeout; node:sqlite's default is none.)
+  const timeout = Math.trunc(busyTimeoutMs);
+  const db = new sqlite.DatabaseSync(file, { timeout });
   // WAL keeps readers off the writers' backs; NORMAL is durable across a process crash (not a power cut), which is what a local run needs.
-  db.exec(`PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${Math.trunc(busyTimeoutMs)}; PRAGMA synchronous = NORMAL;`);
+  db.exec(`PRAGMA busy_timeout = ${timeout}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;`);
   return db;
 }
 

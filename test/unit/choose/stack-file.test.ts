@@ -41,7 +41,7 @@ describe('tessera choose --write-stack > the infra program accepts the stack fil
       timeout: 900,
       lease: 1200,
       memory: 3072,
-      extra: { tileQueueVisibilitySec: 5400, maxReceiveCount: 3 },
+      extra: { tileQueueVisibilitySec: 5400, maxReceiveCount: 5 },
     },
     {
       name: 'Cloud Functions, event trigger',

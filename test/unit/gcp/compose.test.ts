@@ -33,6 +33,15 @@ describe('composeGcp', () => {
     );
   });
 
+  it("opens the stack's own Firestore database named by TESSERA_FIRESTORE_DATABASE, and (default) without it", () => {
+    const named = composeGcp(
+      { ...env('gcf2-event', 540), [ENV.firestoreDatabase]: 'tessera-gcp-europe-west1' },
+      { role: 'tile', owner: 'unit' },
+    );
+    expect(named.clients.firestore.databaseId).toBe('tessera-gcp-europe-west1');
+    expect(composeGcp(env('gcf2-event', 540), { role: 'tile', owner: 'unit' }).clients.firestore.databaseId).toBe('(default)');
+  });
+
   it('refuses an event-driven platform for the HTTP mosaic function', () => {
     expect(() => composeGcp(env('gcf2-event', 540), { role: 'mosaic' })).toThrow(
       /mosaic function, which is HTTP: set TESSERA_PLATFORM=gcf2-http/,
