@@ -28,8 +28,8 @@ export const DEFAULT_CLOCK_SKEW_MARGIN_MS = DEFAULT_CLOCK_SKEW_MARGIN_SEC * 1000
  * - a claimer behind its peers waits `|skew| + marginMs` longer than needed to
  *   take a dead worker's lease over: latency, never a wrong answer.
  *
- * The margin shifts only the takeover comparison (and sets a release that much
- * further into the past): heartbeats and commits are the owner judging its own
+ * The margin shifts only the takeover comparison (and sets a release twice
+ * that much further into the past): heartbeats and commits are the owner judging its own
  * lease on its own clock. A `held` answer reports
  * when this caller may take over (`leaseUntil + marginMs`), so a redelivery
  * timed from it does not come back early.
@@ -43,9 +43,10 @@ export function withClockSkewMargin<S extends ClaimStore>(claims: S, marginMs: n
     return r.kind === 'held' ? { ...r, leaseUntil: r.leaseUntil + marginMs } : r;
   };
   // A release (a heartbeat that sets the lease into the past, so a redelivery can take the job at once) goes
-  // the margin further back, or every claimer would wait the margin out first.
+  // twice the margin further back: a claimer waits the margin out, and one whose clock is up to a margin
+  // behind the releaser's reads the release that much later.
   const heartbeat = (request: HeartbeatRequest): Promise<HeartbeatResult> =>
-    claims.heartbeat(request.leaseUntil < request.now ? { ...request, leaseUntil: request.leaseUntil - marginMs } : request);
+    claims.heartbeat(request.leaseUntil < request.now ? { ...request, leaseUntil: request.leaseUntil - 2 * marginMs } : request);
   // The same store in every other respect (an adapter's own extras, such as the Table sweep, stay callable).
   return new Proxy(claims, {
     get(target, prop) {

@@ -66,6 +66,10 @@ export async function handleTileDelivery(backend: Backend, settings: WorkerSetti
         }
         case 'take-over':
           outcome = await takeOverOwnLease(backend, settings, job, delivery, outcome.by, leaseEndsInMs);
+          // Still held by an earlier attempt (the takeover lost a race with it): never ack that, retry.
+          if (heldByEarlierAttempt(outcome, delivery)) {
+            return { kind: 'retry', error: new Error(`an earlier attempt of delivery ${delivery.deliveryId} still holds the lease`) };
+          }
           break;
         default:
           return assertNever(answer, 'own-lease answer');
@@ -146,7 +150,13 @@ async function takeOverOwnLease(
 ): Promise<TileOutcome> {
   const { claims, clock, telemetry } = backend;
   const now = clock.now();
-  const beat = await claims.heartbeat({ jobId: claimIdOf(job), owner: holder, now, leaseUntil: now + settings.leaseMs });
+  const jobId = claimIdOf(job);
+  let beat = await claims.heartbeat({ jobId, owner: holder, now, leaseUntil: now + settings.leaseMs });
+  if (beat.kind === 'lost' && beat.current?.state === 'CLAIMED' && beat.current.owner === holder) {
+    // Lapsed on this clock, yet the claim still answered `held`: it is inside the claim's clock-skew margin
+    // (shared/app/clock-skew.ts). Same owner, same row: judge the lease at its own end and take it over.
+    beat = await claims.heartbeat({ jobId, owner: holder, now: beat.current.leaseUntil, leaseUntil: now + settings.leaseMs });
+  }
   const fields = {
     deliveryId: delivery.deliveryId,
     receiveCount: delivery.receiveCount,

@@ -119,7 +119,8 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     json,
   );
   // The pending index the mosaic sweep reads instead of listing every scene ever made. Create-only: a repeat finds it.
-  await backend.outputs.putIfAbsent(sceneLifecycleKeys.indexEntry(indexHourOf(backend.clock.now()), scene), new Uint8Array(0), json);
+  // Written after the manifest, so an entry always has one; a crash between the two is redone by the redelivered event.
+  await backend.outputs.putIfAbsent(sceneLifecycleKeys.indexEntry(indexHourOf(backend.clock.now()), scene), new Uint8Array(0));
 
   const direct = request.chunkWindows === undefined || grid.count <= request.chunkWindows || request.only || request.modeFor;
   if (!direct)

@@ -1,4 +1,4 @@
-import { MissingTilesError } from '../domain/errors.js';
+import { InvalidEventError, MissingTilesError } from '../domain/errors.js';
 import { outputKeys } from '../domain/job-key.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import { assembleMosaic, type MosaicResult } from './assemble-mosaic.js';
@@ -241,8 +241,16 @@ async function closeOut(
 async function loadState(outputs: ObjectStore): Promise<{ state: SweepState; version: string | undefined }> {
   const head = await outputs.head(SWEEP_STATE_KEY);
   if (!head) return { state: { v: 1, cursor: null, scenes: {} }, version: undefined };
-  const state = JSON.parse(new TextDecoder().decode(await outputs.get(SWEEP_STATE_KEY))) as SweepState;
-  if (state.v !== 1 || typeof state.scenes !== 'object') throw new Error(`${SWEEP_STATE_KEY} is not a version 1 sweep state`);
+  let state: SweepState;
+  try {
+    state = JSON.parse(new TextDecoder().decode(await outputs.get(SWEEP_STATE_KEY))) as SweepState;
+    if (state.v !== 1 || typeof state.scenes !== 'object' || state.scenes === null) throw new Error('not a version 1 sweep state');
+  } catch (cause) {
+    throw new InvalidEventError(
+      `${SWEEP_STATE_KEY} is unreadable; delete it and the next sweep rebuilds it from the scene manifests (nothing is lost: every mosaic is create-only)`,
+      { cause },
+    );
+  }
   return { state, version: head.version };
 }
 

@@ -79,6 +79,8 @@ export interface ProcessTileOptions {
  * 2. read the window by range reads, band math, encode a COG. The lease is renewed every lease/3
  *    meanwhile (lease-keeper.ts); a failed renewal is logged and retried, never fatal to the tile.
  *    (a repair renews once more before its overwrite and writes only while it owns the claim)
+ *    Every read is pinned to the source version of the key: if the source changed, SourceChanged
+ *    gives the claim back, tombstones the scene and returns `source-changed` (settled once, acked).
  * 3. create-only write of the output. `already-present` with the same bytes is success (a duplicate,
  *    or this attempt's own write whose answer was lost); other bytes at the key (foreign, truncated) are
  *    an alarm: `write-occupied` ERROR, claim given back, never committed (OutputOccupiedError, poison).

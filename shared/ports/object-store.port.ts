@@ -17,6 +17,15 @@ export interface ObjectHead {
  * - `handle`: what the adapter needs to address exactly that version, if it is
  *   not the token itself (an Azure snapshot time or versionId, an S3 versionId
  *   when the key names the ETag). Opaque to the core; never part of a key.
+ *
+ * Per store: S3 reads by `VersionId` where the bucket keeps versions (the old
+ * bytes stay readable after an overwrite, until a lifecycle rule drops them),
+ * else under `If-Match: <etag>`; GCS names the generation; Azure reads a
+ * snapshot taken by `pin` (a metadata update changes a blob's ETag, not its
+ * bytes); local checks the content hash on the descriptor it reads from. A pin
+ * without a handle still works (the version alone: If-Match, generation, hash).
+ * A second `pin` of the same version may give another handle (Azure reuses the
+ * oldest snapshot of that ETag, so a retried fan-out usually gives the same).
  */
 export interface ReadPin {
   readonly version: string;

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
+import { fanOutScene } from '../../shared/app/fan-out.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
@@ -186,6 +187,26 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       await drain(stack.scenes, createSceneHandler(stack.runtime()));
       return stack;
     }
+
+    it('dispatches a fan-out chunk on the tile queue: it enqueues its windows once, and they are written', async () => {
+      const stack = await createTestStack();
+      const key = 'incoming/chunked.tif';
+      const etag = await upload(stack, key);
+      const rt = stack.runtime();
+      const source = { bucket: stack.sourceBucket, key, versionToken: etag };
+      // Two chunk messages of two windows each on the tile queue, as a grid too big for one invocation would get.
+      expect(await fanOutScene(rt.backend, { source, params: TEST_PARAMS, chunkWindows: 2 })).toMatchObject({ enqueued: 0, chunks: 2 });
+      const { responses } = await drain(stack.tiles, createTileHandler(rt));
+      expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
+      expect(rt.backend.telemetry.counters()).toMatchObject({
+        enqueued: GRID.count,
+        written: GRID.count,
+        committed: GRID.count,
+        poison: 0,
+      });
+      const scene = sceneKey(source, TEST_PARAMS);
+      for (const w of windows(GRID)) expect(await rt.backend.outputs.head(outputKeys.tile(scene, w))).toBeDefined();
+    });
 
     it('replays an event without touching the output: ETag and LastModified unchanged', async () => {
       const stack = await stackWithJobs();

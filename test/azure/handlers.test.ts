@@ -7,6 +7,7 @@ import { makeMosaicHandler } from '../../functions/azure/handlers/mosaic.handler
 import { makeSceneHandler, type SceneEventResult } from '../../functions/azure/handlers/scene.handler.js';
 import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js';
 import type { DeliveryVerdict } from '../../shared/app/deliveries.js';
+import { fanOutScene } from '../../shared/app/fan-out.js';
 import { sceneLifecycleKeys } from '../../shared/app/scene-manifest.js';
 import type { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { makeTileJob, toJobMessage } from '../../shared/app/tile-job.js';
@@ -115,7 +116,7 @@ describe('Azure handlers on Azurite', () => {
           [
             `a ${api} event (it commits no bytes, or is not a known commit)`,
             (s: TestStack, key: string, etag: string) => blobCreatedEvent(blobEndpoint(), s.sourceContainer, key, etag, 1, api),
-          ] as const,
+          ] as [string, (s: TestStack, key: string, etag: string) => ReturnType<typeof blobCreatedEvent>],
       ),
       [
         'an event for a blob deleted since',
@@ -277,6 +278,24 @@ describe('Azure handlers on Azurite', () => {
       expect(await rt.backend.outputs.head(outputKeys.mosaic(scene))).toBeDefined();
       expect(counters(rt)).toMatchObject({ claimed: GRID.count, written: GRID.count, committed: GRID.count, 'lease-stolen': 0 });
       expect(logs.filter((l) => l.level === 'error')).toEqual([]);
+    });
+
+    it('dispatches a fan-out chunk on the tile queue: it enqueues its windows once, and they are written', async () => {
+      const stack = await testStack();
+      const { rt } = stack.runtime();
+      const key = `${SOURCE_PREFIX}chunked.tif`;
+      const { etag } = await uploadScene(stack, rt, key);
+      const source = { bucket: stack.sourceContainer, key, versionToken: etag };
+      // Two chunk messages of two windows each, as a grid too big for one invocation would get.
+      expect(await fanOutScene(rt.backend, { source, params: TEST_PARAMS, chunkWindows: 2 })).toMatchObject({ enqueued: 0, chunks: 2 });
+      const run = await runQueueHost(
+        rt.backend.queue,
+        makeTileHandler(() => rt),
+      );
+      expect(run.invocations.map((i) => i.result)).toEqual(Array(2 + GRID.count).fill('succeeded'));
+      expect(counters(rt)).toMatchObject({ enqueued: GRID.count, written: GRID.count, committed: GRID.count, poison: 0 });
+      const scene = sceneKey(source, TEST_PARAMS);
+      expect((await heads(rt, outputKeys.tilePrefix(scene))).length).toBe(GRID.count);
     });
 
     it('replays a whole scene without changing any tile ETag and acks every duplicate at the claim', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSceneHandler } from '../../functions/gcp/handlers/scene.handler.js';
+import { createSceneHandler, sourceOf } from '../../functions/gcp/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/gcp/handlers/tile.handler.js';
+import { fanOutScene } from '../../shared/app/fan-out.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob, type TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
@@ -134,6 +135,23 @@ describe("GCP handlers against fake-gcs-server, Google's Firestore emulator and 
   });
 
   describe('tile handler', () => {
+    it('dispatches a fan-out chunk on the tile topic: it publishes its windows once, and they are written', async () => {
+      const s = await stack();
+      const rt = s.runtime();
+      const event = await s.upload('incoming/chunked.tif', sceneBytes);
+      const source = sourceOf(event);
+      // Two chunk messages of two windows each, as a grid too big for one invocation would get.
+      expect(await fanOutScene(rt.backend, { source, params: TEST_PARAMS, chunkWindows: 2 })).toMatchObject({ enqueued: 0, chunks: 2 });
+      const handler = createTileHandler(rt);
+      const chunks = await s.tileEvents();
+      expect(chunks).toHaveLength(2);
+      for (const e of chunks) expect(await handler(e)).toMatchObject({ kind: 'ack', outcome: { kind: 'chunk-enqueued', enqueued: 2 } });
+      const tiles = await s.tileEvents();
+      expect(tiles).toHaveLength(GRID.count);
+      for (const e of tiles) expect(await handler(e)).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+      expect(rt.backend.telemetry.counters()).toMatchObject({ enqueued: GRID.count, written: GRID.count, poison: 0 });
+    });
+
     it('replays a message without touching the output: generation and update time unchanged', async () => {
       const { s, events } = await stackWithTileEvents();
       const rt = s.runtime();

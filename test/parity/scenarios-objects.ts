@@ -76,7 +76,8 @@ const REPAIRED_CLAIMS = [
 export const OBJECT_SCENARIOS: readonly Scenario[] = [
   {
     id: '16',
-    title: 'a repair write that landed but whose answer was lost is retried and recognised as its own: written, committed, no false version-mismatch',
+    title:
+      'a repair write that landed but whose answer was lost is retried and recognised as its own: written, committed, no false version-mismatch',
     async run(ctx) {
       const { key, good } = await corruptedThenRepair(ctx);
       const lost = { hits: 0 };

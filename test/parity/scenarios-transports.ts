@@ -143,11 +143,11 @@ export const TRANSPORT_SCENARIOS: readonly Scenario[] = [
       },
       outputs: SCALED_TRANSPORTS.flatMap((t) => tiles(t.label, '0_0')).sort(),
       counters: { claimed: 10, 'claim-rejected': 4, 'lease-taken-over': 5, written: 5, committed: 5 },
+      // Taken over before the transport ran out of deliveries (pubsub, sqs-last-receive): committed under the earlier
+      // attempt's owner (w1). Waited out (azure-queue, local) or back after the lease (sqs): claimed by a later delivery.
       claims: [
-        // Waited out: the lapsed lease taken over by a later delivery of the same message.
         committed('azure-queue/0_0', 'azure-queue/0_0#m1@w3'),
         committed('local/0_0', 'local/0_0#m1@w3'),
-        // Taken over before the transport ran out of deliveries: the job ran under the earlier attempt's owner.
         committed('pubsub/0_0', 'pubsub/0_0#m1@w1'),
         committed('sqs-last-receive/0_0', 'sqs-last-receive/0_0#m1@w1'),
         committed('sqs/0_0', 'sqs/0_0#m1@w2'),

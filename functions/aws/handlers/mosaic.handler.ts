@@ -20,12 +20,13 @@ export interface MosaicHandlerOptions {
 
 /**
  * Mosaic assembly. The trigger is a schedule (an EventBridge rule, every 5
- * minutes in infra/) rather than a per-tile event: each run lists the scene
- * manifests fan-out wrote and the mosaics already written, and assembles
- * every scene that has a manifest but no mosaic, oldest first. A scene whose
- * tiles are not all written yet is `pending` (MissingTilesError names them)
- * and is simply tried again next run; one whose tiles went to the DLQ stays
- * pending and is logged each run until an operator backfills it.
+ * minutes in infra/) rather than a per-tile event: each run is the shared
+ * sweep (shared/app/mosaic-sweep.ts). It reads the pending index hours since
+ * its cursor (never every scene and mosaic), tries due scenes fewest attempts
+ * first, at most `maxScenesPerSweep`, backs off a scene that stays pending
+ * (tiles in the DLQ, poison), and closes out a superseded or long-incomplete
+ * scene with a report naming its missing windows, so no number of stuck
+ * scenes can keep a newer scene's mosaic from coming.
  *
  * Why not trigger on tile writes: a notification per tile would list the
  * scene's tiles once per tile (quadratic in the grid), and the last tile's

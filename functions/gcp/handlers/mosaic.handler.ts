@@ -18,13 +18,12 @@ const SCENE_KEY = /^[0-9a-f]{64}$/;
 /**
  * Mosaic assembly, an HTTP function (3,600 s ceiling).
  *
- * - `POST {}` (what the Cloud Scheduler job infra/ creates sends): a sweep.
- *   It lists the scene manifests fan-out wrote and the mosaics already
- *   written, and assembles every scene with a manifest and no mosaic, oldest
- *   first. A scene whose tiles are not all there yet is `pending` and is tried
- *   again on the next run; one whose tiles went to the dead-letter topic stays
- *   pending (logged each run) until an operator backfills it. Answers 200 with
- *   a {@link MosaicSweepResult}.
+ * - `POST {}` (what the Cloud Scheduler job infra/ creates sends): a sweep
+ *   (shared/app/mosaic-sweep.ts). It reads the pending index hours since its
+ *   cursor, tries due scenes fewest attempts first, backs off a scene that
+ *   stays pending (tiles on the dead-letter topic, poison) and closes out a
+ *   superseded or long-incomplete scene with a report naming its missing
+ *   windows. Answers 200 with a {@link MosaicSweepResult}.
  * - `POST {"sceneKey": "<64 hex>"}`: that one scene now. 200 with the result,
  *   409 naming the missing tiles, 400 for a bad key or unreadable manifest,
  *   503 for a failure a retry may fix.

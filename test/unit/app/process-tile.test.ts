@@ -151,14 +151,21 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
 
   it('a repair under the current version replaces the tile; under a stale version it is refused', async () => {
     await processTile(b, settings('w1'), job);
-    const v1 = (await b.outputs.head(job.outputKey))?.version as string;
+    // A bad writer replaced the tile; the operator reads that version and repairs under it.
+    const v0 = (await b.outputs.head(job.outputKey))?.version as string;
+    const bad = await b.outputs.putIfMatch(job.outputKey, new TextEncoder().encode('bad tile'), v0);
+    if (bad.kind !== 'written') throw new Error('setup failed');
+    const v1 = bad.version;
     const repair = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: v1 });
     expect((await processTile(b, settings('w2'), repair)).kind).toBe('written');
     const v2 = (await b.outputs.head(job.outputKey))?.version;
     expect(v2).not.toBe(v1);
     expect((await processTile(b, settings('w3'), repair)).kind).toBe('claim-rejected');
-    const stale = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: `${v1}-old` });
+    // Another writer changes the tile after the operator read it: the repair's precondition fails on other bytes.
+    const other = await b.outputs.putIfMatch(job.outputKey, new TextEncoder().encode('other writer'), v2 as string);
+    if (other.kind !== 'written') throw new Error('setup failed');
+    const stale = makeTileJob(job.sceneKey, source, params, job.grid, job.window, { kind: 'overwrite', expectedVersion: v2 as string });
     expect((await processTile(b, settings('w4'), stale)).kind).toBe('version-mismatch');
-    expect((await b.outputs.head(job.outputKey))?.version).toBe(v2);
+    expect((await b.outputs.head(job.outputKey))?.version).toBe(other.version);
   });
 });
