@@ -99,7 +99,7 @@ export const RUNTIMES: readonly RuntimeRow[] = [
     sourceUrl: AWS_URL,
     readOn: READ_ON,
     unconfirmed: true,
-    note: 'block-create date follows the pattern of nodejs22.x (deprecation + 1 month); the table page was read through excerpts',
+    note: 'deprecation and block-update dates from copies of the AWS table (endoflife.date); the block-create date follows the pattern of nodejs22.x (deprecation + 1 month); GA date from endoflife.date',
   },
   {
     platform: 'aws-lambda',
@@ -113,6 +113,8 @@ export const RUNTIMES: readonly RuntimeRow[] = [
     replacement: 'nodejs24.x',
     sourceUrl: AWS_URL,
     readOn: READ_ON,
+    unconfirmed: true,
+    note: "the AWS table was read through copies of it (endoflife.date, a dated brief quoting it); both give these dates; GA date from endoflife.date",
   },
   {
     platform: 'aws-lambda',
