@@ -114,7 +114,7 @@ export const RUNTIMES: readonly RuntimeRow[] = [
     sourceUrl: AWS_URL,
     readOn: READ_ON,
     unconfirmed: true,
-    note: "the AWS table was read through copies of it (endoflife.date, a dated brief quoting it); both give these dates; GA date from endoflife.date",
+    note: 'the AWS table was read through copies of it (endoflife.date, a dated brief quoting it); both give these dates; GA date from endoflife.date',
   },
   {
     platform: 'aws-lambda',
