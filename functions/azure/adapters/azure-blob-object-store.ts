@@ -107,11 +107,12 @@ export class AzureBlobObjectStore implements ObjectStore {
     const blob = this.blob(key);
     const current = await this.head(key);
     if (current === undefined) throw new ObjectNotFoundError(this.name, key);
-    if (current.version !== version) throw new SourceChangedError(this.name, key, version, current.version);
+    // Event Grid carries the ETag without quotes; the headers put them around it.
+    if (quoted(current.version) !== quoted(version)) throw new SourceChangedError(this.name, key, version, current.version);
     const existing = await this.snapshotOf(key, version);
     if (existing !== undefined) return { version, handle: existing };
     try {
-      const r = await blob.createSnapshot({ conditions: { ifMatch: version } });
+      const r = await blob.createSnapshot({ conditions: { ifMatch: quoted(version) } });
       if (!r.snapshot) throw new AdapterError(`[object-store:${this.name}] snapshot of ${JSON.stringify(key)} returned no snapshot time`);
       return { version, handle: r.snapshot };
     } catch (e) {
@@ -218,7 +219,7 @@ export class AzureBlobObjectStore implements ObjectStore {
   private pinned(key: string, pin: ReadPin): { client: BlockBlobClient; conditions: { ifMatch?: string } } {
     const blob = this.blob(key);
     if (pin.handle) return { client: blob.withSnapshot(pin.handle), conditions: {} };
-    return { client: blob, conditions: { ifMatch: pin.version } };
+    return { client: blob, conditions: { ifMatch: quoted(pin.version) } };
   }
 
   async *list(prefix: string): AsyncIterable<ObjectHead> {
