@@ -59,7 +59,8 @@ function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyState
 /**
  * The inline policy of one function's role.
  *
- * - scene: reads source objects (pinned versions), writes `scenes/` (the scene manifest), sends tile jobs.
+ * - scene: reads source objects (pinned versions), writes `scenes/` (the scene manifest), sends tile jobs,
+ *   and sends a transiently failed S3 record of a multi-record message back to its own trigger queue, alone.
  * - tile: reads source objects (pinned versions), writes `tiles/`, claims and commits in the table, sends
  *   fan-out chunks to the tile queue.
  * - scene and tile: send a poison record to their own trigger queue's DLQ.
@@ -107,6 +108,11 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
         writeUnder(arns.outputBucket, OUTPUT_PREFIXES.scenes, 'WriteSceneManifests'),
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes], 'ListSceneManifests'),
         { Sid: 'EnqueueTileJobs', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
+        // A message of several S3 records is never failed whole for one (shared/app/record-batch.ts): a record
+        // that failed transiently is requeued alone on the scene queue, the one whose mapping invokes this function.
+        ...(arns.triggerQueue === undefined
+          ? []
+          : [{ Sid: 'RequeueFailedRecords', Effect: 'Allow' as const, Action: 'sqs:SendMessage', Resource: arns.triggerQueue }]),
       );
       break;
     case 'tile':

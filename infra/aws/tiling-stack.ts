@@ -31,6 +31,8 @@ export interface AwsTilingStackArgs {
 interface QueuePair {
   readonly queue: sqs.Queue;
   readonly deadLetter: sqs.Queue;
+  /** The redrive policy's maxReceiveCount: the function this queue triggers is told it (TESSERA_MAX_DELIVERIES). */
+  readonly maxReceiveCount: number;
 }
 
 /** The functions an SQS queue triggers; the mosaic sweep runs on a schedule instead. */
@@ -177,6 +179,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                 tileQueue: queues.tile.queue.url,
                 // The DLQ of the queue that triggers this function (where its handler settles poison).
                 deadLetterQueue: (trigger ?? queues.tile).deadLetter.url,
+                // Its own trigger queue's count, which its redelivery schedule plans against (the sweep has none).
+                ...(trigger ? { maxDeliveries: trigger.maxReceiveCount } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -364,7 +368,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       },
       parent,
     );
-    return { queue, deadLetter };
+    return { queue, deadLetter, maxReceiveCount };
   }
 
   private notifyQueue(

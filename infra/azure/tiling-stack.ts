@@ -63,8 +63,8 @@ export function hostTimeSpan(seconds: number): string {
  * holds its roles before the app exists, so the host can read its package
  * and host storage at first start: Blob Data Owner on the host storage
  * account only, Blob Data Contributor on the sources and outputs containers,
- * Queue Data Contributor on its queues, Table Data Contributor on the claims
- * table.
+ * Queue Data Contributor on its trigger queues, Queue Data Message Sender on
+ * their poison queues, Table Data Contributor on the claims table.
  *
  * Event Grid delivers to queues rather than straight to the functions: a queue
  * needs no function to exist when the subscription is created (an Azure
@@ -184,15 +184,22 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         role: 'storageTableDataContributor',
         scope: pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${CLAIMS_TABLE}`,
       },
-      // Its trigger queues, and their poison queues: the handlers settle poison there at once, and the tile
-      // queue also carries the fan-out chunks the tile function adds.
-      ...AZURE_QUEUE_TRIGGERED.flatMap((role) =>
-        [AZURE_QUEUES[role], azurePoisonQueue(AZURE_QUEUES[role])].map((queueName) => ({
-          id: `queue-${queueName}`,
+      // Its trigger queues (the host receives and deletes; the tile queue also carries the fan-out chunks the
+      // tile function adds), and their poison queues, where the handlers settle poison at once and the host
+      // moves a message after maxDequeueCount: add only. Both send before they create (the queue exists here),
+      // and nothing in the app reads a poison queue.
+      ...AZURE_QUEUE_TRIGGERED.flatMap((role) => [
+        {
+          id: `queue-${AZURE_QUEUES[role]}`,
           role: 'storageQueueDataContributor' as const,
-          scope: pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${queueName}`,
-        })),
-      ),
+          scope: pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${AZURE_QUEUES[role]}`,
+        },
+        {
+          id: `queue-${azurePoisonQueue(AZURE_QUEUES[role])}`,
+          role: 'storageQueueDataMessageSender' as const,
+          scope: pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${azurePoisonQueue(AZURE_QUEUES[role])}`,
+        },
+      ]),
     ];
     const assignments = grants.map(
       (g) =>

@@ -44,6 +44,13 @@ export interface RuntimeResources {
   readonly gcpProject?: pulumi.Input<string>;
   /** GCP: the Firestore database id; omitted for `(default)`. */
   readonly firestoreDatabase?: pulumi.Input<string>;
+  /**
+   * Deliveries before the queue or subscription that triggers this function dead-letters a message
+   * (SQS maxReceiveCount, Pub/Sub maxDeliveryAttempts): the handler's redelivery schedule
+   * (shared/app/redelivery.ts) reads it. Omitted where the trigger has no such count (a schedule,
+   * Eventarc) or the runtime reads the host's own setting (Azure maxDequeueCount).
+   */
+  readonly maxDeliveries?: number;
 }
 
 /**
@@ -85,5 +92,6 @@ export function functionEnvironment(
   if (resources.azureStorageAccount !== undefined) env[ENV.azureStorageAccount] = resources.azureStorageAccount;
   if (resources.gcpProject !== undefined) env[ENV.gcpProject] = resources.gcpProject;
   if (resources.firestoreDatabase !== undefined) env[ENV.firestoreDatabase] = resources.firestoreDatabase;
+  if (resources.maxDeliveries !== undefined) env[ENV.maxDeliveries] = String(resources.maxDeliveries);
   return env;
 }

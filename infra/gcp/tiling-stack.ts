@@ -293,9 +293,11 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         parent,
       );
     }
-    // scene publishes tile jobs; tile routes poison to the dead-letter topic.
+    // scene publishes tile jobs; scene and tile settle poison in the dead-letter topic at once (shared/app/poison.ts).
     const topicGrants = [
       { id: 'scene-publish', topic: this.tileTopic, who: 'scene' },
+      // A scene event no retry can cure is published there and acknowledged, not retried by Eventarc for a day.
+      { id: 'scene-dead-letter', topic: this.deadLetterTopic, who: 'scene' },
       // A long fan-out continues in chunk messages on the tile topic, handled by the tile function.
       { id: 'tile-fan-out', topic: this.tileTopic, who: 'tile' },
       { id: 'tile-dead-letter', topic: this.deadLetterTopic, who: 'tile' },
@@ -366,6 +368,9 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     // Scene is Eventarc-triggered (event-driven), mosaic is HTTP (Cloud Scheduler), the tile worker follows tessera:gcpTileTrigger.
     const platforms: Record<FunctionRole, Platform> = { scene: 'gcf2-event', tile: cfg.platform, mosaic: 'gcf2-http' };
     const triggers: Record<FunctionRole, storage.Bucket | undefined> = { scene: this.sourceBucket, tile: undefined, mosaic: undefined };
+    // The tile subscription's dead-letter count, told to the tile function (its redelivery schedule plans against it).
+    // Scene (Eventarc, retried for 24 h, no count) and mosaic (Cloud Scheduler) have none.
+    const maxDeliveryAttempts = cfg.maxReceiveCount;
     const functions = {} as Record<FunctionRole, cloudfunctionsv2.Function>;
     const invokers = {} as Record<FunctionRole, cloudrunv2.ServiceIamMember>;
     for (const role of FUNCTION_ROLES) {
@@ -402,6 +407,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
                 deadLetterQueue: this.deadLetterTopic.name,
                 gcpProject: project,
                 ...(adoptDefault ? {} : { firestoreDatabase: databaseName }),
+                ...(role === 'tile' ? { maxDeliveries: maxDeliveryAttempts } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -450,7 +456,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         ackDeadlineSeconds: cfg.ackDeadlineSec,
         messageRetentionDuration: RETENTION,
         retryPolicy: RETRY_BACKOFF,
-        deadLetterPolicy: { deadLetterTopic: this.deadLetterTopic.id, maxDeliveryAttempts: cfg.maxReceiveCount },
+        deadLetterPolicy: { deadLetterTopic: this.deadLetterTopic.id, maxDeliveryAttempts },
         expirationPolicy: { ttl: '' },
         pushConfig: {
           // The functions-framework turns a raw push to /projects/<p>/topics/<t> into a messagePublished CloudEvent.

@@ -49,6 +49,14 @@ describe('AzureBlobObjectStore on the wire', () => {
     expect(text(await store.getRange(key, 0, 5, pin))).toBe('scene');
   });
 
+  it('pin takes the ETag as Event Grid carries it (no quotes)', async () => {
+    const key = `${freshPrefix()}event.tif`;
+    await store.putIfAbsent(key, bytes('event-bytes'));
+    const version = (await store.head(key))?.version as string;
+    const pin = await store.pin(key, version.replaceAll('"', ''));
+    expect(text(await store.getRange(key, 0, 5, pin))).toBe('event');
+  });
+
   it('a second pin of the same version reuses its snapshot (a retried fan-out pins the same bytes, one snapshot)', async () => {
     const key = `${freshPrefix()}twice.tif`;
     await store.putIfAbsent(key, bytes('twice'));

@@ -34,7 +34,10 @@ function holdLock(file: string, ms: number): Promise<{ done: Promise<void> }> {
 
 describe('the local SQLite layer (node:sqlite)', () => {
   it('opens a database another process has locked by waiting for it, for the claim store and the queue', async () => {
-    for (const open of [(f: string) => new SqliteClaimStore(f), (f: string) => new SqliteJobQueue(f, { clock: { now: () => 0 } })]) {
+    for (const open of [
+      (f: string) => new SqliteClaimStore(f),
+      (f: string) => new SqliteJobQueue(f, { clock: { now: () => 0, every: () => () => {} } }),
+    ]) {
       const file = join(mkdtempSync(join(tmpdir(), 'tessera-sqlite-')), 'db.sqlite');
       const holder = await holdLock(file, 400);
       const started = performance.now();

@@ -280,16 +280,38 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
-  it('lets scene and tile settle poison in their own DLQ, and the tile function send fan-out chunks to the tile queue', () => {
+  it('lets scene and tile settle poison in their own DLQ, scene requeue a failed record on its own queue, and tile send fan-out chunks', () => {
     const sends = (role: string) =>
       statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy)
         .filter((s) => list(s.Action).includes('sqs:SendMessage'))
         .flatMap((s) => list(s.Resource))
         .sort();
     const arn = (suffix: string) => run.one('aws:sqs/queue:Queue', suffix).state.arn as string;
-    expect(sends('scene')).toEqual([arn('-scene-dlq'), arn('-tile')].sort());
+    // The scene handler sends a transiently failed record of a multi-record message back to the queue its mapping
+    // reads (functions/aws/handlers/scene.handler.ts, requeue), so that queue is the one granted.
+    const sceneMapping = run.one('aws:lambda/eventSourceMapping:EventSourceMapping', '-scene');
+    expect(sceneMapping.inputs.eventSourceArn).toBe(arn('-scene'));
+    expect(sends('scene')).toEqual([arn('-scene'), arn('-scene-dlq'), arn('-tile')].sort());
     expect(sends('tile')).toEqual([arn('-tile'), arn('-tile-dlq')].sort());
     expect(sends('mosaic')).toEqual([]);
+  });
+
+  it("tells each queue-triggered function its own queue's maxReceiveCount (TESSERA_MAX_DELIVERIES), and the sweep none", async () => {
+    // A count other than the default, so a value the handlers would assume when unset cannot pass for it.
+    const set = await runStack(STACK, { ...BASE, 'tessera:maxReceiveCount': '7' });
+    const mappings = set.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
+    expect(mappings).toHaveLength(2);
+    for (const m of mappings) {
+      const queue = byState(set, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
+      const fn = byState(set, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
+      const count = (JSON.parse(String(queue.inputs.redrivePolicy)) as { maxReceiveCount: number }).maxReceiveCount;
+      expect(count, queue.name).toBe(7);
+      const env = envOf((fn.inputs.environment as { variables: unknown }).variables);
+      expect(env[ENV.maxDeliveries], fn.name).toBe(String(count));
+      expect(parseRuntimeConfig(env).maxDeliveries, fn.name).toBe(count);
+    }
+    const mosaic = envOf((set.one('aws:lambda/function:Function', '-mosaic').inputs.environment as { variables: unknown }).variables);
+    expect(mosaic[ENV.maxDeliveries]).toBeUndefined();
   });
 
   it('creates every function and event source mapping after the role policy it runs with', () => {

@@ -106,6 +106,8 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     const s = settings(run);
     const maxDequeue = Number(s.AzureFunctionsJobHost__extensions__queues__maxDequeueCount);
     expect(maxDequeue).toBe(5);
+    // The Azure compose reads the host's own setting (above), never TESSERA_MAX_DELIVERIES: one count, set once.
+    expect(s[ENV.maxDeliveries]).toBeUndefined();
     const pause = seconds(s.AzureFunctionsJobHost__extensions__queues__visibilityTimeout as string);
     const leaseLeft = Number(s[ENV.leaseSeconds]) - seconds(s.AzureFunctionsJobHost__functionTimeout as string);
     // The first redelivery comes when the dead attempt timed out; the remaining pauses must outlast the lease left.
@@ -139,11 +141,15 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     const container = (c: string) => `${dataId}/blobServices/default/containers/${c}`;
     expect(scopesOf(AZURE_ROLES.storageBlobDataOwner)).toEqual([host(run).state.id]);
     expect(scopesOf(AZURE_ROLES.storageBlobDataContributor)).toEqual([container(CONTAINERS.outputs), container(CONTAINERS.sources)]);
-    // The trigger queues and their poison queues (handlers settle poison there; the tile function adds fan-out chunks).
-    const queueScopes = Object.values(AZURE_QUEUES)
-      .flatMap((q) => [q, azurePoisonQueue(q)])
-      .map((q) => `${dataId}/queueServices/default/queues/${q}`);
-    expect(scopesOf(AZURE_ROLES.storageQueueDataContributor)).toEqual([host(run).state.id, ...queueScopes].sort());
+    // The trigger queues (the host receives and deletes; the tile function adds fan-out chunks) ...
+    const queueScope = (q: string) => `${dataId}/queueServices/default/queues/${q}`;
+    const triggerScopes = Object.values(AZURE_QUEUES).map(queueScope);
+    expect(scopesOf(AZURE_ROLES.storageQueueDataContributor)).toEqual([host(run).state.id, ...triggerScopes].sort());
+    // ... and add-only on each poison queue, one assignment per queue: the handlers settle poison there at once.
+    expect(AZURE_QUEUES.scene).toBe('tessera-scenes');
+    expect(scopesOf(AZURE_ROLES.storageQueueDataMessageSender)).toEqual(
+      [queueScope('tessera-scenes-poison'), queueScope(azurePoisonQueue(AZURE_QUEUES.tile))].sort(),
+    );
     expect(scopesOf(AZURE_ROLES.storageTableDataContributor)).toEqual(
       [host(run).state.id, `${dataId}/tableServices/default/tables/tesseraclaims`].sort(),
     );

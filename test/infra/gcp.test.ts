@@ -388,6 +388,42 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     }
   });
 
+  it('lets scene and tile (and the Pub/Sub agent) publish poison to the dead-letter topic, granted on that topic only', () => {
+    const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
+    const agent = run.ofType('gcp:projects/serviceIdentity:ServiceIdentity').find((a) => a.name.endsWith('-pubsub-agent'));
+    const publishers = run
+      .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
+      .filter((m) => m.inputs.topic === deadLetter.state.name && m.inputs.role === 'roles/pubsub.publisher')
+      .map((m) => m.inputs.member);
+    // The scene handler publishes a scene event no retry can cure there (functions/gcp/handlers/scene.handler.ts).
+    expect(publishers.sort()).toEqual([byName(run, '-scene').state.member, byName(run, '-tile').state.member, agent?.state.member].sort());
+    // The scene account publishes to two topics and holds no Pub/Sub role on the project.
+    const scene = byName(run, '-scene').state.member;
+    const sceneTopics = run
+      .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
+      .filter((m) => m.inputs.member === scene)
+      .map((m) => m.inputs.topic);
+    expect(sceneTopics.sort()).toEqual([deadLetter.state.name, run.one('gcp:pubsub/topic:Topic', '-tiles').state.name].sort());
+    expect(run.ofType('gcp:projects/iAMMember:IAMMember').filter((m) => m.inputs.member === scene)).toEqual([]);
+    // And it is told which topic that is.
+    expect(envOf(serviceConfig(byRole(run, 'scene')).environmentVariables)[ENV.deadLetterQueue]).toBe(deadLetter.state.name);
+  });
+
+  it("tells the tile function its subscription's maxDeliveryAttempts (TESSERA_MAX_DELIVERIES), and scene and mosaic none", async () => {
+    // A count other than Pub/Sub's minimum, which the tile handler assumes when unset.
+    const set = await runStack(STACK, { ...BASE, 'tessera:maxReceiveCount': '8' });
+    const sub = set.one('gcp:pubsub/subscription:Subscription', '-tiles');
+    const attempts = (sub.inputs.deadLetterPolicy as { maxDeliveryAttempts: number }).maxDeliveryAttempts;
+    expect(attempts).toBe(8);
+    const tile = envOf(serviceConfig(byRole(set, 'tile')).environmentVariables);
+    expect(tile[ENV.maxDeliveries]).toBe(String(attempts));
+    expect(parseRuntimeConfig(tile).maxDeliveries).toBe(attempts);
+    // Scene runs from Eventarc (retried for a day, no count), mosaic from Cloud Scheduler.
+    for (const role of ['scene', 'mosaic'] as const) {
+      expect(envOf(serviceConfig(byRole(set, role)).environmentVariables)[ENV.maxDeliveries], role).toBeUndefined();
+    }
+  });
+
   it('lets the tile function publish fan-out chunks to the tile topic, and only the tile function and scene publish there', () => {
     const topic = run.one('gcp:pubsub/topic:Topic', '-tiles');
     const publishers = run
