@@ -120,15 +120,6 @@ export function parseTileJob(body: string): TileJob {
     throw new InvalidEventError(`tile job message is not JSON: ${JSON.stringify(body.slice(0, 80))}`, { cause });
   }
   if (!isRecord(raw) || raw.v !== 1) throw new InvalidEventError('tile job message is not a version 1 tile job object');
-  // First: a message of another build is refused as such, whatever else it lacks (older messages have no grid either).
-  const code = codeVersion();
-  if (raw.code !== code) {
-    throw new CodeVersionMismatchError(
-      `tile job ${String(raw.jobKey).slice(0, 16)}...`,
-      typeof raw.code === 'string' ? raw.code : undefined,
-      code,
-    );
-  }
   const { source, params, grid, window, mode, pin } = raw;
   if (!isRecord(source) || typeof source.bucket !== 'string' || typeof source.key !== 'string' || typeof source.versionToken !== 'string') {
     throw new InvalidEventError('tile job message has no valid source {bucket, key, versionToken}');
@@ -146,6 +137,16 @@ export function parseTileJob(body: string): TileJob {
     window.height === 0
   ) {
     throw new InvalidEventError('tile job message has no valid window {row, col, x, y, width, height}');
+  }
+  // A tile job of another build (it has a source, params and a window) is refused as such before the fields
+  // only this build's messages carry (older messages have no grid): the operator learns the real reason.
+  const code = codeVersion();
+  if (raw.code !== code) {
+    throw new CodeVersionMismatchError(
+      `tile job ${String(raw.jobKey).slice(0, 16)}...`,
+      typeof raw.code === 'string' ? raw.code : undefined,
+      code,
+    );
   }
   if (!isRecord(grid) || !isNat(grid.width) || !isNat(grid.height)) {
     throw new InvalidEventError('tile job message has no valid grid {width, height} (the raster size its window is cut from)');
