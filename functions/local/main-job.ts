@@ -34,6 +34,8 @@ export interface MainJobOptions {
   readonly seed: number;
   readonly fresh: boolean;
   readonly params?: ProcessingParams | undefined;
+  /** Measure the tile phase for `tessera choose` (seconds and peak memory per tile). */
+  readonly profile?: boolean | undefined;
   readonly progress: Progress;
   readonly log: (line: string) => void;
 }
@@ -56,6 +58,22 @@ export interface MainJobSummary {
   readonly outputDir: string;
   readonly elapsedMs: number;
   readonly ok: boolean;
+  /** With `profile`: what one tile job took on this machine. */
+  readonly profile?: TileProfile;
+}
+
+/**
+ * One tile job's cost in time and memory, from a local run: the tile phase's
+ * wall time shared over the tiles each worker rendered, and the process's
+ * peak resident memory (as Lambda's "Max Memory Used" counts the runtime too).
+ * A mean over the run, on this machine's CPU: the clouds' vCPUs differ.
+ */
+export interface TileProfile {
+  readonly workers: number;
+  readonly tiles: number;
+  readonly tilePhaseMs: number;
+  readonly secondsPerTile: number;
+  readonly peakMemoryMb: number;
 }
 
 /** Where the last run's scene is remembered, so replay, backfill and reconcile need no arguments. */
@@ -120,6 +138,7 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     }
 
     options.progress.phase('tiles');
+    const tilesStarted = performance.now();
     const total = fan.grid.count + duplicates;
     let settled = 0;
     await runWorkerPool(backend, {
@@ -129,6 +148,7 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       moreExpected: () => !zombieDone,
     });
     await zombie;
+    const tilePhaseMs = performance.now() - tilesStarted;
 
     options.progress.phase('mosaic');
     const counters = telemetry.counters();
@@ -162,10 +182,23 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       outputDir: join(backend.outputs.root, 'objects'),
       elapsedMs: Math.round(performance.now() - started),
       ok: manifestCount === fan.grid.count,
+      ...(options.profile ? { profile: tileProfile(tilePhaseMs, options.workers, counters.written) } : {}),
     };
   } finally {
     backend.close();
   }
+}
+
+function tileProfile(tilePhaseMs: number, workers: number, tiles: number): TileProfile {
+  return {
+    workers,
+    tiles,
+    tilePhaseMs: Math.round(tilePhaseMs),
+    // Each worker renders tiles one after another: its share of the phase over its share of the tiles.
+    secondsPerTile: tiles > 0 ? (tilePhaseMs / 1000) * (workers / tiles) : 0,
+    // maxRSS is in KiB.
+    peakMemoryMb: Math.ceil(process.resourceUsage().maxRSS / 1024),
+  };
 }
 
 /**

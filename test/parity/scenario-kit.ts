@@ -5,7 +5,7 @@ import { windows } from '../../shared/domain/tile-grid.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import { type BackendName, PARITY_SOURCE_BUCKET } from './backends.js';
 import { PARITY_GRID, PARITY_PARAMS, type ScenarioContext } from './harness.js';
-import type { ClaimFact, Json, OutcomeRecord } from './outcome.js';
+import type { ClaimFact, OutcomeRecord } from './outcome.js';
 
 /**
  * A place where an emulator is known to differ from its cloud, declared so the
@@ -101,22 +101,21 @@ export const KEY_CASES = [
 ] as const;
 
 /**
- * Scene keys for scenario 13 use one logical version token: each backend's
- * own token (ETag, generation, Blob ETag, inode) differs by design, and the
- * scenario is about what the key does to the job key, not the version.
+ * What a source name's keys must be on every backend, derived by the domain
+ * functions alone from the key material: the logical bucket, the decoded
+ * name, and the backend's own version token (ETag, versionId, generation,
+ * content hash: they differ by design, and every read is pinned to it, so
+ * the record compares how each key was derived, never the raw hashes).
  */
-export const LOGICAL_VERSION = '"parity-version-1"';
-
-/** The keys a source name must give on every backend: derived by the domain functions alone. */
-export function expectedKeys(name: string, params: ProcessingParams): Json {
-  const scene = sceneKey({ bucket: PARITY_SOURCE_BUCKET, key: name, versionToken: LOGICAL_VERSION }, params);
-  const jobKeys = [...windows(PARITY_GRID)].map((w) => tileJobKey(scene, w)).sort();
+export function derivedKeys(
+  name: string,
+  versionToken: string,
+  params: ProcessingParams,
+): { scene: string; jobs: string[]; outputs: string[] } {
+  const scene = sceneKey({ bucket: PARITY_SOURCE_BUCKET, key: name, versionToken }, params);
   return {
-    eventKeyDecodes: true,
-    sourceStoredAs: name,
-    sceneKey: scene,
-    jobKeysFromQueue: jobKeys,
-    jobKeysFromBody: jobKeys,
-    outputKeys: [outputKeys.sceneManifest(scene), ...[...windows(PARITY_GRID)].map((w) => outputKeys.tile(scene, w))].sort(),
+    scene,
+    jobs: [...windows(PARITY_GRID)].map((w) => tileJobKey(scene, w)).sort(),
+    outputs: [outputKeys.sceneManifest(scene), ...[...windows(PARITY_GRID)].map((w) => outputKeys.tile(scene, w))].sort(),
   };
 }

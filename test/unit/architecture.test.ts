@@ -68,6 +68,18 @@ describe('architecture', () => {
     expect(bad).toEqual([]);
   });
 
+  it('placement (catalog, prices, chooser) is its own context: the tile pipeline never imports it, and it imports no use case, port or raster code', () => {
+    const pipeline = shared.filter((f) => !f.startsWith('shared/placement/'));
+    const intoPlacement = pipeline.flatMap(importsOf).filter((i) => i.target?.startsWith('shared/placement/'));
+    expect(intoPlacement).toEqual([]);
+    const placement = shared.filter((f) => f.startsWith('shared/placement/'));
+    expect(placement).toContain('shared/placement/choose-provider.ts');
+    const outOfPlacement = placement
+      .flatMap(importsOf)
+      .filter((i) => i.target !== undefined && !i.target.startsWith('shared/placement/') && !i.target.startsWith('shared/domain/'));
+    expect(outOfPlacement).toEqual([]);
+  });
+
   it('no cloud adapter imports another cloud or the local backend', () => {
     const bad = functions.flatMap(importsOf).filter((i) => {
       const from = i.file.split('/')[1];

@@ -1,16 +1,7 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import {
-  type Choice,
-  type ChooseResult,
-  chooseProvider,
-  type DataLocation,
-  DEFAULT_COST_WEIGHT,
-  describeRequest,
-  renderStackFile,
-  stackFileName,
-} from '../../../shared/app/choose-provider.js';
+import { parse as parseYaml } from 'yaml';
 import { TesseraError } from '../../../shared/domain/errors.js';
 import {
   ALL_REGIONS,
@@ -23,7 +14,27 @@ import {
   parseDuration,
   parseMemory,
   type Region,
-} from '../../../shared/domain/provider-catalog/index.js';
+} from '../../../shared/placement/catalog/index.js';
+import {
+  type Choice,
+  type ChooseResult,
+  chooseProvider,
+  type DataLocation,
+  DEFAULT_COST_WEIGHT,
+  describeRequest,
+  renderStackFile,
+  stackFileName,
+} from '../../../shared/placement/choose-provider.js';
+import type { CostLine } from '../../../shared/placement/cost-model.js';
+import {
+  DTYPE_BYTES,
+  type Dtype,
+  parseBytes,
+  parseLocation,
+  type SceneGrid,
+  type Workload,
+  type WorkloadInput,
+} from '../../../shared/placement/workload.js';
 
 /** What a command may touch: output streams and the directory stack files go to. */
 export interface ChooseIo {
@@ -37,11 +48,15 @@ const DEFAULT_LIMIT = 10;
 export const chooseHelp = `tessera choose: rank provider + region + plan for a tile job, and write its stack file
 
 Usage: tessera choose <region-code> --runtime <duration> --memory <size> [options]
+       tessera choose --data CLOUD:REGION --runtime <duration> --memory <size> [workload] [options]
        tessera choose --lat <deg> --lon <deg> --runtime <duration> --memory <size> [options]
+       tessera choose --workload <file.yaml|file.json> [options]
 
 Where the data is (one of):
   <region-code>, --region <code>  a provider region: eu-west-1, europe-west1, westeurope
-  --lat <deg> --lon <deg>         decimal degrees, e.g. --lat 52.37 --lon 4.90
+  --data CLOUD:REGION             the same with its cloud: aws:eu-west-1, gcp:europe-west1, azure:westeurope
+  --data CLOUD:LAT,LON            a point whose store is on CLOUD (its nearest region is priced)
+  --lat <deg> --lon <deg>         decimal degrees, e.g. --lat 52.37 --lon 4.90 (transfer from it not priced)
 
 The job:
   --runtime <duration>    expected runtime of one tile job: 720 (seconds), 90s, 12m, 1h30m
@@ -50,9 +65,22 @@ The job:
                           On GCP it picks the function type (event: 9 min ceiling, http: 60 min);
                           on Azure an HTTP execution must answer within 230 s.
 
+The workload (priced at list prices, USD; default: the \`tessera run\` demo scene once a month):
+  --scenes-per-month <n>  scenes processed a month (default 1)
+  --scene-size <size>     bytes of one scene: 10GB, 512MB (1 GB = 2^30 bytes); or the grid:
+  --width <px> --height <px> --bands <n> --dtype <${Object.keys(DTYPE_BYTES).join('|')}>
+  --tiles <n>             tiles per scene; or --tile-px <px> with the grid (default 256 px)
+  --duplicate-rate <0..1> share of tile jobs delivered twice (default 0.01)
+  --retention <days>      how long tiles and mosaic are kept (default 30)
+  --outputs CLOUD:REGION  where the outputs must live (priced: their transfer and storage there)
+  --free-tier             apply the clouds' monthly free tiers (off: they are per account and shared)
+  --workload <file>       YAML or JSON with the same fields (scenes-per-month: 1000, scene-size: 10GB,
+                          runtime: 20s, memory: 2GB, data: aws:eu-west-1, ...); flags override it
+
 Ranking and output:
   --clouds <list>         clouds to consider, comma-separated (default aws,gcp,azure)
-  --cost-weight <0..1>    weight of cost against distance (default ${DEFAULT_COST_WEIGHT}; 0 = nearest first)
+  --cost-weight <0..1>    weight of cost against distance (default ${DEFAULT_COST_WEIGHT}; 0 = nearest first,
+                          1 = cheapest first; the data's own region always comes first)
   --limit <n>             rows to print (default ${DEFAULT_LIMIT}; 0 = all; --json prints all unless given)
   --json                  machine-readable output
   --list-regions          print the region catalog and exit
@@ -79,6 +107,7 @@ interface Options {
   readonly trigger: 'event' | 'http';
   readonly costWeight: number | undefined;
   readonly clouds: readonly Cloud[] | undefined;
+  readonly workload: WorkloadInput;
   readonly limit: number | undefined;
   readonly json: boolean;
   readonly writeStack: boolean;
@@ -92,11 +121,25 @@ const OPTIONS = {
   region: { type: 'string' },
   lat: { type: 'string' },
   lon: { type: 'string' },
+  data: { type: 'string' },
   runtime: { type: 'string' },
   memory: { type: 'string' },
   trigger: { type: 'string' },
   clouds: { type: 'string' },
   'cost-weight': { type: 'string' },
+  'scenes-per-month': { type: 'string' },
+  'scene-size': { type: 'string' },
+  width: { type: 'string' },
+  height: { type: 'string' },
+  bands: { type: 'string' },
+  dtype: { type: 'string' },
+  tiles: { type: 'string' },
+  'tile-px': { type: 'string' },
+  'duplicate-rate': { type: 'string' },
+  retention: { type: 'string' },
+  outputs: { type: 'string' },
+  'free-tier': { type: 'boolean' },
+  workload: { type: 'string' },
   limit: { type: 'string' },
   json: { type: 'boolean' },
   'list-regions': { type: 'boolean' },
@@ -132,10 +175,64 @@ function parseClouds(raw: string): Cloud[] {
   return names as Cloud[];
 }
 
-function parseOptions(
-  values: { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'string' ? string : boolean },
-  positionals: string[],
-): Options {
+type Values = { [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'string' ? string : boolean };
+
+/** `--data aws:eu-west-1` or `--data aws:53.35,-6.26`. */
+function parseData(raw: string): DataLocation {
+  const point = /^\s*([a-z]+)\s*:\s*([-+]?\d+(?:\.\d+)?)\s*,\s*([-+]?\d+(?:\.\d+)?)\s*$/i.exec(raw);
+  if (point) {
+    const { cloud } = parseLocation(`${point[1]}:x`, '--data');
+    return { kind: 'coordinates', lat: Number(point[2]), lon: Number(point[3]), cloud };
+  }
+  const { cloud, region } = parseLocation(raw, '--data');
+  return { kind: 'region', code: region, cloud };
+}
+
+function optionalWhole(values: Values, flag: 'scenes-per-month' | 'width' | 'height' | 'bands' | 'tiles' | 'tile-px'): number | undefined {
+  const raw = values[flag];
+  return raw === undefined ? undefined : wholeNumber(flag, raw, 1);
+}
+
+/** `30`, `30d`, `90 days`. */
+function parseRetention(raw: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(d|days?)?\s*$/i.exec(raw);
+  if (!m) throw new ChooseUsageError(`--retention takes days (30, 30d, 90 days), got ${JSON.stringify(raw)}`);
+  return Number(m[1]);
+}
+
+function workloadOf(values: Values): WorkloadInput {
+  const gridFlags = (['width', 'height', 'bands', 'dtype'] as const).filter((f) => values[f] !== undefined);
+  let grid: SceneGrid | undefined;
+  if (gridFlags.length > 0) {
+    if (gridFlags.length < 4) {
+      throw new ChooseUsageError(
+        `the grid needs --width, --height, --bands and --dtype together; got only ${gridFlags.map((f) => `--${f}`).join(', ')}`,
+      );
+    }
+    const dtype = (values.dtype ?? '').toLowerCase();
+    if (!Object.hasOwn(DTYPE_BYTES, dtype))
+      throw new ChooseUsageError(`--dtype must be one of ${Object.keys(DTYPE_BYTES).join(', ')}, got ${JSON.stringify(values.dtype)}`);
+    grid = {
+      width: optionalWhole(values, 'width') as number,
+      height: optionalWhole(values, 'height') as number,
+      bands: optionalWhole(values, 'bands') as number,
+      dtype: dtype as Dtype,
+    };
+  }
+  return {
+    scenesPerMonth: optionalWhole(values, 'scenes-per-month'),
+    sceneBytes: values['scene-size'] === undefined ? undefined : parseBytes(values['scene-size']),
+    grid,
+    tiles: optionalWhole(values, 'tiles'),
+    tilePx: optionalWhole(values, 'tile-px'),
+    duplicateRate: values['duplicate-rate'] === undefined ? undefined : strictNumber('duplicate-rate', values['duplicate-rate']),
+    retentionDays: values.retention === undefined ? undefined : parseRetention(values.retention),
+    outputs: values.outputs === undefined ? undefined : parseLocation(values.outputs, '--outputs'),
+    freeTier: values['free-tier'] ?? false,
+  };
+}
+
+function parseOptions(values: Values, positionals: string[]): Options {
   if (positionals.length > 1)
     throw new ChooseUsageError(`one region code at most, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`);
   const code = values.region ?? positionals[0];
@@ -144,11 +241,17 @@ function parseOptions(
   const hasCoords = values.lat !== undefined || values.lon !== undefined;
   let data: DataLocation;
   if (code !== undefined && hasCoords) throw new ChooseUsageError('give either a region code or --lat/--lon, not both');
-  if (code !== undefined) data = { kind: 'region', code };
+  if (values.data !== undefined && (code !== undefined || hasCoords))
+    throw new ChooseUsageError('give the data either with --data or as a region code or --lat/--lon, not both');
+  if (values.data !== undefined) data = parseData(values.data);
+  else if (code !== undefined) data = { kind: 'region', code };
   else if (values.lat !== undefined && values.lon !== undefined)
     data = { kind: 'coordinates', lat: strictNumber('lat', values.lat), lon: strictNumber('lon', values.lon) };
   else if (hasCoords) throw new ChooseUsageError('--lat and --lon go together');
-  else throw new ChooseUsageError('say where the data is: a region code (eu-west-1, europe-west1, westeurope) or --lat/--lon');
+  else
+    throw new ChooseUsageError(
+      'say where the data is: --data aws:eu-west-1, a region code (eu-west-1, europe-west1, westeurope) or --lat/--lon',
+    );
   if (values.runtime === undefined) throw new ChooseUsageError('--runtime is required (e.g. --runtime 12m)');
   if (values.memory === undefined) throw new ChooseUsageError('--memory is required (e.g. --memory 3GB)');
   const trigger = values.trigger ?? 'event';
@@ -164,6 +267,7 @@ function parseOptions(
     trigger,
     costWeight: values['cost-weight'] === undefined ? undefined : strictNumber('cost-weight', values['cost-weight']),
     clouds: values.clouds === undefined ? undefined : parseClouds(values.clouds),
+    workload: workloadOf(values),
     limit: values.limit === undefined ? undefined : wholeNumber('limit', values.limit, 0),
     json: values.json ?? false,
     writeStack: values['write-stack'] ?? false,
@@ -172,6 +276,84 @@ function parseOptions(
     outDir: values['out-dir'],
     force: values.force ?? false,
   };
+}
+
+/** Fields a workload file may set: the job, the data and the workload, not how the output is printed. */
+const FILE_KEYS = [
+  'region',
+  'lat',
+  'lon',
+  'data',
+  'runtime',
+  'memory',
+  'trigger',
+  'clouds',
+  'cost-weight',
+  'scenes-per-month',
+  'scene-size',
+  'width',
+  'height',
+  'bands',
+  'dtype',
+  'tiles',
+  'tile-px',
+  'duplicate-rate',
+  'retention',
+  'outputs',
+  'free-tier',
+] as const;
+const LOCATION_KEYS = ['region', 'lat', 'lon', 'data'] as const;
+
+/**
+ * Read a workload file (YAML, or JSON for `.json`) into flag values. Keys are
+ * the flags' names, in kebab-case or camelCase (`scenes-per-month` or
+ * `scenesPerMonth`); the grid may be a `grid:` map; `scene-bytes` is a bare
+ * byte count for `scene-size`.
+ */
+async function loadWorkloadFile(path: string, cwd: string): Promise<Values> {
+  const full = isAbsolute(path) ? path : resolve(cwd, path);
+  const json = full.toLowerCase().endsWith('.json');
+  let text: string;
+  try {
+    text = await readFile(full, 'utf8');
+  } catch (error) {
+    throw new ChooseUsageError(
+      `--workload ${full} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); check the path`,
+    );
+  }
+  let raw: unknown;
+  try {
+    raw = json ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new ChooseUsageError(
+      `--workload ${full} is not valid ${json ? 'JSON' : 'YAML'}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ChooseUsageError(`--workload ${full} must hold a map of fields (scenes-per-month: 1000, scene-size: 10GB, ...)`);
+  }
+  const entries = Object.entries(raw as Record<string, unknown>).flatMap(([key, value]) =>
+    key === 'grid' && typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? Object.entries(value)
+      : [[key, value] as const],
+  );
+  const out: Record<string, string | boolean> = {};
+  for (const [key, value] of entries) {
+    const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace(/_/g, '-');
+    const flag = kebab === 'scene-bytes' ? 'scene-size' : kebab;
+    if (!(FILE_KEYS as readonly string[]).includes(flag)) {
+      throw new ChooseUsageError(`--workload ${full}: unknown field ${JSON.stringify(key)}; the fields are ${FILE_KEYS.join(', ')}`);
+    }
+    if (flag === 'free-tier') {
+      if (typeof value !== 'boolean') throw new ChooseUsageError(`--workload ${full}: ${key} must be true or false`);
+      out[flag] = value;
+    } else if (typeof value === 'string' || typeof value === 'number') {
+      out[flag] = String(value);
+    } else {
+      throw new ChooseUsageError(`--workload ${full}: ${key} must be a string or a number, got ${JSON.stringify(value)}`);
+    }
+  }
+  return out as Values;
 }
 
 /** Options whose value may be a negative number. */
@@ -213,6 +395,75 @@ function header(result: ChooseResult): string {
   return `Choosing for: ${describeRequest(result.request)}${where}; cost weight ${result.request.costWeight}.`;
 }
 
+/** `$1,234`, `$12.34`, `$0.123`, `$0.0012`; `<$0.0001` for crumbs. Figures rest on list prices: no more digits than they carry. */
+export function formatUsd(x: number): string {
+  if (x === 0) return '$0';
+  if (x < 0.0001) return '<$0.0001';
+  if (x >= 100) return `$${Math.round(x).toLocaleString('en-US')}`;
+  if (x >= 1) return `$${x.toFixed(2)}`;
+  if (x >= 0.01) return `$${x.toFixed(3)}`;
+  return `$${x.toFixed(4)}`;
+}
+
+/** A unit price: `$0.023`, or per million units when a unit costs under a tenth of a cent (`$13.33 per 1M`). */
+function formatUnitPrice(x: number): string {
+  return x >= 0.001 || x === 0 ? `$${Number(x.toPrecision(4))}` : `$${Number((x * 1e6).toPrecision(4))} per 1M`;
+}
+
+function largestLine(lines: readonly CostLine[]): CostLine | undefined {
+  return lines.reduce<CostLine | undefined>((best, l) => (best === undefined || l.cost > best.cost ? l : best), undefined);
+}
+
+function share(part: number, whole: number): string {
+  return whole > 0 ? `${Math.round((100 * part) / whole)} %` : '-';
+}
+
+function formatBytes(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let i = 0;
+  while (value >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i++;
+  }
+  return `${Number.isInteger(value) ? value : value.toFixed(1)} ${units[i]}`;
+}
+
+/** One line saying what was priced. */
+function describeWorkload(w: Workload): string {
+  const grid = w.grid ? ` (${w.grid.width} x ${w.grid.height} px, ${w.grid.bands} ${w.grid.dtype} bands)` : '';
+  const outputs = w.outputs ? `; outputs to ${w.outputs.cloud}:${w.outputs.region}` : '';
+  return (
+    `Priced for ${w.scenesPerMonth.toLocaleString('en-US')} scene${w.scenesPerMonth === 1 ? '' : 's'} a month of ${formatBytes(w.sceneBytes)}${grid}, ` +
+    `${w.tiles.toLocaleString('en-US')} tiles each, ${Math.round(w.duplicateRate * 1000) / 10} % duplicates, outputs kept ${w.retentionDays} days${outputs}; ` +
+    `list prices in USD${w.freeTier ? ', free tiers applied' : ', no free tier'}.`
+  );
+}
+
+function renderBreakdown(c: Choice): string[] {
+  const total = c.cost.costPerMonth;
+  return [
+    '',
+    `Cost of #${c.rank} (${c.plan} in ${c.region.code}), a month:`,
+    table(
+      ['item', 'quantity', 'unit', 'unit price', 'cost', 'share'],
+      c.cost.lines.map((l) => [
+        `${l.item}${l.unconfirmed ? ' *' : ''}`,
+        Number(l.quantity.toPrecision(6)).toLocaleString('en-US'),
+        l.unit,
+        formatUnitPrice(l.unitPrice),
+        formatUsd(l.cost),
+        share(l.cost, total),
+      ]),
+    )
+      .split('\n')
+      .map((line) => `  ${line}`)
+      .join('\n'),
+    `  total ${formatUsd(total)} a month, ${formatUsd(c.cost.costPerScene)} a scene${c.cost.lines.some((l) => l.unconfirmed) ? '; * unconfirmed price (shared/placement/prices/)' : ''}`,
+    ...c.cost.notes.map((n) => `  note: ${n}`),
+  ];
+}
+
 function renderText(result: ChooseResult, limit: number): string {
   const shown = limit === 0 ? result.choices : result.choices.slice(0, limit);
   const out: string[] = [header(result), ''];
@@ -221,7 +472,22 @@ function renderText(result: ChooseResult, limit: number): string {
   } else {
     out.push(
       table(
-        ['#', 'cloud', 'region', 'location', 'plan', 'distance', 'timeout', 'lease', 'queue vis.', 'memory', 'notes'],
+        [
+          '#',
+          'cloud',
+          'region',
+          'location',
+          'plan',
+          'distance',
+          'timeout',
+          'lease',
+          'queue vis.',
+          'memory',
+          '$/scene',
+          '$/month',
+          'largest line',
+          'notes',
+        ],
         shown.map((c) => [
           String(c.rank),
           c.cloud,
@@ -233,12 +499,18 @@ function renderText(result: ChooseResult, limit: number): string {
           `${c.lease.leaseSec} s`,
           c.lease.visibilityTimeoutSec === undefined ? '-' : `${c.lease.visibilityTimeoutSec} s`,
           formatMemory(c.memoryMb),
+          formatUsd(c.cost.costPerScene),
+          formatUsd(c.cost.costPerMonth),
+          ((l) => (l ? `${l.item} (${share(l.cost, c.cost.costPerMonth)})` : '-'))(largestLine(c.cost.lines)),
           [c.sameRegion ? 'same region' : '', c.warnings.length > 0 ? `${c.warnings.length} to check` : ''].filter(Boolean).join(', '),
         ]),
       ),
     );
     if (shown.length < result.choices.length)
       out.push(`(${shown.length} of ${result.choices.length} feasible choices; --limit 0 shows all)`);
+    out.push(describeWorkload(result.request.workload));
+    const top = shown[0];
+    if (top) out.push(...renderBreakdown(top));
     // The same warning on many rows is printed once, with every row it applies to.
     const ranksByWarning = new Map<string, number[]>();
     for (const c of shown) for (const w of c.warnings) ranksByWarning.set(w, [...(ranksByWarning.get(w) ?? []), c.rank]);
@@ -249,43 +521,53 @@ function renderText(result: ChooseResult, limit: number): string {
   return `${out.join('\n')}\n`;
 }
 
+/** Costs in USD to a millionth of a dollar: list prices carry no more. */
+function money(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
+}
+
 function choiceJson(c: Choice) {
   return {
-    rank: c.rank,
     cloud: c.cloud,
-    region: { code: c.region.code, name: c.region.name, lat: c.region.lat, lon: c.region.lon },
-    platform: c.platform,
+    region: c.region.code,
     plan: c.plan,
-    sameRegion: c.sameRegion,
-    distanceKm: Math.round(c.distanceKm * 10) / 10,
-    functionTimeoutSec: c.lease.functionTimeoutSec,
-    leaseSec: c.lease.leaseSec,
-    visibilityTimeoutSec: c.lease.visibilityTimeoutSec ?? null,
-    memoryMb: c.memoryMb,
-    score: Math.round(c.score * 1e6) / 1e6,
-    warnings: c.warnings,
-    stack: { file: stackFileName(c), ...c.settings },
+    feasible: true,
+    costPerScene: money(c.cost.costPerScene),
+    costPerMonth: money(c.cost.costPerMonth),
+    lines: c.cost.lines.map((l) => ({ item: l.item, quantity: l.quantity, unit: l.unit, unitPrice: l.unitPrice, cost: money(l.cost) })),
+    notes: [...c.warnings, ...c.cost.notes, ...c.cost.lines.filter((l) => l.unconfirmed).map((l) => `unconfirmed price: ${l.item}`)],
   };
 }
 
-function renderJson(result: ChooseResult, limit: number | undefined, stackFile: string | undefined): string {
+/** The workload as priced, with the job and the data's place. */
+function workloadJson(result: ChooseResult) {
+  const req = result.request;
+  const w = req.workload;
   const loc = result.location;
+  const site = loc.site.kind === 'known' ? `${loc.site.region.cloud}:${loc.site.region.code}` : null;
+  return {
+    scenesPerMonth: w.scenesPerMonth,
+    sceneBytes: w.sceneBytes,
+    grid: w.grid ?? null,
+    tiles: w.tiles,
+    runtimeSec: req.runtimeSec,
+    memoryMb: req.memoryMb,
+    trigger: req.trigger,
+    duplicateRate: w.duplicateRate,
+    retentionDays: w.retentionDays,
+    freeTier: w.freeTier,
+    data: loc.kind === 'region' ? site : { lat: loc.point.lat, lon: loc.point.lon, pricedAs: site },
+    outputs: result.outputs === undefined ? null : `${result.outputs.cloud}:${result.outputs.code}`,
+    rangesPerTile: w.rangesPerTile,
+    outputBytesPerScene: w.outputBytesPerScene,
+    costWeight: req.costWeight,
+    currency: 'USD',
+  };
+}
+
+function renderJson(result: ChooseResult, limit: number | undefined): string {
   const choices = limit === undefined || limit === 0 ? result.choices : result.choices.slice(0, limit);
-  return `${JSON.stringify(
-    {
-      request: result.request,
-      location:
-        loc.kind === 'region'
-          ? { kind: 'region', cloud: loc.region.cloud, code: loc.region.code, name: loc.region.name, ...loc.point }
-          : { kind: 'coordinates', ...loc.point },
-      choices: choices.map(choiceJson),
-      feasibleCount: result.choices.length,
-      rejections: result.rejections,
-      ...(stackFile === undefined ? {} : { stackFile }),
-    },
-    null,
-    2,
-  )}\n`;
+  return `${JSON.stringify({ workload: workloadJson(result), choices: choices.map(choiceJson), ruledOut: result.rejections }, null, 2)}\n`;
 }
 
 const OFFER_KEYS_BY_CLOUD: Readonly<Record<Cloud, readonly OfferKey[]>> = {
@@ -301,7 +583,7 @@ function renderRegions(regions: readonly Region[], json: boolean): string {
     const listed = OFFER_KEYS_BY_CLOUD[r.cloud].map((k) => `${OFFER_LABELS[k].replace(/^Azure (Functions )?/, '')}: ${offers[k]}`);
     return [r.cloud, r.code, r.name, `${r.lat}, ${r.lon}`, listed.join('; ')];
   });
-  return `${table(['cloud', 'code', 'location', 'lat, lon', 'offers'], rows)}\n\nSources and dates: shared/domain/provider-catalog/regions.ts (CATALOG_SOURCES).\n`;
+  return `${table(['cloud', 'code', 'location', 'lat, lon', 'offers'], rows)}\n\nSources and dates: shared/placement/catalog/regions.ts (CATALOG_SOURCES).\n`;
 }
 
 /** Write the stack file create-only (or over an existing one with --force). */
@@ -366,7 +648,15 @@ export async function chooseCommand(argv: string[], io: ChooseIo): Promise<numbe
   let opts: Options;
   let result: ChooseResult;
   try {
-    opts = parseOptions(values, positionals);
+    let merged: Values = values;
+    if (values.workload !== undefined) {
+      const file: Record<string, unknown> = { ...(await loadWorkloadFile(values.workload, io.cwd)) };
+      // A place given on the command line replaces the file's, whichever form each uses.
+      const placeOnCommandLine = positionals.length > 0 || LOCATION_KEYS.some((k) => values[k] !== undefined);
+      if (placeOnCommandLine) for (const k of LOCATION_KEYS) delete file[k];
+      merged = { ...(file as Values), ...values };
+    }
+    opts = parseOptions(merged, positionals);
     result = chooseProvider({
       data: opts.data,
       runtimeSec: opts.runtimeSec,
@@ -374,6 +664,7 @@ export async function chooseCommand(argv: string[], io: ChooseIo): Promise<numbe
       trigger: opts.trigger,
       costWeight: opts.costWeight,
       clouds: opts.clouds,
+      workload: opts.workload,
     });
   } catch (error) {
     if (error instanceof ChooseUsageError) {
@@ -386,12 +677,10 @@ export async function chooseCommand(argv: string[], io: ChooseIo): Promise<numbe
     }
     throw error;
   }
-  let stackPath: string | undefined;
   if (opts.writeStack && result.choices.length > 0) {
     try {
       const written = await writeStack(result, opts, io);
       if (!written.ok) return written.exitCode;
-      stackPath = written.path;
     } catch (error) {
       if (error instanceof TesseraError) {
         io.stderr(`tessera choose: ${error.message}\n`);
@@ -400,6 +689,6 @@ export async function chooseCommand(argv: string[], io: ChooseIo): Promise<numbe
       throw error;
     }
   }
-  io.stdout(opts.json ? renderJson(result, opts.limit, stackPath) : renderText(result, opts.limit ?? DEFAULT_LIMIT));
+  io.stdout(opts.json ? renderJson(result, opts.limit) : renderText(result, opts.limit ?? DEFAULT_LIMIT));
   return result.choices.length > 0 ? 0 : 1;
 }

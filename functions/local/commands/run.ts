@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { CliIo } from '../cli.js';
-import { type MainJobSummary, runMainJob } from '../main-job.js';
+import { type MainJobSummary, runMainJob, type TileProfile } from '../main-job.js';
 import { terminalProgress } from '../progress.js';
 import { DEFAULT_DIR, intOption, numberOption } from './options.js';
 
@@ -23,6 +23,9 @@ Options:
   --dir PATH          backend directory (default .tessera)
   --fresh             forget the previous run first: claims, queue, outputs (npm start does this;
                       generated scenes under sources/ are kept)
+  --profile           measure one tile job: print its seconds and peak memory, and the \`tessera choose\`
+                      flags they give (defaults to 1 worker, no duplicates and no stalled worker, so the
+                      tiles run one at a time; the memory is the process's peak, runtime included)
   --json              print the summary as one JSON object on the last line
   --verbose           print the structured logs (JSON lines) on stderr
 
@@ -44,8 +47,11 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       fresh: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
+      profile: { type: 'boolean', default: false },
     },
   });
+  // Profiling measures tiles one at a time: no parallel workers sharing the CPU, no injected hazards.
+  const profile = values.profile;
   const size = intOption('size', values.size, 5120, 16, 65_536);
   const summary = await runMainJob({
     dir: resolve(io.cwd, values.dir),
@@ -53,16 +59,28 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     width: size,
     height: size,
     tilePx: intOption('tile', values.tile, 256, 16, 8192),
-    workers: intOption('workers', values.workers, 4, 1, 64),
-    duplicateRate: numberOption('duplicates', values.duplicates, 0.1, 0, 1),
-    injectSteal: !values['no-steal'],
+    workers: intOption('workers', values.workers, profile ? 1 : 4, 1, 64),
+    duplicateRate: numberOption('duplicates', values.duplicates, profile ? 0 : 0.1, 0, 1),
+    injectSteal: !values['no-steal'] && !profile,
+    profile,
     seed: intOption('seed', values.seed, 42, 0, 2 ** 31),
     fresh: values.fresh,
     progress: terminalProgress(process.stderr),
     log: values.verbose ? (line) => io.stderr(`${line}\n`) : () => {},
   });
-  io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary));
+  io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary) + formatProfile(summary.profile));
   return summary.ok ? 0 : 1;
+}
+
+/** The profile, and the `tessera choose` flags it gives (whole seconds and MB, rounded up). */
+export function formatProfile(p: TileProfile | undefined): string {
+  if (p === undefined) return '';
+  const runtime = Math.max(1, Math.ceil(p.secondsPerTile));
+  return (
+    `\nprofile: ${p.secondsPerTile.toFixed(2)} s per tile (${p.tiles} tiles, ${p.workers} worker${p.workers === 1 ? '' : 's'}, ` +
+    `tile phase ${(p.tilePhaseMs / 1000).toFixed(1)} s), peak memory ${p.peakMemoryMb} MB\n` +
+    `for tessera choose: --runtime ${runtime}s --memory ${p.peakMemoryMb}MB (measured on this machine; a cloud vCPU may be slower)\n`
+  );
 }
 
 export function formatSummary(s: MainJobSummary): string {

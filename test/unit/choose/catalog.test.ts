@@ -16,7 +16,7 @@ import {
   platformsOf,
   UnknownRegionError,
   validateLatLon,
-} from '../../../shared/domain/provider-catalog/index.js';
+} from '../../../shared/placement/catalog/index.js';
 
 describe('region catalog', () => {
   it.each([

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ChooseRequest, chooseProvider, DEFAULT_COST_WEIGHT } from '../../../shared/app/choose-provider.js';
+import { type ChooseRequest, chooseProvider, DEFAULT_COST_WEIGHT } from '../../../shared/placement/choose-provider.js';
 import { CEILINGS, resolveLease } from '../../../shared/domain/ceilings.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import {
@@ -8,7 +8,7 @@ import {
   InvalidCoordinatesError,
   type Region,
   UnknownRegionError,
-} from '../../../shared/domain/provider-catalog/index.js';
+} from '../../../shared/placement/catalog/index.js';
 
 const MIN = 60;
 const GB = 1024;

@@ -8,7 +8,7 @@ import {
   InvalidMemoryError,
   parseDuration,
   parseMemory,
-} from '../../../shared/domain/provider-catalog/index.js';
+} from '../../../shared/placement/catalog/index.js';
 
 describe('parseDuration', () => {
   it.each([

@@ -1,4 +1,4 @@
-import { CEILINGS, type Platform, type PlatformCeiling } from '../ceilings.js';
+import { CEILINGS, type Platform, type PlatformCeiling } from '../../domain/ceilings.js';
 
 /** The clouds `tessera choose` can place a stack on. */
 export type Cloud = 'aws' | 'gcp' | 'azure';

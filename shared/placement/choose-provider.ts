@@ -1,6 +1,7 @@
 import { type LeaseConfig, resolveLease } from '../domain/ceilings.js';
 import { assertNever } from '../domain/claim.js';
 import { InvalidParamsError } from '../domain/errors.js';
+import { DEFAULT_PARAMS } from '../domain/runtime-config.js';
 import {
   ALL_REGIONS,
   CLOUDS,
@@ -16,14 +17,14 @@ import {
   type Offer,
   type OfferKey,
   offerOf,
-  PLATFORM_SPECS,
   type PlatformSpec,
   platformsOf,
   type Region,
   type Trigger,
   validateLatLon,
-} from '../domain/provider-catalog/index.js';
-import { DEFAULT_PARAMS } from '../domain/runtime-config.js';
+} from './catalog/index.js';
+import { type ChoiceCost, type DataSite, priceChoice } from './cost-model.js';
+import { normalizeWorkload, type PricedLocation, type Workload, type WorkloadInput } from './workload.js';
 
 /**
  * `tessera choose`: given where the data is and what the job needs, rank the
@@ -34,10 +35,14 @@ import { DEFAULT_PARAMS } from '../domain/runtime-config.js';
  * the clock or the disk.
  */
 
-/** Where the source data sits: a provider region code, or a point. */
+/**
+ * Where the source data sits: a provider region code, or a point. `cloud`
+ * says whose store holds it: implied by a region code (and checked against
+ * it), needed with coordinates for the transfer from the data to be priced.
+ */
 export type DataLocation =
-  | { readonly kind: 'region'; readonly code: string }
-  | { readonly kind: 'coordinates'; readonly lat: number; readonly lon: number };
+  | { readonly kind: 'region'; readonly code: string; readonly cloud?: Cloud | undefined }
+  | { readonly kind: 'coordinates'; readonly lat: number; readonly lon: number; readonly cloud?: Cloud | undefined };
 
 export interface ChooseRequest {
   readonly data: DataLocation;
@@ -51,12 +56,15 @@ export interface ChooseRequest {
   readonly costWeight?: number | undefined;
   /** Clouds to consider; default all. */
   readonly clouds?: readonly Cloud[] | undefined;
+  /** What is priced: scenes a month, their size and tiles, duplicates, retention; default the demo scene once a month. */
+  readonly workload?: WorkloadInput | undefined;
 }
 
 /**
- * Default weight of cost against distance. At 0.2 Premium's always-on cost
- * weighs like ~2,500 km: a Flex Consumption region next door beats Premium in
- * the data's own region, while Premium still beats a Flex region an ocean away.
+ * Default weight of cost against distance in the score (see {@link score}).
+ * At 0.2 a choice costing twice the cheapest (cost term 0.5) weighs like
+ * 0.5 x 0.2 / 0.8 x 20,015 km = ~2,500 km: a region next door that costs
+ * double loses to one across a continent at the cheapest price.
  */
 export const DEFAULT_COST_WEIGHT = 0.2;
 
@@ -77,11 +85,16 @@ export interface NormalizedRequest {
   readonly trigger: Trigger;
   readonly costWeight: number;
   readonly clouds: readonly Cloud[];
+  readonly workload: Workload;
 }
 
+/**
+ * The data's place: `site` is what pricing reads (the region whose store
+ * holds the data; for coordinates with a cloud, that cloud's nearest region).
+ */
 export type ResolvedLocation =
-  | { readonly kind: 'region'; readonly region: Region; readonly point: LatLon }
-  | { readonly kind: 'coordinates'; readonly point: LatLon };
+  | { readonly kind: 'region'; readonly region: Region; readonly point: LatLon; readonly site: DataSite }
+  | { readonly kind: 'coordinates'; readonly point: LatLon; readonly site: DataSite };
 
 /** Stack settings that differ by platform (stack-config contract: tessera:azurePlan, tessera:gcpTileTrigger). */
 export type PlatformStackSettings =
@@ -106,6 +119,8 @@ export interface Choice {
   readonly memoryMb: number;
   /** Lower is better: distance and cost blended by the cost weight. */
   readonly score: number;
+  /** The month's cost, line by line, at list prices (shared/placement/cost-model.ts). */
+  readonly cost: ChoiceCost;
   /** Things to check before deploying (unconfirmed availability, a tight timeout, idle cost). */
   readonly warnings: readonly string[];
   readonly settings: PlatformStackSettings;
@@ -123,6 +138,8 @@ export interface Rejection {
 export interface ChooseResult {
   readonly request: NormalizedRequest;
   readonly location: ResolvedLocation;
+  /** Where the outputs must live, when the workload says. */
+  readonly outputs: Region | undefined;
   readonly choices: readonly Choice[];
   readonly rejections: readonly Rejection[];
 }
@@ -140,6 +157,8 @@ function validateRequest(req: ChooseRequest): NormalizedRequest {
   const unknown = clouds.filter((c) => !CLOUDS.includes(c));
   if (unknown.length > 0) problems.push(`unknown cloud ${unknown.map((c) => JSON.stringify(c)).join(', ')}; use ${CLOUDS.join(', ')}`);
   if (clouds.length === 0) problems.push(`no cloud to choose from; name at least one of ${CLOUDS.join(', ')}`);
+  if (req.data.cloud !== undefined && !CLOUDS.includes(req.data.cloud))
+    problems.push(`unknown data cloud ${JSON.stringify(req.data.cloud)}; use ${CLOUDS.join(', ')}`);
   if (problems.length > 0) throw new InvalidParamsError(problems.join('; '));
   return {
     data: req.data,
@@ -148,13 +167,40 @@ function validateRequest(req: ChooseRequest): NormalizedRequest {
     trigger: req.trigger,
     costWeight,
     clouds: [...new Set(clouds)],
+    workload: normalizeWorkload(req.workload),
   };
 }
 
+function nearestOf(cloud: Cloud, point: LatLon, regions: readonly Region[]): Region | undefined {
+  return regions
+    .filter((r) => r.cloud === cloud)
+    .reduce<Region | undefined>(
+      (best, r) => (best === undefined || haversineKm(point, r) < haversineKm(point, best) ? r : best),
+      undefined,
+    );
+}
+
+/** A `CLOUD:REGION` the catalog knows, on that cloud. */
+function resolvePriced(location: PricedLocation, flag: string, regions: readonly Region[]): Region {
+  const region = findRegion(location.region, regions);
+  if (region.cloud !== location.cloud) {
+    throw new InvalidParamsError(
+      `${flag} ${location.cloud}:${location.region}: ${region.code} is a ${region.cloud} region; write ${region.cloud}:${region.code}`,
+    );
+  }
+  return region;
+}
+
 function resolveLocation(data: DataLocation, regions: readonly Region[]): ResolvedLocation {
-  if (data.kind === 'coordinates') return { kind: 'coordinates', point: validateLatLon(data.lat, data.lon) };
-  const region = findRegion(data.code, regions);
-  return { kind: 'region', region, point: { lat: region.lat, lon: region.lon } };
+  if (data.kind === 'coordinates') {
+    const point = validateLatLon(data.lat, data.lon);
+    // The data's store is taken to be its cloud's region nearest the point.
+    const nearest = data.cloud === undefined ? undefined : nearestOf(data.cloud, point, regions);
+    return { kind: 'coordinates', point, site: nearest ? { kind: 'known', region: nearest } : { kind: 'unknown', point } };
+  }
+  const region =
+    data.cloud === undefined ? findRegion(data.code, regions) : resolvePriced({ cloud: data.cloud, region: data.code }, '--data', regions);
+  return { kind: 'region', region, point: { lat: region.lat, lon: region.lon }, site: { kind: 'known', region } };
 }
 
 function joinOr(items: readonly string[]): string {
@@ -244,23 +290,33 @@ function stackSettings(spec: PlatformSpec): PlatformStackSettings {
   }
 }
 
-const MAX_COST_INDEX = Math.max(...Object.values(PLATFORM_SPECS).map((s) => s.costIndex));
-
-function score(distanceKm: number, spec: PlatformSpec, costWeight: number): number {
+/**
+ * The ranking score, lower is better:
+ * `(1 - w) * distance / 20,015 km + w * (1 - cheapest / cost)`.
+ * The cost term is the share of this choice's monthly cost above the
+ * cheapest feasible choice's: 0 for the cheapest, 0.5 at twice its cost,
+ * towards 1 for far dearer ones. It is scale-free, so the same weight means
+ * the same for a one-scene trial and a thousand scenes a month.
+ */
+function score(distanceKm: number, costPerMonth: number, cheapest: number, costWeight: number): number {
   const distance = Math.min(1, distanceKm / MAX_DISTANCE_KM);
-  const cost = MAX_COST_INDEX > 1 ? (spec.costIndex - 1) / (MAX_COST_INDEX - 1) : 0;
+  const cost = costPerMonth <= 0 ? 0 : 1 - Math.max(0, cheapest) / costPerMonth;
   return (1 - costWeight) * distance + costWeight * cost;
 }
 
-interface Draft extends Omit<Choice, 'rank'> {
-  readonly costIndex: number;
-}
+type Draft = Omit<Choice, 'rank'>;
 
 function missingOffers(region: Region, keys: readonly OfferKey[], value: Offer): OfferKey[] {
   return keys.filter((k) => offerOf(region, k) === value);
 }
 
-function regionDraft(spec: PlatformSpec, region: Region, req: NormalizedRequest, location: ResolvedLocation): Draft {
+function regionDraft(
+  spec: PlatformSpec,
+  region: Region,
+  req: NormalizedRequest,
+  location: ResolvedLocation,
+  outputs: Region | undefined,
+): Draft {
   const lease = resolveLease({
     platform: spec.platform,
     functionTimeoutSec: stackTimeout(spec, req.runtimeSec),
@@ -282,6 +338,18 @@ function regionDraft(spec: PlatformSpec, region: Region, req: NormalizedRequest,
     );
   }
   if (spec.costIndex > 1.5) warnings.push(`${spec.plan} keeps an instance warm: billed while idle`);
+  const memoryMb = stackMemory(spec, req.memoryMb);
+  const cost = priceChoice({
+    workload: req.workload,
+    runtimeSec: req.runtimeSec,
+    peakMemoryMb: req.memoryMb,
+    cloud: spec.cloud,
+    region,
+    platform: spec.platform,
+    memoryMb,
+    data: location.site,
+    outputs,
+  });
   return {
     cloud: spec.cloud,
     region,
@@ -290,11 +358,12 @@ function regionDraft(spec: PlatformSpec, region: Region, req: NormalizedRequest,
     sameRegion: location.kind === 'region' && location.region.cloud === region.cloud && location.region.code === region.code,
     distanceKm,
     lease,
-    memoryMb: stackMemory(spec, req.memoryMb),
-    score: score(distanceKm, spec, req.costWeight),
+    memoryMb,
+    // Set once every draft is priced: the cost term compares with the cheapest.
+    score: 0,
+    cost,
     warnings,
     settings: stackSettings(spec),
-    costIndex: spec.costIndex,
   };
 }
 
@@ -330,7 +399,7 @@ function compareDrafts(a: Draft, b: Draft): number {
     Number(b.sameRegion) - Number(a.sameRegion) ||
     a.score - b.score ||
     a.distanceKm - b.distanceKm ||
-    a.costIndex - b.costIndex ||
+    a.cost.costPerMonth - b.cost.costPerMonth ||
     a.cloud.localeCompare(b.cloud) ||
     a.region.code.localeCompare(b.region.code) ||
     a.platform.localeCompare(b.platform)
@@ -351,6 +420,7 @@ function compareDrafts(a: Draft, b: Draft): number {
 export function chooseProvider(request: ChooseRequest, regions: readonly Region[] = ALL_REGIONS): ChooseResult {
   const req = validateRequest(request);
   const location = resolveLocation(req.data, regions);
+  const outputs = req.workload.outputs === undefined ? undefined : resolvePriced(req.workload.outputs, '--outputs', regions);
   const rejections: Rejection[] = [];
   const drafts: Draft[] = [];
   const viable: PlatformSpec[] = [];
@@ -368,7 +438,8 @@ export function chooseProvider(request: ChooseRequest, regions: readonly Region[
   for (const spec of viable) {
     for (const region of regions) {
       if (region.cloud !== spec.cloud) continue;
-      if (missingOffers(region, [spec.compute, spec.claimStore], 'no').length === 0) drafts.push(regionDraft(spec, region, req, location));
+      if (missingOffers(region, [spec.compute, spec.claimStore], 'no').length === 0)
+        drafts.push(regionDraft(spec, region, req, location, outputs));
     }
   }
   for (const region of regionsOfInterest(location, regions, req.clouds)) {
@@ -377,8 +448,10 @@ export function chooseProvider(request: ChooseRequest, regions: readonly Region[
       if (absent.length > 0) rejections.push(regionRejection(spec, region, absent, drafts));
     }
   }
-  const choices = drafts.sort(compareDrafts).map(({ costIndex: _, ...d }, i) => ({ ...d, rank: i + 1 }));
-  return { request: req, location, choices, rejections };
+  const cheapest = Math.min(...drafts.map((d) => d.cost.costPerMonth));
+  const scored = drafts.map((d) => ({ ...d, score: score(d.distanceKm, d.cost.costPerMonth, cheapest, req.costWeight) }));
+  const choices = scored.sort(compareDrafts).map((d, i) => ({ ...d, rank: i + 1 }));
+  return { request: req, location, outputs, choices, rejections };
 }
 
 // ---------------------------------------------------------------------------

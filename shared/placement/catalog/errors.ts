@@ -1,4 +1,4 @@
-import { InvalidParamsError } from '../errors.js';
+import { InvalidParamsError } from '../../domain/errors.js';
 
 /**
  * Input errors of `tessera choose`. They share the INVALID_PARAMS code of
