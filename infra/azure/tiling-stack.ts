@@ -32,6 +32,8 @@ export { AZURE_ROLES } from './roles.js';
 
 /** Containers of the data account. */
 export const CONTAINERS = { sources: 'sources', outputs: 'outputs', deadLetters: 'deadletters' } as const;
+/** Days a replaced source version, or a fan-out's pinning snapshot, is kept (AWS and GCP keep noncurrent versions as long). */
+export const SOURCE_VERSION_RETENTION_DAYS = 30;
 /** The host storage account's container holding the app package (Consumption: by URL; Flex: the deployment container). */
 export const DEPLOYMENTS_CONTAINER = 'deployments';
 /**
@@ -134,6 +136,34 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         isVersioningEnabled: true,
         deleteRetentionPolicy: { enabled: true, days: 7 },
         containerDeleteRetentionPolicy: { enabled: true, days: 7 },
+      },
+      parent,
+    );
+    // Pinned reads leave a snapshot per scene (fan-out pins the source with one) and versioning keeps every
+    // replaced source: both expire after 30 days, as the noncurrent versions on AWS and GCP do. A backfill of a
+    // scene older than that finds its version gone and settles as source-changed (never reads other bytes).
+    new storage.ManagementPolicy(
+      `${name}-source-versions`,
+      {
+        resourceGroupName,
+        accountName,
+        managementPolicyName: 'default',
+        policy: {
+          rules: [
+            {
+              name: 'expire-source-snapshots-and-versions',
+              type: 'Lifecycle',
+              enabled: true,
+              definition: {
+                filters: { blobTypes: ['blockBlob'], prefixMatch: [`${CONTAINERS.sources}/`] },
+                actions: {
+                  snapshot: { delete: { daysAfterCreationGreaterThan: SOURCE_VERSION_RETENTION_DAYS } },
+                  version: { delete: { daysAfterCreationGreaterThan: SOURCE_VERSION_RETENTION_DAYS } },
+                },
+              },
+            },
+          ],
+        },
       },
       parent,
     );

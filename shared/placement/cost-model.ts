@@ -345,8 +345,12 @@ export function priceChoice(input: CostInput, tables: Readonly<Record<Cloud, Pri
   const assumed = [...new Set([compute, source, outputs].filter((p) => p.assumed).map((p) => `${p.cloud} ${p.region}`))];
   if (assumed.length > 0)
     notes.push(`no price row for ${assumed.join(', ')}: figures assumed from the cloud's reference region (unconfirmed)`);
-  const unconfirmed = lines.filter((l) => l.unconfirmed).map((l) => l.item);
-  if (unconfirmed.length > 0 && assumed.length === 0) notes.push(`unconfirmed prices: ${unconfirmed.join(', ')}`);
+  const unconfirmed = lines.filter((l) => l.unconfirmed).length;
+  if (unconfirmed > 0 && assumed.length === 0) {
+    notes.push(
+      `${unconfirmed} of ${lines.length} prices unconfirmed (assumed from another region, or not restated by a page read): see shared/placement/prices/`,
+    );
+  }
   if (w.freeTier) notes.push('free tiers applied as if this workload had them to itself');
   return { lines, costPerMonth, costPerScene: costPerMonth / w.scenesPerMonth, notes };
 }

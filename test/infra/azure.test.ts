@@ -218,6 +218,25 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(props.inputs).toMatchObject({ accountName: data(run).state.name, isVersioningEnabled: true });
   });
 
+  it('expires the snapshots that pin sources and the replaced source versions after 30 days, on the sources container only', () => {
+    const policy = run.one('azure-native:storage:ManagementPolicy', '-source-versions');
+    expect(policy.inputs.accountName).toBe(data(run).state.name);
+    const rules = (policy.inputs.policy as { rules: { enabled: boolean; definition: Record<string, unknown> }[] }).rules;
+    expect(rules).toHaveLength(1);
+    expect(rules[0]).toMatchObject({
+      enabled: true,
+      definition: {
+        filters: { prefixMatch: ['sources/'] },
+        actions: {
+          snapshot: { delete: { daysAfterCreationGreaterThan: 30 } },
+          version: { delete: { daysAfterCreationGreaterThan: 30 } },
+        },
+      },
+    });
+    // Never the base blob: a live source is deleted by its owner, not by Tessera.
+    expect((rules[0]?.definition.actions as Record<string, unknown>).baseBlob).toBeUndefined();
+  });
+
   it('alerts on lease-stolen trace lines and on messages put into a poison queue, mailing tessera:alertEmail', async () => {
     const rules = run.ofType('azure-native:monitor:ScheduledQueryRule');
     expect(rules.map((r) => r.name).sort()).toEqual(['tessera-lease-stolen', 'tessera-poison']);
