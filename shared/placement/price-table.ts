@@ -1,4 +1,3 @@
-import { InvalidParamsError } from '../domain/errors.js';
 import type { Cloud, Region } from './catalog/index.js';
 import AWS_PRICES from './prices/aws.json' with { type: 'json' };
 import AZURE_PRICES from './prices/azure.json' with { type: 'json' };
@@ -196,7 +195,8 @@ export function pricesOf(region: Pick<Region, 'cloud' | 'code'>, tables: Readonl
   const table = tables[region.cloud];
   const own = table.regions[region.code];
   const row = own ?? table.regions[table.reference];
-  if (row === undefined) throw new InvalidParamsError(`no prices for ${region.cloud}; the price table has no reference row`);
+  if (row === undefined)
+    throw new PriceTableError(`[placement:prices] ${region.cloud} has no reference row; fix shared/placement/prices/${region.cloud}.json`);
   const assumed = own === undefined;
   return {
     cloud: region.cloud,

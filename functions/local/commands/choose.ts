@@ -82,6 +82,7 @@ Ranking and output:
   --cost-weight <0..1>    weight of cost against distance (default ${DEFAULT_COST_WEIGHT}; 0 = nearest first,
                           1 = cheapest first; the data's own region always comes first)
   --limit <n>             rows to print (default ${DEFAULT_LIMIT}; 0 = all; --json prints all unless given)
+  --breakdown <n>         print the cost lines of the n-th choice (default 1, the top one)
   --json                  machine-readable output
   --list-regions          print the region catalog and exit
 
@@ -109,6 +110,7 @@ interface Options {
   readonly clouds: readonly Cloud[] | undefined;
   readonly workload: WorkloadInput;
   readonly limit: number | undefined;
+  readonly breakdown: number;
   readonly json: boolean;
   readonly writeStack: boolean;
   readonly pick: number | undefined;
@@ -141,6 +143,7 @@ const OPTIONS = {
   'free-tier': { type: 'boolean' },
   workload: { type: 'string' },
   limit: { type: 'string' },
+  breakdown: { type: 'string' },
   json: { type: 'boolean' },
   'list-regions': { type: 'boolean' },
   'write-stack': { type: 'boolean' },
@@ -269,6 +272,7 @@ function parseOptions(values: Values, positionals: string[]): Options {
     clouds: values.clouds === undefined ? undefined : parseClouds(values.clouds),
     workload: workloadOf(values),
     limit: values.limit === undefined ? undefined : wholeNumber('limit', values.limit, 0),
+    breakdown: values.breakdown === undefined ? 1 : wholeNumber('breakdown', values.breakdown, 1),
     json: values.json ?? false,
     writeStack: values['write-stack'] ?? false,
     pick: values.pick === undefined ? undefined : wholeNumber('pick', values.pick, 1),
@@ -464,7 +468,7 @@ function renderBreakdown(c: Choice): string[] {
   ];
 }
 
-function renderText(result: ChooseResult, limit: number): string {
+function renderText(result: ChooseResult, limit: number, breakdown: number): string {
   const shown = limit === 0 ? result.choices : result.choices.slice(0, limit);
   const out: string[] = [header(result), ''];
   if (shown.length === 0) {
@@ -509,8 +513,9 @@ function renderText(result: ChooseResult, limit: number): string {
     if (shown.length < result.choices.length)
       out.push(`(${shown.length} of ${result.choices.length} feasible choices; --limit 0 shows all)`);
     out.push(describeWorkload(result.request.workload));
-    const top = shown[0];
-    if (top) out.push(...renderBreakdown(top));
+    const explained = result.choices[breakdown - 1];
+    if (explained) out.push(...renderBreakdown(explained));
+    else out.push('', `(--breakdown ${breakdown}: there are ${result.choices.length} feasible choices)`);
     // The same warning on many rows is printed once, with every row it applies to.
     const ranksByWarning = new Map<string, number[]>();
     for (const c of shown) for (const w of c.warnings) ranksByWarning.set(w, [...(ranksByWarning.get(w) ?? []), c.rank]);
@@ -689,6 +694,6 @@ export async function chooseCommand(argv: string[], io: ChooseIo): Promise<numbe
       throw error;
     }
   }
-  io.stdout(opts.json ? renderJson(result, opts.limit) : renderText(result, opts.limit ?? DEFAULT_LIMIT));
+  io.stdout(opts.json ? renderJson(result, opts.limit) : renderText(result, opts.limit ?? DEFAULT_LIMIT, opts.breakdown));
   return result.choices.length > 0 ? 0 : 1;
 }

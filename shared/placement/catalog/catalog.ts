@@ -95,7 +95,9 @@ export interface PlatformSpec {
   readonly redeliveryAfterSec: number | undefined;
   /**
    * Rough relative cost of running a mostly idle, bursty tile workload
-   * (1 = pay-per-use with scale to zero). A ranking weight, not a price.
+   * (1 = pay-per-use with scale to zero). Not a price and no longer a ranking
+   * weight (the ranking uses the priced month, shared/placement/cost-model.ts):
+   * it only flags plans billed while idle (above 1.5) in the warnings.
    */
   readonly costIndex: number;
   /**

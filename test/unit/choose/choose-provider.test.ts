@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { type ChooseRequest, chooseProvider, DEFAULT_COST_WEIGHT } from '../../../shared/placement/choose-provider.js';
 import { CEILINGS, resolveLease } from '../../../shared/domain/ceilings.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import {
@@ -9,6 +8,7 @@ import {
   type Region,
   UnknownRegionError,
 } from '../../../shared/placement/catalog/index.js';
+import { type ChooseRequest, chooseProvider, DEFAULT_COST_WEIGHT } from '../../../shared/placement/choose-provider.js';
 
 const MIN = 60;
 const GB = 1024;

@@ -52,7 +52,12 @@ describe('tessera choose > output', () => {
     const out = JSON.parse(run.stdout);
     // The shape issue 17 asks for, exactly.
     expect(Object.keys(out)).toEqual(['workload', 'choices', 'ruledOut']);
-    expect(out.workload).toMatchObject({ data: { lat: 53.3, lon: -6.3, pricedAs: null }, runtimeSec: 720, memoryMb: 3072, currency: 'USD' });
+    expect(out.workload).toMatchObject({
+      data: { lat: 53.3, lon: -6.3, pricedAs: null },
+      runtimeSec: 720,
+      memoryMb: 3072,
+      currency: 'USD',
+    });
     expect(out.choices.length).toBeGreaterThan(10);
     expect(out.choices.every((c: { cloud: string }) => c.cloud === 'aws')).toBe(true);
     expect(Object.keys(out.choices[0])).toEqual(['cloud', 'region', 'plan', 'feasible', 'costPerScene', 'costPerMonth', 'lines', 'notes']);
@@ -62,6 +67,26 @@ describe('tessera choose > output', () => {
       "the data's cloud is not known (coordinates only): transfer from it is not priced; give --data CLOUD:REGION",
     );
     expect(out.ruledOut).toEqual([]);
+  });
+
+  it('prints the cost lines of the choice --breakdown names', async () => {
+    const run = await choose(
+      '--data',
+      'aws:eu-west-1',
+      '--runtime',
+      '20s',
+      '--memory',
+      '2GB',
+      '--cost-weight',
+      '0',
+      '--limit',
+      '2',
+      '--breakdown',
+      '2',
+    );
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('Cost of #2 (Flex Consumption in northeurope), a month:');
+    expect(run.stdout).toMatch(/\n {2}egress of source reads from aws eu-west-1\s+0\.098\s+GB\s+\$0\.09\s+\$0\.0088\s+\d+ %\n/);
   });
 
   it('prints a warning shared by several rows once, with their numbers', async () => {

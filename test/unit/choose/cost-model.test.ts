@@ -14,6 +14,7 @@ import { parseBytes } from '../../../shared/placement/workload.js';
 // the price files themselves (read from disk, not through the model), within 1 %.
 
 const root = resolve(import.meta.dirname, '../../..');
+// biome-ignore lint/suspicious/noExplicitAny: JSON read from disk and from the command's output; the assertions check its shape
 type Json = Record<string, any>;
 const PRICE_FILES: Record<string, Json> = Object.fromEntries(
   ['aws', 'gcp', 'azure'].map((c) => [c, JSON.parse(readFileSync(join(root, 'shared/placement/prices', `${c}.json`), 'utf8'))]),
@@ -277,6 +278,25 @@ describe('tessera choose > workload inputs', () => {
     expect(out.choices[0]).toMatchObject({ cloud: 'gcp', region: 'europe-west1' });
   });
 
+  it("prices coordinates with a cloud as data in that cloud's nearest region", async () => {
+    const out = await chooseJson(
+      '--data',
+      'aws:53.3,-6.3',
+      '--scene-size',
+      '10GB',
+      '--tiles',
+      '400',
+      '--runtime',
+      '20s',
+      '--memory',
+      '2GB',
+    );
+    expect(out.workload.data).toEqual({ lat: 53.3, lon: -6.3, pricedAs: 'aws:eu-west-1' });
+    const northeurope = out.choices.find((c: Json) => c.region === 'northeurope');
+    const egress = northeurope.lines.find((l: Json) => l.item === 'egress of source reads from aws eu-west-1');
+    within1Percent(egress.cost, 10 * 0.09, 'one scene of egress');
+  });
+
   it('applies the free tiers only when asked', async () => {
     const list = await chooseJson(...DONE_WHEN, '--clouds', 'aws');
     const free = await chooseJson(...DONE_WHEN, '--clouds', 'aws', '--free-tier');
@@ -306,6 +326,24 @@ describe('tessera choose > workload inputs', () => {
   ])('refuses %j with exit status 2', async (argv, message) => {
     let stderr = '';
     const code = await chooseCommand([...argv, '--runtime', '20s', '--memory', '2GB'], {
+      stdout: () => {},
+      stderr: (s) => (stderr += s),
+      cwd: dir,
+    });
+    expect(code).toBe(2);
+    expect(stderr).toMatch(message);
+  });
+
+  it.each([
+    ['an unknown field', 'scenes: 1000\n', /unknown field "scenes"; the fields are region, lat, lon, data, runtime/],
+    ['broken YAML', 'data: [aws\n', /is not valid YAML/],
+    ['a list', '- data: aws:eu-west-1\n', /must hold a map of fields/],
+    ['a nested value', 'tiles: { n: 400 }\n', /tiles must be a string or a number/],
+  ])('refuses a workload file with %s, with exit status 2', async (_what, text, message) => {
+    const path = join(dir, `bad-${Math.random().toString(36).slice(2)}.yaml`);
+    await writeFile(path, text);
+    let stderr = '';
+    const code = await chooseCommand(['--workload', path, '--runtime', '20s', '--memory', '2GB'], {
       stdout: () => {},
       stderr: (s) => (stderr += s),
       cwd: dir,
