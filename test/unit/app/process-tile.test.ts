@@ -1,20 +1,14 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
+import type { LocalBackend } from '../../../functions/local/compose.js';
 import type { WorkerSettings } from '../../../shared/app/backend.js';
 import { handleTileDelivery } from '../../../shared/app/deliveries.js';
-import { fanOutScene } from '../../../shared/app/fan-out.js';
 import { processTile } from '../../../shared/app/process-tile.js';
-import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
-import { JsonTelemetry } from '../../../shared/app/telemetry.js';
+import type { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { makeTileJob, type TileJob, toJobMessage } from '../../../shared/app/tile-job.js';
 import { type ProcessingParams, type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
-import { windowAt } from '../../../shared/domain/tile-grid.js';
-import { FakeClock } from '../../support/fake-clock.js';
-import { putSyntheticScene } from '../../support/local-scene.js';
+import type { FakeClock } from '../../support/fake-clock.js';
+import { localTileFixture } from '../../support/tile-fixture.js';
 
 const LEASE = 60_000;
 const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128 };
@@ -34,14 +28,7 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
   let job: TileJob;
 
   beforeEach(async () => {
-    clock = new FakeClock();
-    logs = [];
-    telemetry = new JsonTelemetry((l) => logs.push(l));
-    b = createLocalBackend(mkdtempSync(join(tmpdir(), 'tessera-app-')), { clock, telemetry });
-    source = await putSyntheticScene(b.sources, 'local-sources', 'scenes/s.tif', { width: 300, height: 200 });
-    const fan = await fanOutScene(b, { source, params });
-    const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
-    job = makeTileJob(fan.sceneKey, source, params, manifest.grid, windowAt(manifest.grid, 1, 2));
+    ({ clock, logs, telemetry, b, source, job } = await localTileFixture('tessera-app-', params));
     return () => b.close();
   });
 

@@ -1,14 +1,11 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
+import type { LocalBackend } from '../../../functions/local/compose.js';
 import type { Backend, WorkerSettings } from '../../../shared/app/backend.js';
 import { handleTileDelivery } from '../../../shared/app/deliveries.js';
 import { fanOutScene, handleFanOutChunk } from '../../../shared/app/fan-out.js';
 import { processTile } from '../../../shared/app/process-tile.js';
 import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
-import { JsonTelemetry } from '../../../shared/app/telemetry.js';
+import type { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../../shared/app/tile-job.js';
 import { canonicalJson } from '../../../shared/domain/canonical-json.js';
 import { codeVersion } from '../../../shared/domain/code-version.js';
@@ -19,8 +16,8 @@ import { windowAt } from '../../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import type { ClaimStore } from '../../../shared/ports/claim-store.port.js';
 import { openGeoTiff } from '../../../shared/raster/index.js';
-import { FakeClock } from '../../support/fake-clock.js';
-import { putSyntheticScene } from '../../support/local-scene.js';
+import type { FakeClock } from '../../support/fake-clock.js';
+import { localTileFixture } from '../../support/tile-fixture.js';
 import { cogLayoutErrors, walkTiff } from '../raster/tiff-walker.js';
 
 const LEASE = 60_000;
@@ -74,15 +71,7 @@ describe('code version, window geometry, output settings and leases', () => {
   let job: TileJob;
 
   beforeEach(async () => {
-    clock = new FakeClock();
-    logs = [];
-    telemetry = new JsonTelemetry((l) => logs.push(l));
-    b = createLocalBackend(mkdtempSync(join(tmpdir(), 'tessera-versions-')), { clock, telemetry });
-    source = await putSyntheticScene(b.sources, 'local-sources', 'scenes/s.tif', { width: 300, height: 200 });
-    const fan = await fanOutScene(b, { source, params });
-    const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
-    // 1_2 is the bottom-right edge window: 300 - 256 = 44 wide, 200 - 128 = 72 high.
-    job = makeTileJob(fan.sceneKey, source, params, manifest.grid, windowAt(manifest.grid, 1, 2));
+    ({ clock, logs, telemetry, b, source, job } = await localTileFixture('tessera-versions-', params));
     return () => b.close();
   });
   const events = (event: string) => logs.map((l) => JSON.parse(l) as { level: string; event: string }).filter((l) => l.event === event);
