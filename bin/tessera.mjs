@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
 import { nodeFor } from '../scripts/node.mjs';
 
-// Run on the Node major Tessera deploys (scripts/node.mjs): re-exec under the pinned one if this is another.
+// Run on the main Node (scripts/node.mjs: the newest major Tessera deploys): re-exec under the pinned one if this is another.
 const node = nodeFor();
 if (node !== process.execPath) {
   const child = spawnSync(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });

@@ -36,7 +36,7 @@ import {
 } from '../infra/common/packaging.js';
 import { CODE_VERSION_DEFINE, computeCodeVersion, RENDER_PATH_ROOTS } from '../shared/domain/code-version.js';
 import { ENV } from '../shared/domain/runtime-config.js';
-import { deployedRuntime, type RuntimePlatform } from '../shared/domain/runtimes.js';
+import { deployedNodeMajor } from '../shared/domain/runtimes.js';
 
 /** The module whose `codeVersion()` the build's define fixes. */
 const CODE_VERSION_MODULE = 'shared/domain/code-version.ts';
@@ -125,16 +125,12 @@ interface Bundle {
 }
 
 /**
- * The Node major an archive must run on: the lowest of the deployed runtimes
- * of the platforms that run it (one Azure archive serves both plans).
+ * The Node major an archive must run on: the one its cloud deploys on every
+ * plan (one Azure archive serves both Flex and Linux Consumption): AWS and GCP
+ * 24, Azure 22 (shared/domain/runtimes.ts).
  */
 export function nodeMajorFor(cloud: Cloud): number {
-  const platforms: Record<Cloud, readonly RuntimePlatform[]> = {
-    aws: ['aws-lambda'],
-    gcp: ['gcp-functions'],
-    azure: ['azure-functions-flex', 'azure-functions-consumption'],
-  };
-  return Math.min(...platforms[cloud].map((p) => deployedRuntime(p).nodeMajor));
+  return deployedNodeMajor(cloud);
 }
 
 /**

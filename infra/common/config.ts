@@ -78,7 +78,7 @@ export const CONFIG_KEYS = {
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
   alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
   runtime:
-    'Node.js runtime id override, e.g. nodejs22.x / nodejs22 / 22 (Flex) / Node|22 (Consumption); default and dates: shared/domain/runtimes.ts',
+    'Node.js runtime id override, e.g. nodejs24.x / nodejs24 / 22 (Flex) / Node|22 (Consumption); default and dates: shared/domain/runtimes.ts',
   archiveDir: 'folder holding the build:functions archives (default: dist/ at the repository root)',
 } as const;
 export type ConfigKey = keyof typeof CONFIG_KEYS;

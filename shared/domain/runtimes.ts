@@ -247,26 +247,102 @@ export const RUNTIMES: readonly RuntimeRow[] = [
 ];
 
 /**
- * The one Node major Tessera deploys on every platform, and therefore the one
- * its tests run on (scripts/node.mjs). Node 24 is GA on Lambda and Cloud Run
- * functions but only Preview on Azure Functions, and Linux Consumption (the
- * default Azure plan) gets no new versions at all: deploying 24 on two clouds
- * and 22 on the third would mean testing two majors. 22 is GA on all three,
- * with no block date before 2027-06-01 (Lambda's create block). Move to 24 by
- * changing this constant once the table has a GA 24 row on every platform;
- * test/unit/runtimes.test.ts says when that is due.
+ * The clouds Tessera deploys to, and the platforms (plans) each may run its
+ * functions on. One archive per cloud serves every plan of that cloud
+ * (scripts/build-functions.ts), so a cloud runs one Node major on all of them.
  */
-export const DEPLOYED_NODE_MAJOR = 22;
+export const RUNTIME_CLOUDS = ['aws', 'gcp', 'azure'] as const;
+export type RuntimeCloud = (typeof RUNTIME_CLOUDS)[number];
+
+export const CLOUD_RUNTIME_PLATFORMS: Readonly<Record<RuntimeCloud, readonly RuntimePlatform[]>> = {
+  aws: ['aws-lambda'],
+  gcp: ['gcp-functions'],
+  azure: ['azure-functions-flex', 'azure-functions-consumption'],
+};
+
+/** The cloud a runtime platform belongs to. */
+export function cloudOfRuntimePlatform(platform: RuntimePlatform): RuntimeCloud {
+  switch (platform) {
+    case 'aws-lambda':
+      return 'aws';
+    case 'gcp-functions':
+      return 'gcp';
+    case 'azure-functions-flex':
+    case 'azure-functions-consumption':
+      return 'azure';
+    default:
+      return assertNever(platform, 'runtime platform');
+  }
+}
+
+/** Node's long-term-support lines are its even majors. */
+const isLts = (nodeMajor: number): boolean => nodeMajor % 2 === 0;
+
+/**
+ * The newest Node LTS major that is GA, in this table, on every plan Tessera
+ * deploys on the cloud. Derived, never chosen by hand: a table edit that makes
+ * a newer LTS GA on all of a cloud's plans moves that cloud to it; infra and
+ * the build follow, and test/unit/node-runtime.test.ts fails until package.json
+ * pins a Node of that major for the tests.
+ */
+function newestLtsGaOnEveryPlan(cloud: RuntimeCloud): number {
+  const plans = CLOUD_RUNTIME_PLATFORMS[cloud];
+  const gaOn = (platform: RuntimePlatform, nodeMajor: number) =>
+    RUNTIMES.some((r) => r.platform === platform && r.nodeMajor === nodeMajor && r.stage === 'ga');
+  const majors = [...new Set(RUNTIMES.map((r) => r.nodeMajor))].filter((m) => isLts(m) && plans.every((p) => gaOn(p, m)));
+  if (majors.length === 0) {
+    // A table edit that leaves a cloud without a common GA LTS; caught by the unit tests.
+    throw new Error(`[runtimes] no Node LTS is GA on every ${cloud} plan (${plans.join(', ')}); fix RUNTIMES in shared/domain/runtimes.ts`);
+  }
+  return Math.max(...majors);
+}
+
+/**
+ * The Node major each cloud runs, as of the table read on {@link RUNTIMES_READ_ON}:
+ * AWS 24 (`nodejs24.x` is GA on Lambda), GCP 24 (`nodejs24` is GA on Cloud
+ * Run functions), Azure 22 (24 is only Preview on Flex Consumption, and Linux
+ * Consumption gets no new language versions at all).
+ */
+export const DEPLOYED_NODE_MAJORS: Readonly<Record<RuntimeCloud, number>> = {
+  aws: newestLtsGaOnEveryPlan('aws'),
+  gcp: newestLtsGaOnEveryPlan('gcp'),
+  azure: newestLtsGaOnEveryPlan('azure'),
+};
+
+/** The Node major Tessera deploys on a cloud, and therefore the one that cloud's handler, contract and parity tests run on. */
+export function deployedNodeMajor(cloud: RuntimeCloud): number {
+  return DEPLOYED_NODE_MAJORS[cloud];
+}
+
+/**
+ * Every Node major the project runs on, newest first (24, 22): the test
+ * launcher (scripts/node.mjs) pins one Node of each in the lockfile, and
+ * package.json's `engines` is `>=` the oldest.
+ */
+export const PROJECT_NODE_MAJORS: readonly number[] = [...new Set(RUNTIME_CLOUDS.map(deployedNodeMajor))].sort((a, b) => b - a);
+
+/**
+ * The newest of them: the Node the local backend, the CLI, the benchmarks and
+ * the main test pass (every suite, every emulator) run on. The clouds on an
+ * older major get a second pass of their own suites on it (scripts/test.mjs).
+ */
+export const MAIN_NODE_MAJOR: number = PROJECT_NODE_MAJORS[0] ?? deployedNodeMajor('aws');
+
+/** The Node major the tests of a cloud, or of the local backend, must run on. */
+export function testNodeMajor(target: RuntimeCloud | 'local'): number {
+  return target === 'local' ? MAIN_NODE_MAJOR : deployedNodeMajor(target);
+}
 
 /** How many days before a deprecation checkRuntime starts to warn. */
 export const DEPRECATION_WARNING_DAYS = 90;
 
 /** The row of the runtime Tessera deploys on a platform. */
 export function deployedRuntime(platform: RuntimePlatform): RuntimeRow {
-  const row = RUNTIMES.find((r) => r.platform === platform && r.nodeMajor === DEPLOYED_NODE_MAJOR && r.stage === 'ga');
+  const nodeMajor = deployedNodeMajor(cloudOfRuntimePlatform(platform));
+  const row = RUNTIMES.find((r) => r.platform === platform && r.nodeMajor === nodeMajor && r.stage === 'ga');
   if (row === undefined) {
-    // A table edit that leaves a platform without a GA row of the deployed major; caught by the unit tests.
-    throw new Error(`[runtimes] no GA Node ${DEPLOYED_NODE_MAJOR} row for ${platform}; fix RUNTIMES in shared/domain/runtimes.ts`);
+    // Cannot happen while DEPLOYED_NODE_MAJORS is derived from this table; kept so the type says "a row".
+    throw new Error(`[runtimes] no GA Node ${nodeMajor} row for ${platform}; fix RUNTIMES in shared/domain/runtimes.ts`);
   }
   return row;
 }

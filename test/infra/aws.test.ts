@@ -65,17 +65,17 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
-  it('runs every function on the runtime of shared/domain/runtimes.ts (Node 22), with its handler from the bundle', () => {
+  it('runs every function on the runtime of shared/domain/runtimes.ts (Node 24, GA on Lambda), with its handler from the bundle', () => {
     for (const fn of functions(run)) {
-      expect(fn.inputs).toMatchObject({ runtime: 'nodejs22.x', handler: 'index.handler' });
+      expect(fn.inputs).toMatchObject({ runtime: 'nodejs24.x', handler: 'index.handler' });
     }
     expect(run.one('aws:lambda/function:Function', '-tile').inputs.timeout).toBe(900);
     expect(run.one('aws:lambda/function:Function', '-tile').inputs.memorySize).toBe(2048);
   });
 
   it('deploys a runtime pinned with tessera:runtime, and refuses one Lambda blocks, with the date and the replacement', async () => {
-    const pinned = await runStack(STACK, { ...BASE, 'tessera:runtime': 'nodejs24.x' });
-    for (const fn of functions(pinned)) expect(fn.inputs.runtime, fn.name).toBe('nodejs24.x');
+    const pinned = await runStack(STACK, { ...BASE, 'tessera:runtime': 'nodejs22.x' });
+    for (const fn of functions(pinned)) expect(fn.inputs.runtime, fn.name).toBe('nodejs22.x');
     const message = await refusal(STACK, { ...BASE, 'tessera:runtime': 'nodejs20.x' });
     expect(message).toMatch(/tessera:runtime: AWS Lambda refuses creating functions on nodejs20\.x since 2026-08-31; use nodejs22\.x/);
     expect(await refusal(STACK, { ...BASE, 'tessera:runtime': 'nodejs22' })).toMatch(/known: nodejs24\.x, nodejs22\.x, nodejs20\.x/);

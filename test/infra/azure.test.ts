@@ -70,7 +70,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(app(run).inputs.httpsOnly).toBe(true);
   });
 
-  it('runs the function app on Linux, Node 22, Consumption, with the package by URL fetched with its own identity', () => {
+  it('runs the function app on Linux, Node 22 (the last Node Linux Consumption gets), Consumption, with the package by URL fetched with its own identity', () => {
     const plan = run.ofType('azure-native:web:AppServicePlan')[0];
     expect(plan?.inputs).toMatchObject({ reserved: true, sku: { name: 'Y1', tier: 'Dynamic' } });
     expect(app(run).inputs).toMatchObject({

@@ -87,7 +87,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     expect(scene && envOf(serviceConfig(scene).environmentVariables)[ENV.platform]).toBe('gcf2-event');
   });
 
-  it('builds every function as Cloud Functions 2nd gen on Node 22 (shared/domain/runtimes.ts) from the uploaded source archive, with its own entry point', () => {
+  it('builds every function as Cloud Functions 2nd gen on Node 24 (GA there: shared/domain/runtimes.ts) from the uploaded source archive, with its own entry point', () => {
     const source = run.ofType('gcp:storage/bucketObject:BucketObject')[0];
     expect(source?.inputs.name).toMatch(/^functions\/source-[0-9a-f]{16}\.zip$/);
     const entryPoints = functions(run).map((fn) => {
@@ -96,7 +96,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
         entryPoint: string;
         source: { storageSource: { bucket: string; object: string } };
       };
-      expect(build.runtime).toBe('nodejs22');
+      expect(build.runtime).toBe('nodejs24');
       expect(build.source.storageSource).toEqual({ bucket: source?.inputs.bucket, object: source?.state.name });
       return build.entryPoint;
     });

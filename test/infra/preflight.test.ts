@@ -58,7 +58,7 @@ describe('tessera preflight', () => {
   it('prints a readable report with what to fix', async () => {
     const { code, out } = await preflight(['--stack', 'gcp-europe-west1']);
     expect(code).toBe(0);
-    expect(out).toMatch(/^ {2}ok {4}runtime {4}nodejs22 on Cloud Run functions is supported until 2027-04-30/m);
+    expect(out).toMatch(/^ {2}ok {4}runtime {4}nodejs24 on Cloud Run functions is supported until 2028-04-30/m);
     expect(out).toContain('fix: pulumi config set gcp:project <your-project-id>');
     expect(out).toMatch(/service account tessera-build {2}\(runs .*\(build\)/);
     expect(out).toMatch(
@@ -82,10 +82,17 @@ describe('tessera preflight', () => {
   });
 
   it('warns, naming the replacement, when the deployed runtime is within 90 days of its deprecation', async () => {
-    const { code, out } = await preflight(['--stack', 'gcp-europe-west1', '--today', '2027-03-01', '--no-plan', '--json']);
+    const dir = stackFile('gcp-22', 'Pulumi.gcp-europe-west1.yaml', { 'tessera:runtime': 'nodejs22' });
+    const { code, out } = await preflight(['--stack', 'gcp-22', '--dir', dir, '--today', '2027-03-01', '--no-plan', '--json']);
     expect(code).toBe(0);
     expect(json(out).checks).toContainEqual(
       expect.objectContaining({ level: 'warn', check: 'runtime', fix: 'pulumi config set tessera:runtime nodejs24' }),
+    );
+    // The default (nodejs24) has no newer row yet: the table is what needs the update.
+    const latest = await preflight(['--stack', 'gcp-europe-west1', '--today', '2028-03-01', '--no-plan', '--json']);
+    expect(latest.code).toBe(0);
+    expect(json(latest.out).checks).toContainEqual(
+      expect.objectContaining({ level: 'warn', check: 'runtime', fix: 'update shared/domain/runtimes.ts' }),
     );
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EmulatorUnavailableError } from './backends.js';
-import { judge, renderMarkdown, renderMatrix, reportJson, type ScenarioResult } from './matrix.js';
+import { judge, parityBackends, renderMarkdown, renderMatrix, reportJson, type ScenarioResult } from './matrix.js';
 import { diffRecords, type OutcomeRecord } from './outcome.js';
 import type { Scenario } from './scenarios.js';
 
@@ -126,5 +126,20 @@ describe('the matrix reports', () => {
         },
       },
     ]);
+  });
+});
+
+describe('parityBackends (TESSERA_PARITY_BACKENDS)', () => {
+  it('is all four backends when unset or empty, else the named ones in matrix order', () => {
+    expect(parityBackends(undefined)).toEqual(['local', 'aws', 'gcp', 'azure']);
+    expect(parityBackends(' ')).toEqual(['local', 'aws', 'gcp', 'azure']);
+    expect(parityBackends('azure')).toEqual(['azure']);
+    expect(parityBackends('azure, local,azure')).toEqual(['local', 'azure']);
+  });
+
+  it('refuses an unknown name instead of running nothing', () => {
+    expect(() => parityBackends('azure,lambda')).toThrow(
+      /unknown backend\(s\) lambda; use a comma-separated subset of local, aws, gcp, azure/,
+    );
   });
 });

@@ -75,6 +75,29 @@ async function runOnce(
   }
 }
 
+/**
+ * The backends a run covers, from TESSERA_PARITY_BACKENDS (comma-separated,
+ * e.g. `azure`; unset or empty: all four). scripts/test.mjs runs the whole
+ * matrix on the main Node and the Azure column again on Azure's own Node. A
+ * backend left out is not in this run at all: its cells are neither passes
+ * nor failures, only absent. An unknown name is an error, never an empty run.
+ */
+export function parityBackends(value: string | undefined): readonly BackendName[] {
+  const names = (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (names.length === 0) return BACKEND_NAMES;
+  const unknown = names.filter((n) => !(BACKEND_NAMES as readonly string[]).includes(n));
+  if (unknown.length > 0) {
+    throw new Error(
+      `TESSERA_PARITY_BACKENDS: unknown backend(s) ${unknown.join(', ')}; use a comma-separated subset of ${BACKEND_NAMES.join(', ')}`,
+    );
+  }
+  // Matrix order, once each, whatever order the variable gives.
+  return BACKEND_NAMES.filter((b) => names.includes(b));
+}
+
 /** Run one scenario on every backend at once (each in its own namespace) and judge each cell. */
 export async function runScenario(
   scenario: Scenario,

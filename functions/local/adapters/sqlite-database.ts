@@ -8,10 +8,11 @@ import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
  * reasons and the measurements.
  *
  * Node 22 marks the module experimental and prints one ExperimentalWarning
- * when it is first loaded. Tessera pins the Node version (package.json,
- * scripts/node.mjs), so the API cannot change under us without a deliberate
- * bump that the contract tests then check; the notice is therefore dropped,
- * and only it: every other warning, experimental or not, still prints.
+ * when it is first loaded; Node 24 (24.22.3, which the local backend runs on)
+ * prints none. Tessera pins the Node versions (package.json, scripts/node.mjs),
+ * so the API cannot change under us without a deliberate bump that the
+ * contract tests then check; the notice is therefore dropped where it is
+ * printed, and only it: every other warning, experimental or not, still prints.
  */
 const SQLITE_NOTICE = /^SQLite is an experimental feature/;
 

@@ -2,14 +2,21 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  CLOUD_RUNTIME_PLATFORMS,
   checkRuntime,
-  DEPLOYED_NODE_MAJOR,
+  cloudOfRuntimePlatform,
+  DEPLOYED_NODE_MAJORS,
   DEPRECATION_WARNING_DAYS,
+  deployedNodeMajor,
   deployedRuntime,
   knownRuntimeIds,
+  MAIN_NODE_MAJOR,
+  PROJECT_NODE_MAJORS,
+  RUNTIME_CLOUDS,
   RUNTIME_PLATFORMS,
   RUNTIMES,
   RUNTIMES_READ_ON,
+  testNodeMajor,
 } from '../../../shared/domain/runtimes.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -31,16 +38,39 @@ describe('the runtime table (shared/domain/runtimes.ts)', () => {
     }
   });
 
-  it('deploys one GA Node major on every platform, supported on the day the table was read', () => {
+  it('deploys on each cloud the newest LTS that is GA on every plan there: 24 on AWS and GCP, 22 on Azure', () => {
+    expect(DEPLOYED_NODE_MAJORS).toEqual({ aws: 24, gcp: 24, azure: 22 });
+    expect(RUNTIME_PLATFORMS.map((p) => deployedRuntime(p).runtimeId)).toEqual(['nodejs24.x', 'nodejs24', '22', 'Node|22']);
     for (const p of RUNTIME_PLATFORMS) {
       const row = deployedRuntime(p);
-      expect(row, p).toMatchObject({ nodeMajor: DEPLOYED_NODE_MAJOR, stage: 'ga' });
+      expect(row, p).toMatchObject({ nodeMajor: deployedNodeMajor(cloudOfRuntimePlatform(p)), stage: 'ga' });
       expect(checkRuntime(p, row.runtimeId, READ_ON).level, p).toBe('ok');
     }
-    expect(RUNTIME_PLATFORMS.map((p) => deployedRuntime(p).runtimeId)).toEqual(['nodejs22.x', 'nodejs22', '22', 'Node|22']);
+    for (const cloud of RUNTIME_CLOUDS) {
+      const major = deployedNodeMajor(cloud);
+      expect(major % 2, `${cloud}: an LTS line`).toBe(0);
+      for (const p of CLOUD_RUNTIME_PLATFORMS[cloud]) expect(cloudOfRuntimePlatform(p), p).toBe(cloud);
+      // Nothing newer qualifies: every newer LTS row of the cloud is missing on, or not GA on, one of its plans.
+      for (const newer of RUNTIMES.filter((r) => r.nodeMajor > major && r.nodeMajor % 2 === 0)) {
+        const gaOnAll = CLOUD_RUNTIME_PLATFORMS[cloud].every((p) =>
+          RUNTIMES.some((r) => r.platform === p && r.nodeMajor === newer.nodeMajor && r.stage === 'ga'),
+        );
+        expect(gaOnAll, `${cloud}: Node ${newer.nodeMajor} is GA on every plan, so it should be deployed`).toBe(false);
+      }
+    }
+    // Azure stays on 22 for a reason the table states: 24 is Preview on Flex and absent on Linux Consumption.
+    expect(RUNTIMES.find((r) => r.platform === 'azure-functions-flex' && r.nodeMajor === 24)?.stage).toBe('preview');
+    expect(RUNTIMES.some((r) => r.platform === 'azure-functions-consumption' && r.nodeMajor === 24)).toBe(false);
   });
 
-  it('still accepts the deployed runtime today (when this fails, the table needs a newer row and DEPLOYED_NODE_MAJOR a bump)', () => {
+  it('needs two Nodes, 24 (main: local backend, CLI, every suite) and 22 (the Azure suites again)', () => {
+    expect(PROJECT_NODE_MAJORS).toEqual([24, 22]);
+    expect(MAIN_NODE_MAJOR).toBe(24);
+    expect(RUNTIME_CLOUDS.map(testNodeMajor)).toEqual([24, 24, 22]);
+    expect(testNodeMajor('local')).toBe(MAIN_NODE_MAJOR);
+  });
+
+  it('still accepts the deployed runtime today (when this fails, the table needs a newer row, which the clouds then move to)', () => {
     for (const p of RUNTIME_PLATFORMS) expect(checkRuntime(p, deployedRuntime(p).runtimeId, new Date()).level, p).not.toBe('refuse');
   });
 });

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// `node scripts/test.mjs` (the vitest part of `npm test`): test every cloud on
+// the Node major it deploys (shared/domain/runtimes.ts, DEPLOYED_NODE_MAJORS).
+//
+// Pass 1, on the main Node (the newest deployed major, 24): the whole suite
+// with every emulator; it is the run for the clouds that deploy that major
+// (AWS, GCP) and for the local backend. Then one pass per older major (22:
+// Azure), on that Node: the suites of its clouds again, their handlers,
+// contracts and parity column, with only their emulators (Azurite is started
+// from process.execPath, so it runs on that Node too). Both passes run even
+// when the first fails, so one report covers every cloud; the exit code is
+// non-zero if any pass failed. Plain JavaScript, like scripts/node.mjs, which
+// it calls to pick each Node.
+import { execFileSync, spawn } from 'node:child_process';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { register } from 'tsx/esm/api';
+import { nodeFor } from './node.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+// The table decides the passes; tsx loads it without a build step.
+register();
+const { DEPLOYED_NODE_MAJORS, MAIN_NODE_MAJOR, PROJECT_NODE_MAJORS, RUNTIME_CLOUDS } = await import('../shared/domain/runtimes.ts');
+
+/** A cloud's own suites (vitest path filters): handlers and adapters, then its contract files. */
+const CLOUD_SUITES = {
+  aws: ['test/aws/', 'test/contract/aws'],
+  gcp: ['test/gcp/', 'test/contract/gcp'],
+  azure: ['test/azure/', 'test/contract/azure'],
+};
+/** Run in every pass: the parity matrix (restricted to the pass's clouds) and the check of the Node itself. */
+const EVERY_PASS = ['test/parity/parity.test.ts', 'test/unit/node-runtime.test.ts'];
+
+const cloudsOn = (major) => RUNTIME_CLOUDS.filter((c) => DEPLOYED_NODE_MAJORS[c] === major);
+const mainClouds = [...cloudsOn(MAIN_NODE_MAJOR), 'local'];
+const { TESSERA_PARITY_BACKENDS: _all, ...inherited } = process.env;
+const passes = [
+  {
+    major: MAIN_NODE_MAJOR,
+    what: `every suite, emulators: ${process.env.TESSERA_EMULATORS ?? 'aws,gcp,azure'}; deployed major of ${mainClouds.join(', ')}`,
+    env: { ...inherited, TESSERA_TEST_CLOUDS: mainClouds.join(',') },
+    files: [],
+  },
+  ...PROJECT_NODE_MAJORS.filter((m) => m !== MAIN_NODE_MAJOR).map((major) => {
+    const clouds = cloudsOn(major);
+    const files = [...clouds.flatMap((c) => CLOUD_SUITES[c]), ...EVERY_PASS];
+    return {
+      major,
+      what: `${files.join(' ')}, emulators and parity column: ${clouds.join(',')}; deployed major of ${clouds.join(', ')}`,
+      env: {
+        ...inherited,
+        TESSERA_TEST_CLOUDS: clouds.join(','),
+        TESSERA_EMULATORS: clouds.join(','),
+        TESSERA_PARITY_BACKENDS: clouds.join(','),
+      },
+      files,
+    };
+  }),
+];
+
+function run(pass) {
+  return new Promise((resolveRun) => {
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'scripts', 'node.mjs'), '--major', String(pass.major), 'vitest', 'run', ...pass.files],
+      {
+        cwd: ROOT,
+        stdio: 'inherit',
+        env: pass.env,
+      },
+    );
+    const forward = (signal) => child.kill(signal);
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, forward);
+    child.on('exit', (code, signal) => {
+      for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.off(s, forward);
+      resolveRun(signal ? 128 : (code ?? 1));
+    });
+  });
+}
+
+const results = [];
+for (const [i, pass] of passes.entries()) {
+  let node;
+  try {
+    node = nodeFor(pass.major);
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : String(e));
+    process.exit(1);
+  }
+  const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  const where = node.startsWith(ROOT) ? relative(ROOT, node) : node;
+  const label = `pass ${i + 1}/${passes.length}: Node ${version} (${where})`;
+  console.log(`\n[test] ${label} runs ${pass.what}\n`);
+  const t0 = Date.now();
+  const code = await run(pass);
+  results.push({ label, code, seconds: Math.round((Date.now() - t0) / 1000) });
+}
+console.log('\n[test] summary');
+for (const r of results)
+  console.log(`[test]   ${r.code === 0 ? 'ok    ' : 'FAILED'} ${r.label}, ${r.seconds} s${r.code === 0 ? '' : `, exit ${r.code}`}`);
+process.exit(results.every((r) => r.code === 0) ? 0 : 1);
