@@ -82,9 +82,13 @@ export class FsObjectStore implements ObjectStore {
     const path = this.pathOf(key);
     const version = contentDigest(body).sha256Hex;
     const tmp = await this.#writeTemp(body);
+    // Opened before publishing: its fstat afterwards is our inode's, whatever happens to the path.
+    const own = await open(tmp, 'r');
     try {
       await this.#mkdirFor(key, path);
       await link(tmp, path);
+      await unlink(tmp).catch(() => {});
+      await this.#remember(own, version);
       return { kind: 'written', version };
     } catch (error) {
       if (isCode(error, 'EEXIST')) return await this.#occupied(key, path, body.byteLength, version);
@@ -92,6 +96,7 @@ export class FsObjectStore implements ObjectStore {
       if (error instanceof ObjectKeyConflictError) throw error;
       throw this.#fail(`create ${key}`, error);
     } finally {
+      await own.close();
       await unlink(tmp).catch(() => {});
     }
   }
@@ -161,11 +166,15 @@ export class FsObjectStore implements ObjectStore {
         return current.version === ours ? { kind: 'written', version: ours } : { kind: 'version-mismatch', current: current.version };
       }
       const tmp = await this.#writeTemp(body);
+      const own = await open(tmp, 'r');
       try {
         await rename(tmp, path);
+        await this.#remember(own, ours);
       } catch (error) {
         await unlink(tmp).catch(() => {});
         throw this.#fail(`replace ${key}`, error);
+      } finally {
+        await own.close();
       }
       return { kind: 'written', version: ours };
     } finally {
@@ -284,6 +293,18 @@ export class FsObjectStore implements ObjectStore {
           retryable: true,
         });
     }
+  }
+
+  /**
+   * Remember the hash of bytes this store just published (it hashed them before writing), for the
+   * final state of their inode read through a descriptor opened before the publication: the next
+   * head() or list() of our own write (a mosaic assembly over thousands of tiles) reads no bytes.
+   * Linking and renaming change ctime, so the state is taken after them.
+   */
+  async #remember(own: FileHandle, version: string): Promise<void> {
+    const stats = await own.stat({ bigint: true });
+    if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
+    this.#hashes.set(statId(stats), version);
   }
 
   /** Size and content hash of any file (a temporary one during an import). */
