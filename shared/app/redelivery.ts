@@ -63,7 +63,11 @@ export const PUBSUB_DEFAULT_MIN_BACKOFF_MS = 10_000;
 export const PUBSUB_DEFAULT_MAX_BACKOFF_MS = 600_000;
 /** Pub/Sub's smallest maxDeliveryAttempts (5-100 allowed), and infra/'s default. */
 export const PUBSUB_DEFAULT_MAX_DELIVERY_ATTEMPTS = 5;
-/** infra/'s default SQS maxReceiveCount. */
+/**
+ * The SQS maxReceiveCount assumed when TESSERA_MAX_DELIVERIES is unset (infra/ sets it: 5 by default).
+ * Deliberately low: a guess below the real count only takes a stale lease over sooner, which create-only
+ * writes make safe; a guess above it would wait on the last receive and let the job be dead-lettered.
+ */
 export const SQS_DEFAULT_MAX_RECEIVE_COUNT = 3;
 
 /** SQS + Lambda: the handler sets each failed record's visibility; the redrive policy dead-letters after `maxReceiveCount`. */
