@@ -1,6 +1,6 @@
 import * as pulumi from '@pulumi/pulumi';
 import { readStackConfig } from './common/config.js';
-import { archivesFor, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from './common/packaging.js';
+import { AZURE_QUEUES, archivesFor, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from './common/packaging.js';
 import { standardTags } from './common/tags.js';
 
 /**
@@ -23,6 +23,8 @@ export default async function main(): Promise<Record<string, unknown>> {
     functionTimeoutSeconds: cfg.lease.functionTimeoutSec,
     leaseSeconds: cfg.lease.leaseSec,
     leaseMustExceedSeconds: cfg.lease.ceilingSec,
+    // Where a new scene starts (tessera verify uploads its smoke scene there).
+    sourcePrefix: cfg.source.prefix,
   };
   switch (cfg.cloud) {
     case 'aws': {
@@ -35,6 +37,9 @@ export default async function main(): Promise<Record<string, unknown>> {
         outputBucket: stack.outputBucket.bucket,
         claimsTable: stack.claimsTable.name,
         tileQueueUrl: stack.queues.tile.queue.url,
+        tileDeadLetterQueueUrl: stack.queues.tile.deadLetter.url,
+        // tessera verify re-delivers its scene's event through this queue (docs/deploy.md).
+        sceneQueueUrl: stack.queues.scene.queue.url,
         tileQueueVisibilitySeconds: cfg.tileQueueVisibilitySec,
         alarmTopic: stack.alarmTopic.arn,
       };
@@ -56,7 +61,7 @@ export default async function main(): Promise<Record<string, unknown>> {
     }
     case 'azure': {
       const archive = required(() => archivesFor('azure', cfg.archiveDir));
-      const { AzureTilingStack } = await import('./azure/tiling-stack.js');
+      const { AzureTilingStack, CLAIMS_TABLE, CONTAINERS } = await import('./azure/tiling-stack.js');
       const stack = new AzureTilingStack('tessera', { config: cfg, archive, tags });
       return {
         ...common,
@@ -67,6 +72,11 @@ export default async function main(): Promise<Record<string, unknown>> {
         hostStorageAccount: stack.hostStorageAccount.name,
         functionApp: stack.functionApp.name,
         tileQueue: stack.tileQueueName,
+        // What tessera verify reads and writes (docs/deploy.md): the data account's containers, table and scene queue.
+        sourceContainer: CONTAINERS.sources,
+        outputContainer: CONTAINERS.outputs,
+        claimsTable: CLAIMS_TABLE,
+        sceneQueue: AZURE_QUEUES.scene,
         poisonQueue: stack.poisonQueueName,
         // After `pulumi up`: Flex needs its package pushed; Consumption needs its triggers synced (docs/deploy.md).
         nextStep: cfg.plan === 'flex' ? stack.deployCommand : stack.syncTriggersCommand,

@@ -7,6 +7,7 @@ import { preflightCommand, preflightHelp } from './commands/preflight.js';
 import { reconcileCommand, reconcileHelp } from './commands/reconcile.js';
 import { replayCommand, replayHelp } from './commands/replay.js';
 import { runCommand, runHelp } from './commands/run.js';
+import { verifyCommand, verifyHelp } from './commands/verify.js';
 
 export interface CliIo {
   stdout: (s: string) => void;
@@ -23,6 +24,7 @@ const COMMANDS: Record<string, { run: Command; help: string; summary: string }> 
   reconcile: { run: reconcileCommand, help: reconcileHelp, summary: 'compare published tiles and committed claims both ways' },
   choose: { run: chooseCommand, help: chooseHelp, summary: 'rank provider + region pairs for a job and write a stack file' },
   preflight: { run: preflightCommand, help: preflightHelp, summary: 'check a stack before pulumi up and print its plan' },
+  verify: { run: verifyCommand, help: verifyHelp, summary: 'check a deployed stack: smoke, replay, live parity' },
 };
 
 export const mainHelp = `tessera: geospatial tiling with exactly-once effect

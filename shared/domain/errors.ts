@@ -24,6 +24,7 @@ export type TesseraErrorCode =
   | 'LEASE_STOLEN'
   | 'VERSION_MISMATCH'
   | 'MISSING_TILES'
+  | 'VERIFY_TIMEOUT'
   | 'ADAPTER_FAILURE';
 
 export class TesseraError extends Error {

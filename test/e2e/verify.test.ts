@@ -1,0 +1,284 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { QueueServiceClient } from '@azure/storage-queue';
+import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
+import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
+import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
+import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
+import { AzureQueueJobQueue } from '../../functions/azure/adapters/azure-queue-job-queue.js';
+import { azureClients, composeAzure } from '../../functions/azure/compose.js';
+import { makeMosaicHandler } from '../../functions/azure/handlers/mosaic.handler.js';
+import { makeSceneHandler } from '../../functions/azure/handlers/scene.handler.js';
+import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js';
+import { main } from '../../functions/local/cli.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import type { VerifyReport } from '../../shared/app/verify/verify-stack.js';
+import { canonicalJson } from '../../shared/domain/canonical-json.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
+import { awsEndpoints, dynamoDbClient, freshBucket, freshClaimsTable, s3Client } from '../aws/clients.js';
+import { createTestStack, drain, type TestStack } from '../aws/stack.js';
+import { connectionString, freshContainer, freshName, freshTable } from '../azure/azurite.js';
+import { blobCreatedEvent, invocationContext, runQueueHost, timerPayload } from '../azure/functions-host.js';
+import { TEST_PARAMS as AZURE_PARAMS } from '../azure/stack.js';
+import { requireEndpoints } from '../support/global-setup.js';
+
+/**
+ * `tessera verify --outputs FILE` against the AWS emulators posing as a
+ * deployed stack: the outputs name the emulator stack's buckets, table and
+ * queues (with the testing-only `emulator` endpoints), and the project's real
+ * handlers run as "the deployed functions", pumped by this test the way the
+ * Lambda event source mappings and the schedule would: scene queue -> scene
+ * handler, tile queue -> tile handler, then a mosaic sweep. verify itself
+ * never runs a handler. Like every emulator suite, it fails (never skips)
+ * when the emulators are not running; `npm test` runs it in its first pass.
+ */
+
+function outputsOf(stack: TestStack, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  const e = awsEndpoints();
+  return {
+    cloud: 'aws',
+    region: e.region,
+    platform: 'lambda',
+    functionTimeoutSeconds: 900,
+    leaseSeconds: 960,
+    sourcePrefix: 'incoming/',
+    sourceBucket: stack.sourceBucket,
+    outputBucket: stack.outputBucket,
+    claimsTable: stack.claimsTable,
+    tileQueueUrl: stack.tiles.url,
+    tileDeadLetterQueueUrl: stack.tilesDlq.url,
+    sceneQueueUrl: stack.scenes.url,
+    emulator: { s3: e.moto, sqs: e.moto, dynamodb: e.dynamodb },
+    ...overrides,
+  };
+}
+
+/** The deployed functions: poll both queues and run the sweep until stopped. */
+function deployedFunctions(stack: TestStack) {
+  const rt = stack.runtime({ owner: 'deployed-lambda' });
+  const scene = createSceneHandler(rt);
+  const tile = createTileHandler(rt);
+  const mosaic = createMosaicHandler(rt);
+  const tick = { 'detail-type': 'Scheduled Event', source: 'aws.events' } as never;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      await drain(stack.scenes, scene, { emptyPolls: 1, maxPolls: 5 });
+      await drain(stack.tiles, tile, { emptyPolls: 1, maxPolls: 10 });
+      await mosaic(tick);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    telemetry: rt.backend.telemetry,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+async function verify(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(['verify', ...args], { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), cwd: process.cwd() });
+  return { code, stdout, stderr };
+}
+
+function writeOutputs(outputs: unknown, name = 'aws-emulator.json'): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'tessera-verify-')), name);
+  writeFileSync(file, typeof outputs === 'string' ? outputs : JSON.stringify(outputs));
+  return file;
+}
+
+describe('tessera verify against the AWS emulators as a deployed stack', () => {
+  // The default credential chain reads these, as it reads a CI job's; the emulators accept any.
+  beforeEach(() => {
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'tesseratest');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'tesseratest');
+    vi.stubEnv('AWS_PROFILE', '');
+  });
+  afterEach(() => vi.unstubAllEnvs());
+
+  it('passes smoke, replay and the live parity scenarios, and the handlers saw the duplicate rejected at its claim', async () => {
+    const stack = await createTestStack();
+    const fns = deployedFunctions(stack);
+    try {
+      const r = await verify(['--outputs', writeOutputs(outputsOf(stack)), '--json', '--timeout', '60']);
+      const report = JSON.parse(r.stdout) as VerifyReport;
+      expect(report, r.stderr).toMatchObject({
+        stack: 'aws-emulator',
+        cloud: 'aws',
+        smoke: { pass: true, tiles: 4 },
+        replay: { pass: true },
+      });
+      expect(report.parity.map((p) => [p.scenario, p.pass])).toEqual([
+        ['16 concurrent claimers, one winner', true],
+        ['16 create-only writers of one output key', true],
+        ['odd keys (+, %2F, space, unicode) round-trip', true],
+        ['poison tile message settled into the DLQ', true],
+      ]);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toContain('smoke: uploading incoming/tessera-verify-');
+      // The re-delivered tile message, then the 4 tile jobs the duplicate scene event fanned out again,
+      // reached the tile handler through the queues and stopped at their claims.
+      expect(fns.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 4);
+    } finally {
+      await fns.stop();
+    }
+  }, 60_000);
+
+  it('fails (exit 1) when the outputs name another output bucket than the one the functions write', async () => {
+    const stack = await createTestStack();
+    const fns = deployedFunctions(stack);
+    try {
+      const elsewhere = await freshBucket(s3Client(), 'elsewhere');
+      const r = await verify(['--outputs', writeOutputs(outputsOf(stack, { outputBucket: elsewhere })), '--timeout', '3']);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toMatch(/^smoke\s+FAIL/m);
+      expect(r.stdout).toContain('VerifyTimeoutError');
+    } finally {
+      await fns.stop();
+    }
+  }, 60_000);
+
+  it('fails replay (exit 1) when the outputs name another claims table than the one the functions commit to', async () => {
+    const stack = await createTestStack();
+    const fns = deployedFunctions(stack);
+    try {
+      const elsewhere = await freshClaimsTable(dynamoDbClient(), 'elsewhere');
+      const r = await verify(['--outputs', writeOutputs(outputsOf(stack, { claimsTable: elsewhere })), '--json', '--timeout', '30']);
+      expect(r.code).toBe(1);
+      const report = JSON.parse(r.stdout) as VerifyReport;
+      expect(report).toMatchObject({
+        smoke: { pass: true },
+        replay: { pass: false, detail: expect.stringMatching(/is absent, not COMMITTED/) },
+      });
+    } finally {
+      await fns.stop();
+    }
+  }, 60_000);
+
+  it('refuses a bad outputs file with a typed error and exit 2', async () => {
+    expect(await verify(['--outputs', writeOutputs('not json')])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('is not JSON'),
+    });
+    const noTable = await verify([
+      '--outputs',
+      writeOutputs({ cloud: 'aws', region: 'us-east-1', leaseSeconds: 60, functionTimeoutSeconds: 30 }),
+    ]);
+    expect(noTable).toMatchObject({ code: 2, stderr: expect.stringContaining('has no sourceBucket') });
+    expect(await verify(['--outputs', writeOutputs({ cloud: 'ibm' })])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('not one of aws, gcp, azure'),
+    });
+    expect(await verify([])).toMatchObject({ code: 2, stderr: expect.stringContaining('name a stack with --stack') });
+    expect((await verify(['--help'])).stdout).toContain('tessera verify: check a deployed stack');
+  });
+});
+
+/**
+ * An Azure stack on Azurite, shaped like infra/'s, with the real handlers as
+ * its function app: this test plays Event Grid (a BlobCreated event on the
+ * scene queue for every new source blob), the queue triggers (runQueueHost)
+ * and the mosaic timer.
+ */
+async function azureEmulatorStack() {
+  const [sources, outputs, table] = await Promise.all([freshContainer('src'), freshContainer('out'), freshTable('claims')]);
+  const tileQueue = freshName('tiles');
+  const sceneQueue = freshName('scenes');
+  const service = QueueServiceClient.fromConnectionString(connectionString());
+  await Promise.all(
+    [tileQueue, sceneQueue].flatMap((q) => [service.getQueueClient(q).create(), service.getQueueClient(`${q}-poison`).create()]),
+  );
+  const env: Record<string, string> = {
+    [ENV.platform]: 'azure-consumption',
+    [ENV.claimsTable]: table.tableName,
+    [ENV.sourceBucket]: sources.containerName,
+    [ENV.outputBucket]: outputs.containerName,
+    [ENV.tileQueue]: tileQueue,
+    [ENV.sourcePrefix]: 'scenes/',
+    [ENV.sourceSuffix]: '.tif',
+    [ENV.params]: canonicalJson(AZURE_PARAMS),
+  };
+  const clients = azureClients(connectionString());
+  const telemetry = new JsonTelemetry();
+  const rt = composeAzure(env, { clients, owner: 'deployed-function-app', telemetry });
+  const scenes = AzureQueueJobQueue.onAccount(clients.queue, sceneQueue);
+  const tiles = AzureQueueJobQueue.onAccount(clients.queue, tileQueue);
+  const blobEndpoint = requireEndpoints(inject('emulators'), 'azure').blob;
+  const seen = new Set<string>();
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      // Event Grid: one BlobCreated event per new source blob.
+      for await (const h of rt.backend.sources.list('scenes/')) {
+        if (seen.has(h.key)) continue;
+        seen.add(h.key);
+        const event = blobCreatedEvent(blobEndpoint, sources.containerName, h.key, h.version, h.size);
+        await scenes.sendBatch([{ jobKey: `event:${h.key}`, body: JSON.stringify(event) }]);
+      }
+      await runQueueHost(
+        scenes,
+        makeSceneHandler(() => rt),
+        { functionName: 'scene' },
+      );
+      await runQueueHost(
+        tiles,
+        makeTileHandler(() => rt),
+        { functionName: 'tile' },
+      );
+      await makeMosaicHandler(() => rt)(timerPayload(), invocationContext('mosaic', 'timerTrigger').context);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  const outputsFile = {
+    cloud: 'azure',
+    region: 'westeurope',
+    platform: 'azure-consumption',
+    plan: 'consumption',
+    functionTimeoutSeconds: 600,
+    leaseSeconds: 660,
+    sourcePrefix: 'scenes/',
+    storageAccount: 'devstoreaccount1',
+    sourceContainer: sources.containerName,
+    outputContainer: outputs.containerName,
+    claimsTable: table.tableName,
+    tileQueue,
+    poisonQueue: `${tileQueue}-poison`,
+    sceneQueue,
+    emulator: { connectionString: connectionString() },
+  };
+  return {
+    outputsFile,
+    telemetry,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+describe('tessera verify against Azurite as a deployed Azure stack', () => {
+  it('passes smoke, replay and the live parity scenarios; the duplicate stopped at its claim', async () => {
+    const stack = await azureEmulatorStack();
+    try {
+      const r = await verify(['--outputs', writeOutputs(stack.outputsFile, 'azure-emulator.json'), '--json', '--timeout', '60']);
+      const report = JSON.parse(r.stdout) as VerifyReport;
+      expect(report, r.stderr).toMatchObject({
+        stack: 'azure-emulator',
+        cloud: 'azure',
+        smoke: { pass: true, tiles: 9 },
+        replay: { pass: true },
+      });
+      expect(report.parity.every((p) => p.pass)).toBe(true);
+      expect(r.code).toBe(0);
+      // The tile message and the 9 jobs of the duplicate BlobCreated event, each stopped at its claim.
+      expect(stack.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 9);
+    } finally {
+      await stack.stop();
+    }
+  }, 60_000);
+});
