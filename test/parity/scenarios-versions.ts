@@ -1,10 +1,9 @@
 import type { Backend } from '../../shared/app/backend.js';
-import type { TileJob } from '../../shared/app/tile-job.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { codeVersion } from '../../shared/domain/code-version.js';
 import { AdapterError, TesseraError } from '../../shared/domain/errors.js';
-import { outputKeys, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
+import { jobBodyOfBuild } from '../support/tile-fixture.js';
 import { type DeliverResult, LEASE_MS, type ScenarioContext } from './harness.js';
 import { committed, outcome, receiveOne, type Scenario, tiles } from './scenario-kit.js';
 
@@ -13,18 +12,6 @@ import { committed, outcome, receiveOne, type Scenario, tiles } from './scenario
 
 /** A build of the render path other than the running one (as a message queued before a deploy names it). */
 const OTHER_BUILD = '0.0.9+0123456789abcdef';
-
-/** The same job as another build's fan-out made it: its keys derived with that build's code version. */
-function asOtherBuild(job: TileJob, code: string): string {
-  const scene = sceneKey(job.source, job.params, code);
-  return canonicalJson({
-    ...job,
-    code,
-    sceneKey: scene,
-    jobKey: tileJobKey(scene, job.window),
-    outputKey: outputKeys.tile(scene, job.window),
-  });
-}
 
 /** What the worker answered, in backend-neutral terms: the verdict and, for a refusal, the error's code. */
 function refusal(r: DeliverResult): { readonly verdict: string; readonly code: string | null; readonly retryable: boolean | null } {
@@ -74,7 +61,7 @@ export const VERSION_SCENARIOS: readonly Scenario[] = [
       const current = await receiveOne(ctx);
       await ctx.settle(current, await ctx.deliver(current, 'w1'));
       // The same window as a build from before the deploy enqueued it: its key names that build.
-      const stale = asOtherBuild(job, OTHER_BUILD);
+      const stale = jobBodyOfBuild(job, OTHER_BUILD);
       ctx.nameBody(stale, 'A/0_0 other build');
       await ctx.queue.sendBatch([{ jobKey: JSON.parse(stale).jobKey as string, body: stale }]);
       const d = await receiveOne(ctx);

@@ -1,6 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { LocalBackend } from '../../../functions/local/compose.js';
-import type { WorkerSettings } from '../../../shared/app/backend.js';
 import { handleTileDelivery } from '../../../shared/app/deliveries.js';
 import { processTile } from '../../../shared/app/process-tile.js';
 import type { JsonTelemetry } from '../../../shared/app/telemetry.js';
@@ -8,16 +7,11 @@ import { makeTileJob, type TileJob, toJobMessage } from '../../../shared/app/til
 import { type ProcessingParams, type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
 import type { FakeClock } from '../../support/fake-clock.js';
-import { localTileFixture } from '../../support/tile-fixture.js';
+import { FIXTURE_LEASE_MS, fixtureSettings, localTileFixture } from '../../support/tile-fixture.js';
 
-const LEASE = 60_000;
+const LEASE = FIXTURE_LEASE_MS;
 const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128 };
-const settings = (owner: string, extra: Partial<WorkerSettings> = {}): WorkerSettings => ({
-  owner,
-  leaseMs: LEASE,
-  retentionMs: 3_600_000,
-  ...extra,
-});
+const settings = fixtureSettings;
 
 describe('processTile and handleTileDelivery on the local backend with a fake clock', () => {
   let clock: FakeClock;

@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { LocalBackend } from '../../../functions/local/compose.js';
-import type { Backend, WorkerSettings } from '../../../shared/app/backend.js';
+import type { Backend } from '../../../shared/app/backend.js';
 import { handleTileDelivery } from '../../../shared/app/deliveries.js';
 import { fanOutScene, handleFanOutChunk } from '../../../shared/app/fan-out.js';
 import { processTile } from '../../../shared/app/process-tile.js';
@@ -10,37 +10,20 @@ import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../../
 import { canonicalJson } from '../../../shared/domain/canonical-json.js';
 import { codeVersion } from '../../../shared/domain/code-version.js';
 import { CodeVersionMismatchError, InvalidEventError, InvalidParamsError } from '../../../shared/domain/errors.js';
-import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../../../shared/domain/job-key.js';
+import { outputKeys, type ProcessingParams, type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
 import { windowAt } from '../../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import type { ClaimStore } from '../../../shared/ports/claim-store.port.js';
 import { openGeoTiff } from '../../../shared/raster/index.js';
 import type { FakeClock } from '../../support/fake-clock.js';
-import { localTileFixture } from '../../support/tile-fixture.js';
+import { FIXTURE_LEASE_MS, fixtureSettings, jobBodyOfBuild, localTileFixture } from '../../support/tile-fixture.js';
 import { cogLayoutErrors, walkTiff } from '../raster/tiff-walker.js';
 
-const LEASE = 60_000;
+const LEASE = FIXTURE_LEASE_MS;
 const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128 };
-const settings = (owner: string, extra: Partial<WorkerSettings> = {}): WorkerSettings => ({
-  owner,
-  leaseMs: LEASE,
-  retentionMs: 3_600_000,
-  ...extra,
-});
+const settings = fixtureSettings;
 const OTHER_BUILD = '0.1.0+0000000000000000';
-
-/** The same job as another build would have made it: keys derived with that build's code version. */
-function asOtherBuild(job: TileJob, code: string): string {
-  const scene = sceneKey(job.source, job.params, code);
-  return canonicalJson({
-    ...job,
-    code,
-    sceneKey: scene,
-    jobKey: tileJobKey(scene, job.window),
-    outputKey: outputKeys.tile(scene, job.window),
-  });
-}
 
 /** A claim store whose next `n` heartbeats fail as a throttled or unreachable store would. */
 function flakyHeartbeats(claims: ClaimStore, n: number): ClaimStore & { readonly failed: () => number } {
@@ -84,7 +67,7 @@ describe('code version, window geometry, output settings and leases', () => {
     });
 
     it('a queued message of another build is refused before its claim: typed poison, counted, WARN, no claim row', async () => {
-      const body = asOtherBuild(job, OTHER_BUILD);
+      const body = jobBodyOfBuild(job, OTHER_BUILD);
       expect(() => parseTileJob(body)).toThrow(CodeVersionMismatchError);
       const v = await handleTileDelivery(b, settings('w1'), { body, deliveryId: 'm1', receiveCount: 1 });
       expect(v.kind).toBe('poison');
