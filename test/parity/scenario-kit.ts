@@ -119,3 +119,20 @@ export function derivedKeys(
     outputs: [outputKeys.sceneManifest(scene), ...[...windows(PARITY_GRID)].map((w) => outputKeys.tile(scene, w))].sort(),
   };
 }
+
+/**
+ * Drain the queue with `worker` and record, as facts, the dead letters and how
+ * many deliveries each message took (its highest receive count): what the
+ * poison scenarios assert, "dead-lettered by its first delivery".
+ */
+export async function drainCountingDeliveries(ctx: ScenarioContext, worker: string): Promise<void> {
+  const deliveries = new Map<string, number>();
+  await ctx.drain(worker, {
+    onResult: (d) => {
+      const label = ctx.messageLabel(d.deliveryId);
+      deliveries.set(label, Math.max(deliveries.get(label) ?? 0, d.receiveCount));
+    },
+  });
+  ctx.fact('deadLetters', await ctx.deadLetters());
+  ctx.fact('deliveriesPerMessage', Object.fromEntries([...deliveries].sort(([a], [b]) => (a < b ? -1 : 1))));
+}

@@ -9,6 +9,7 @@ import {
   at,
   committed,
   derivedKeys,
+  drainCountingDeliveries,
   enqueueOneTile,
   firstRun,
   KEY_CASES,
@@ -512,15 +513,7 @@ export const CORE_SCENARIOS: readonly Scenario[] = [
       const readme = await ctx.stage('incoming/readme.tif', new TextEncoder().encode('a text file named like a GeoTIFF'));
       const job = ctx.jobFor('not-a-raster', readme, 0, 0);
       await ctx.queue.sendBatch([{ jobKey: 'not-a-tile-job', body: notJson }, toJobMessage(job)]);
-      const deliveries = new Map<string, number>();
-      await ctx.drain('w1', {
-        onResult: (d) => {
-          const label = ctx.messageLabel(d.deliveryId);
-          deliveries.set(label, Math.max(deliveries.get(label) ?? 0, d.receiveCount));
-        },
-      });
-      ctx.fact('deadLetters', await ctx.deadLetters());
-      ctx.fact('deliveriesPerMessage', Object.fromEntries([...deliveries].sort(([a], [b]) => (a < b ? -1 : 1))));
+      await drainCountingDeliveries(ctx, 'w1');
       return ctx.record();
     },
     expected: outcome({

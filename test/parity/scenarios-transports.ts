@@ -14,7 +14,7 @@ import type { SourceRef } from '../../shared/domain/job-key.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import { PARITY_MAX_RECEIVE_COUNT } from './backends.js';
 import { CRASH_VISIBILITY_MS, type DeliverResult, LEASE_MS, PARITY_PARAMS, resultKind, type ScenarioContext } from './harness.js';
-import { committed, outcome, receiveOne, type Scenario, tiles } from './scenario-kit.js';
+import { committed, drainCountingDeliveries, outcome, receiveOne, type Scenario, tiles } from './scenario-kit.js';
 
 /**
  * Each platform's redelivery schedule, scaled so that its real lease becomes
@@ -181,15 +181,7 @@ export const TRANSPORT_SCENARIOS: readonly Scenario[] = [
         { jobKey: 'not-a-tile-job', body: notJson },
         toJobMessage(ctx.jobFor('A', scene, 1, 1)),
       ]);
-      const deliveries = new Map<string, number>();
-      await ctx.drain('w1', {
-        onResult: (d) => {
-          const label = ctx.messageLabel(d.deliveryId);
-          deliveries.set(label, Math.max(deliveries.get(label) ?? 0, d.receiveCount));
-        },
-      });
-      ctx.fact('deadLetters', await ctx.deadLetters());
-      ctx.fact('deliveriesPerMessage', Object.fromEntries([...deliveries].sort(([x], [y]) => (x < y ? -1 : 1))));
+      await drainCountingDeliveries(ctx, 'w1');
       return ctx.record();
     },
     expected: outcome({
