@@ -29,12 +29,11 @@ import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
 export const TRIGGER_CONNECTION = 'TESSERA_STORAGE';
 
 /**
- * The Storage Queues the Event Grid subscriptions deliver BlobCreated events
- * to (source blobs → `scene`, tiles → `mosaic`). Fixed names shared with
- * infra/common/packaging.ts AZURE_QUEUES (a test keeps them equal).
+ * The Storage Queue the Event Grid subscription delivers source blobs'
+ * BlobCreated events to (the mosaic is a timer sweep, no queue). A fixed name
+ * shared with infra/common/packaging.ts AZURE_QUEUES (a test keeps them equal).
  */
 export const SCENE_EVENT_QUEUE = 'tessera-scenes';
-export const MOSAIC_EVENT_QUEUE = 'tessera-mosaics';
 
 /** host.json `functionTimeout`, in seconds: the Consumption ceiling. Flex/Premium override it (see {@link HOST_TIMEOUT_SETTING}). */
 export const HOST_JSON_FUNCTION_TIMEOUT_SEC = 600;
