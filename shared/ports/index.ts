@@ -3,3 +3,5 @@ export type * from './clock.port.js';
 export type * from './job-queue.port.js';
 export type * from './object-store.port.js';
 export type * from './telemetry.port.js';
+export type * from './feature-sink.port.js';
+export type * from './manifest-store.port.js';
