@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -23,9 +23,10 @@ import { type DuplicatesConfig, duplicates } from './sections/duplicates.js';
 import { type GatesConfig, gates } from './sections/gates.js';
 import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
 import { type ScaleConfig, scale } from './sections/scale.js';
+import { type ScalingConfig, scaling } from './sections/scaling.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -34,27 +35,30 @@ interface Plan {
   readonly gates: GatesConfig;
   readonly memory: MemoryConfig;
   readonly scale: ScaleConfig;
+  readonly scaling: ScalingConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
 
 /** The sizes the issue asks for. */
 const FULL: Plan = {
-  throughput: { sceneSize: 4096, tiles: 16, reps: 5 },
+  throughput: { sceneSize: 4096, tiles: 16, reps: 5, pareto: { levels: { DEFLATE: [1, 6, 9], ZSTD: [1, 3, 9] }, reps: 3 } },
   duplicates: { sceneSize: 2048, reps: 3 },
   gates: { sceneSize: 4096, tiles: 8, rounds: 6, reps: 3 },
   memory: { sizes: [4096, 8192, 16384], reps: 3 },
   scale: { windows: [400, 4_000, 40_000], reps: 3 },
-  expected: 'about 4 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 scenes)',
+  scaling: { scalingScene: 8192, scalingTilePx: 512, scalingReps: 3, wholeScene: 10980, wholeTilePx: 512, wholeReps: 2 },
+  expected: 'about 7 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
 /** Every section at tiny sizes: proves the benchmark still works (CI), measures nothing worth reading. */
 const SMOKE: Plan = {
-  throughput: { sceneSize: 1024, tiles: 2, reps: 1 },
+  throughput: { sceneSize: 1024, tiles: 2, reps: 1, pareto: { levels: { DEFLATE: [], ZSTD: [] }, reps: 1 } },
   duplicates: { sceneSize: 1024, reps: 1 },
   gates: { sceneSize: 1024, tiles: 2, rounds: 2, reps: 1 },
   memory: { sizes: [1024, 2048], reps: 1 },
   scale: { windows: [40, 400, 4_000], reps: 1 },
+  scaling: { scalingScene: 1024, scalingTilePx: 256, scalingReps: 1, wholeScene: 1280, wholeTilePx: 256, wholeReps: 1 },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -106,6 +110,9 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
       return memoryFootprint(plan.memory, log);
     case 'scale':
       return scale(plan.scale, log);
+    case 'scaling':
+      if (!gdal) throw new Error('GDAL was not set up');
+      return scaling(plan.scaling, gdal, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);
@@ -133,7 +140,7 @@ async function main(): Promise<number> {
   if (!canPin()) log('taskset is not available: timings run on any core (install util-linux to pin them to one)');
 
   let gdal: Gdal | undefined;
-  if (options.only.includes('throughput')) {
+  if (options.only.includes('throughput') || options.only.includes('scaling')) {
     gdal = await ensureGdal(log);
     log(`GDAL: ${gdal.version} (${gdal.calc}, ${gdal.python})`);
   }

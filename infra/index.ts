@@ -1,6 +1,6 @@
 import * as pulumi from '@pulumi/pulumi';
 import { readStackConfig } from './common/config.js';
-import { AZURE_QUEUES, archivesFor, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from './common/packaging.js';
+import { AZURE_QUEUES, archivesFor, azurePoisonQueue, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from './common/packaging.js';
 import { standardTags } from './common/tags.js';
 
 /**
@@ -40,13 +40,17 @@ export default async function main(): Promise<Record<string, unknown>> {
         tileDeadLetterQueueUrl: stack.queues.tile.deadLetter.url,
         // tessera verify re-delivers its scene's event through this queue (docs/deploy.md).
         sceneQueueUrl: stack.queues.scene.queue.url,
+        // tessera ingest --cloud aws enqueues ingest requests here; the manifest they publish into.
+        ingestQueueUrl: stack.queues.ingest.queue.url,
+        ingestDeadLetterQueueUrl: stack.queues.ingest.deadLetter.url,
+        manifestTable: stack.manifestTable.name,
         tileQueueVisibilitySeconds: cfg.tileQueueVisibilitySec,
         alarmTopic: stack.alarmTopic.arn,
       };
     }
     case 'gcp': {
       const archive = required(() => archivesFor('gcp', cfg.archiveDir));
-      const { GcpTilingStack } = await import('./gcp/tiling-stack.js');
+      const { GcpTilingStack, MANIFEST_COLLECTION } = await import('./gcp/tiling-stack.js');
       const stack = new GcpTilingStack('tessera', { config: cfg, archive, tags });
       return {
         ...common,
@@ -56,12 +60,17 @@ export default async function main(): Promise<Record<string, unknown>> {
         claimsCollection: cfg.claimsCollection,
         tileTopic: stack.tileTopic.name,
         deadLetterTopic: stack.deadLetterTopic.name,
+        // tessera ingest --cloud gcp publishes ingest requests here.
+        ingestTopic: stack.ingestTopic.name,
+        ingestDeadLetterTopic: stack.ingestDeadLetterTopic.name,
+        manifestCollection: MANIFEST_COLLECTION,
+        firestoreDatabase: cfg.firestoreDatabase,
         tileAckDeadlineSeconds: cfg.ackDeadlineSec,
       };
     }
     case 'azure': {
       const archive = required(() => archivesFor('azure', cfg.archiveDir));
-      const { AzureTilingStack, CLAIMS_TABLE, CONTAINERS } = await import('./azure/tiling-stack.js');
+      const { AzureTilingStack, CLAIMS_TABLE, CONTAINERS, MANIFEST_TABLE } = await import('./azure/tiling-stack.js');
       const stack = new AzureTilingStack('tessera', { config: cfg, archive, tags });
       return {
         ...common,
@@ -78,6 +87,10 @@ export default async function main(): Promise<Record<string, unknown>> {
         claimsTable: CLAIMS_TABLE,
         sceneQueue: AZURE_QUEUES.scene,
         poisonQueue: stack.poisonQueueName,
+        // tessera ingest --cloud azure puts ingest requests here; the manifest they publish into.
+        ingestQueue: AZURE_QUEUES.ingest,
+        ingestPoisonQueue: azurePoisonQueue(AZURE_QUEUES.ingest),
+        manifestTable: MANIFEST_TABLE,
         // After `pulumi up`: Flex needs its package pushed; Consumption needs its triggers synced (docs/deploy.md).
         nextStep: cfg.plan === 'flex' ? stack.deployCommand : stack.syncTriggersCommand,
       };

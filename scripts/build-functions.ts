@@ -217,14 +217,18 @@ export const GCP_SIGNATURES: Readonly<Record<(typeof FUNCTION_ROLES)[number], 'c
   tile: 'cloudevent',
   // Cloud Scheduler posts `{}`: a sweep.
   mosaic: 'http',
+  // The ingest subscription pushes raw Pub/Sub messages, as the tile subscription does.
+  ingest: 'cloudevent',
+  // Cloud Scheduler posts `{}`: a reconcile.
+  reconcile: 'http',
 };
 
 /**
  * The queue each Azure function must be triggered by (the tile queue may be named through its app setting);
- * none for the mosaic, which is a timer-triggered sweep (infra/ creates no queue or event subscription for it).
+ * none for the mosaic and the reconcile, timer-triggered (infra/ creates no queue or event subscription for them).
  */
 export function azureQueueNames(role: (typeof FUNCTION_ROLES)[number]): string[] {
-  if (role === 'mosaic') return [];
+  if (role === 'mosaic' || role === 'reconcile') return [];
   return role === 'tile' ? [AZURE_QUEUES.tile, `%${ENV.tileQueue}%`] : [AZURE_QUEUES[role]];
 }
 

@@ -5,12 +5,14 @@
 import { install as installAws } from './emulators/aws.mjs';
 import { install as installAzure } from './emulators/azure.mjs';
 import { install as installGcp } from './emulators/gcp.mjs';
+import { install as installPostgres } from './emulators/postgres.mjs';
 
 const started = Date.now();
 for (const [name, install] of [
   ['aws', installAws],
   ['gcp', installGcp],
   ['azure', installAzure],
+  ['postgres', installPostgres],
 ]) {
   try {
     await install();

@@ -45,6 +45,14 @@ async function startEmulators(): Promise<{ env: MatrixEnvironment; stops: Starte
       say(`the ${cloud} emulators did not start: ${startFailures[cloud]}`);
     }
   });
+  // One PostgreSQL + PostGIS that every backend's sink scenarios share; without it those scenarios fail, and say why.
+  try {
+    const postgres = await import('../test/support/emulators/postgres.js').then((m) => m.start());
+    endpoints.postgres = postgres.endpoints;
+    stops.push(...postgres.stops);
+  } catch (error) {
+    say(`PostgreSQL did not start: ${error instanceof Error ? (error.message.split('\n')[0] ?? error.message) : String(error)}`);
+  }
   say(`emulators up in ${Date.now() - t0} ms (${Object.keys(endpoints).join(', ') || 'none'})`);
   return { env: { endpoints: endpoints as EmulatorEndpoints, startFailures }, stops };
 }

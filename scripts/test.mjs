@@ -38,7 +38,7 @@ const { TESSERA_PARITY_BACKENDS: _all, ...inherited } = process.env;
 const passes = [
   {
     major: MAIN_NODE_MAJOR,
-    what: `every suite, emulators: ${process.env.TESSERA_EMULATORS ?? 'aws,gcp,azure'}; deployed major of ${mainClouds.join(', ')}`,
+    what: `every suite, emulators: ${process.env.TESSERA_EMULATORS ?? 'aws,gcp,azure,postgres'}; deployed major of ${mainClouds.join(', ')}`,
     env: { ...inherited, TESSERA_TEST_CLOUDS: mainClouds.join(',') },
     files: [],
   },
@@ -51,7 +51,8 @@ const passes = [
       env: {
         ...inherited,
         TESSERA_TEST_CLOUDS: clouds.join(','),
-        TESSERA_EMULATORS: clouds.join(','),
+        // PostgreSQL too: the parity column's PostGIS sink scenarios run on every backend.
+        TESSERA_EMULATORS: [...clouds, 'postgres'].join(','),
         TESSERA_PARITY_BACKENDS: clouds.join(','),
       },
       files,

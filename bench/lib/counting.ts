@@ -1,7 +1,15 @@
 import type { Backend } from '../../shared/app/backend.js';
 import type { ClaimResult, ClaimRow, CommitResult, HeartbeatResult } from '../../shared/domain/claim.js';
-import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../shared/ports/claim-store.port.js';
 import type {
+  ClaimRequest,
+  ClaimStore,
+  CommitRequest,
+  DeleteClaimRequest,
+  DeleteClaimResult,
+  HeartbeatRequest,
+} from '../../shared/ports/claim-store.port.js';
+import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -60,6 +68,10 @@ export class CountingObjectStore implements ObjectStore {
     return track(this.count, 'putIfMatch', () => this.inner.putIfMatch(key, body, expectedVersion, options));
   }
 
+  deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    return track(this.count, 'deleteIfVersion', () => this.inner.deleteIfVersion(key, version));
+  }
+
   pin(key: string, version: string): Promise<ReadPin> {
     return this.inner.pin(key, version);
   }
@@ -106,6 +118,10 @@ export class CountingClaimStore implements ClaimStore {
 
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatResult> {
     return track(this.count, 'heartbeat', () => this.inner.heartbeat(request));
+  }
+
+  deleteIf(request: DeleteClaimRequest): Promise<DeleteClaimResult> {
+    return track(this.count, 'deleteIf', () => this.inner.deleteIf(request));
   }
 
   get(jobId: string): Promise<ClaimRow | undefined> {

@@ -8,8 +8,11 @@ import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { clockSkewMarginMs, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
+import { DynamoDbManifestStore } from './adapters/dynamodb-manifest-store.js';
 import { S3ObjectStore, type S3Sender } from './adapters/s3-object-store.js';
 import { SqsJobQueue, type SqsSender } from './adapters/sqs-job-queue.js';
 
@@ -27,6 +30,8 @@ export interface AwsRuntime {
   readonly filter: SourceFilter;
   /** The clients, for the few calls a handler makes outside the ports (SQS visibility changes). */
   readonly clients: AwsClients;
+  /** The ingest manifest (DynamoDB, TESSERA_MANIFEST_TABLE): the ingest and reconcile functions only; undefined elsewhere. */
+  readonly manifest?: ManifestStore | undefined;
 }
 
 export interface ComposeAwsOptions {
@@ -76,6 +81,8 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     queue: new SqsJobQueue(clients.sqs, config.tileQueue, { deadLetterQueueUrl: config.deadLetterQueue }),
     clock,
     telemetry,
+    // The optional PostGIS feature sink (a secret URL infra/ sets from tessera:featureSinkUrl): docs/postgis.md.
+    sink: config.featureSinkUrl ? PostgisFeatureSink.fromUrl(config.featureSinkUrl) : undefined,
   };
   return {
     config,
@@ -83,6 +90,7 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
     filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
     clients,
+    manifest: config.manifestTable ? new DynamoDbManifestStore(clients.dynamodb, config.manifestTable) : undefined,
   };
 }
 

@@ -2,10 +2,12 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { AwsStackOutputs } from '../../shared/app/verify/stack-outputs.js';
-import type { VerifyTarget } from '../../shared/app/verify/verify-stack.js';
-import type { SourceRef } from '../../shared/domain/job-key.js';
+import type { SceneManifest } from '../../shared/app/scene-manifest.js';
+import { removeDeadLettersFrom, type VerifyTarget } from '../../shared/app/verify/verify-stack.js';
+import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { SqsJobQueue } from './adapters/sqs-job-queue.js';
 import { composeAws } from './compose.js';
 
 /**
@@ -32,6 +34,26 @@ export function awsVerifyTarget(stack: string, outputs: AwsStackOutputs, telemet
     [ENV.leaseSeconds]: String(outputs.leaseSeconds),
   };
   const rt = composeAws(env, { clients: { s3, sqs, dynamodb }, telemetry, owner: `tessera-verify:${stack}` });
+  // Visible, in flight and delayed messages on the scene and tile queues (SQS's approximate counts).
+  const pendingMessages = async (): Promise<number> => {
+    const counts = await Promise.all(
+      [outputs.sceneQueueUrl, outputs.tileQueueUrl].map(async (QueueUrl) => {
+        const out = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl,
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'],
+          }),
+        );
+        const a = out.Attributes ?? {};
+        return (
+          Number(a.ApproximateNumberOfMessages ?? 0) +
+          Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) +
+          Number(a.ApproximateNumberOfMessagesDelayed ?? 0)
+        );
+      }),
+    );
+    return counts.reduce((x, y) => x + y, 0);
+  };
   return {
     stack,
     cloud: 'aws',
@@ -39,30 +61,15 @@ export function awsVerifyTarget(stack: string, outputs: AwsStackOutputs, telemet
     sourcePrefix: outputs.sourcePrefix,
     leaseSeconds: outputs.leaseSeconds,
     deadLetters: () => rt.backend.queue.deadLetters(),
-    async pendingMessages() {
-      const counts = await Promise.all(
-        [outputs.sceneQueueUrl, outputs.tileQueueUrl].map(async (QueueUrl) => {
-          const out = await sqs.send(
-            new GetQueueAttributesCommand({
-              QueueUrl,
-              AttributeNames: [
-                'ApproximateNumberOfMessages',
-                'ApproximateNumberOfMessagesNotVisible',
-                'ApproximateNumberOfMessagesDelayed',
-              ],
-            }),
-          );
-          const a = out.Attributes ?? {};
-          return (
-            Number(a.ApproximateNumberOfMessages ?? 0) +
-            Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) +
-            Number(a.ApproximateNumberOfMessagesDelayed ?? 0)
-          );
-        }),
-      );
-      return counts.reduce((x, y) => x + y, 0);
+    async removeDeadLetters(match: (m: JobMessage) => boolean) {
+      if (!outputs.tileDeadLetterQueueUrl)
+        return { removed: 0, left: 'dead letters: the outputs name no tileDeadLetterQueueUrl; remove them from the DLQ by hand' };
+      // Received, then deleted under the receipt handle of that receive; any other message is made visible again.
+      return { removed: await removeDeadLettersFrom(new SqsJobQueue(sqs, outputs.tileDeadLetterQueueUrl), match) };
     },
-    async redeliverSceneEvent(source: SourceRef) {
+    settling: { kind: 'backlog', pendingMessages },
+    async redeliverSceneEvent(manifest: SceneManifest) {
+      const source = manifest.source;
       // The notification S3 sends for the object, as the scene queue receives it: a duplicate delivery.
       const token = source.versionToken;
       const object = token.startsWith('"')
@@ -80,6 +87,7 @@ export function awsVerifyTarget(stack: string, outputs: AwsStackOutputs, telemet
         ],
       };
       await sqs.send(new SendMessageCommand({ QueueUrl: outputs.sceneQueueUrl, MessageBody: JSON.stringify(body) }));
+      return [];
     },
   };
 }

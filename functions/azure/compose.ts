@@ -11,10 +11,13 @@ import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
 import { AzurePoisonQueue, AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
+import { AzureTableManifestStore } from './adapters/azure-table-manifest-store.js';
 
 /**
  * The Azure backend's one wiring point: environment to clients to adapters.
@@ -34,6 +37,12 @@ export const TRIGGER_CONNECTION = 'TESSERA_STORAGE';
  * shared with infra/common/packaging.ts AZURE_QUEUES (a test keeps them equal).
  */
 export const SCENE_EVENT_QUEUE = 'tessera-scenes';
+
+/**
+ * The Storage Queue of ingest requests (`tessera ingest --cloud azure` puts them there; its poison twin is
+ * `tessera-ingest-poison`). A fixed name shared with infra/common/packaging.ts AZURE_QUEUES, as the scene queue's is.
+ */
+export const INGEST_QUEUE = 'tessera-ingest';
 
 /** host.json `functionTimeout`, in seconds: the Consumption ceiling. Flex/Premium override it (see {@link HOST_TIMEOUT_SETTING}). */
 export const HOST_JSON_FUNCTION_TIMEOUT_SEC = 600;
@@ -66,6 +75,8 @@ export interface AzureRuntime {
   readonly host: HostSettings;
   /** `<queue>-poison` of a trigger queue, where its handler settles poison at once (shared/app/poison.ts). */
   poisonQueue(queueName: string): DeadLetterSink;
+  /** The ingest manifest (Table Storage, TESSERA_MANIFEST_TABLE): set on the app when the stack has one. */
+  readonly manifest?: ManifestStore | undefined;
 }
 
 export interface HostSettings {
@@ -209,6 +220,8 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     queue: AzureQueueJobQueue.onAccount(clients.queue, config.tileQueue, host.maxDequeueCount),
     clock,
     telemetry: options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock }),
+    // The optional PostGIS feature sink (a secret URL infra/ sets from tessera:featureSinkUrl): docs/postgis.md.
+    sink: config.featureSinkUrl ? PostgisFeatureSink.fromUrl(config.featureSinkUrl) : undefined,
   };
   const owner = options.owner ?? `${(env.WEBSITE_INSTANCE_ID ?? hostname()).slice(0, 16)}:${process.pid}`;
   const queues = clients.queue;
@@ -218,6 +231,7 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     host,
     settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
     poisonQueue: (queueName) => new AzurePoisonQueue(queues, queueName),
+    manifest: config.manifestTable ? new AzureTableManifestStore(clients.table(config.manifestTable)) : undefined,
   };
 }
 

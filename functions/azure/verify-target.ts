@@ -1,9 +1,10 @@
 import type { AzureStackOutputs } from '../../shared/app/verify/stack-outputs.js';
-import type { VerifyTarget } from '../../shared/app/verify/verify-stack.js';
-import type { SourceRef } from '../../shared/domain/job-key.js';
+import type { SceneManifest } from '../../shared/app/scene-manifest.js';
+import { removeDeadLettersFrom, type VerifyTarget } from '../../shared/app/verify/verify-stack.js';
+import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
-import { AzureQueueJobQueue } from './adapters/azure-queue-job-queue.js';
+import { AzureQueueJobQueue, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { azureClients, composeAzure, formatTimeSpan, HOST_TIMEOUT_SETTING } from './compose.js';
 
 /**
@@ -36,16 +37,27 @@ export function azureVerifyTarget(stack: string, outputs: AzureStackOutputs, tel
     sourcePrefix: outputs.sourcePrefix,
     leaseSeconds: outputs.leaseSeconds,
     deadLetters: () => rt.backend.queue.deadLetters(),
-    async pendingMessages() {
-      // Visible and invisible (being processed) messages alike: each queue's approximate count.
-      const counts = await Promise.all(
-        [outputs.sceneQueue, outputs.tileQueue].map(
-          async (q) => (await clients.queue.getQueueClient(q).getProperties()).approximateMessagesCount ?? 0,
-        ),
-      );
-      return counts.reduce((x, y) => x + y, 0);
+    async removeDeadLetters(match: (m: JobMessage) => boolean) {
+      // The poison queue read as a queue of its own: deleted under the pop receipt of the receive that saw it.
+      const poison = clients.queue.getQueueClient(poisonQueueName(outputs.tileQueue));
+      // No poison queue of its own: a poison message is never dequeued often enough to be moved anywhere.
+      const queue = new AzureQueueJobQueue(poison, { poison, maxDequeueCount: Number.MAX_SAFE_INTEGER });
+      return { removed: await removeDeadLettersFrom(queue, match) };
     },
-    async redeliverSceneEvent(source: SourceRef) {
+    settling: {
+      kind: 'backlog',
+      async pendingMessages() {
+        // Visible and invisible (being processed) messages alike: each queue's approximate count.
+        const counts = await Promise.all(
+          [outputs.sceneQueue, outputs.tileQueue].map(
+            async (q) => (await clients.queue.getQueueClient(q).getProperties()).approximateMessagesCount ?? 0,
+          ),
+        );
+        return counts.reduce((x, y) => x + y, 0);
+      },
+    },
+    async redeliverSceneEvent(manifest: SceneManifest) {
+      const source = manifest.source;
       // The BlobCreated event Event Grid puts on the scene queue for the blob, again: a duplicate delivery.
       const head = await rt.backend.sources.head(source.key);
       const event = {
@@ -66,6 +78,7 @@ export function azureVerifyTarget(stack: string, outputs: AzureStackOutputs, tel
         metadataVersion: '1',
       };
       await scenes.sendBatch([{ jobKey: `scene-event:${source.key}`, body: JSON.stringify(event) }]);
+      return [];
     },
   };
 }

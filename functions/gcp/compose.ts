@@ -10,14 +10,17 @@ import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
+import { FirestoreManifestStore } from './adapters/firestore-manifest-store.js';
 import { GcsObjectStore } from './adapters/gcs-object-store.js';
 import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
 
-/** The three functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
-export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic';
+/** The functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
+export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic' | 'ingest' | 'reconcile';
 
 /**
  * How a function is triggered decides its ceiling, and so its lease
@@ -33,6 +36,10 @@ const PLATFORMS_FOR: Readonly<Record<GcpFunctionRole, readonly Platform[]>> = {
   scene: ['gcf2-event', 'gcf1'],
   tile: ['gcf2-event', 'gcf2-http', 'gcf1'],
   mosaic: ['gcf2-http', 'gcf1'],
+  // A Pub/Sub push subscription to the function (event-driven: 540 s, inside the 600 s push deadline).
+  ingest: ['gcf2-event', 'gcf1'],
+  // Cloud Scheduler, HTTP.
+  reconcile: ['gcf2-http', 'gcf1'],
 };
 
 /**
@@ -80,6 +87,8 @@ export interface GcpRuntime {
   /** Where the tile worker publishes poison messages; undefined when no dead-letter topic is configured. */
   readonly deadLetters: PubSubDeadLetterTopic | undefined;
   readonly clients: GcpClients;
+  /** The ingest manifest (Firestore collection TESSERA_MANIFEST_TABLE, the stack's database): ingest and reconcile only. */
+  readonly manifest?: ManifestStore | undefined;
 }
 
 export interface ComposeGcpOptions {
@@ -147,6 +156,8 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     queue: new PubSubJobQueue(clients.pubsub.topic(config.tileQueue, { batching: TILE_TOPIC_BATCHING })),
     clock,
     telemetry,
+    // The optional PostGIS feature sink (a secret URL infra/ sets from tessera:featureSinkUrl): docs/postgis.md.
+    sink: config.featureSinkUrl ? PostgisFeatureSink.fromUrl(config.featureSinkUrl) : undefined,
   };
   return {
     config,
@@ -156,6 +167,7 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
     deadLetters: config.deadLetterQueue ? new PubSubDeadLetterTopic(clients.pubsub.topic(config.deadLetterQueue)) : undefined,
     clients,
+    manifest: config.manifestTable ? new FirestoreManifestStore(clients.firestore.collection(config.manifestTable)) : undefined,
   };
 }
 

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { TesseraError } from '../../shared/domain/errors.js';
 import { backfillCommand, backfillHelp } from './commands/backfill.js';
 import { chooseCommand, chooseHelp } from './commands/choose.js';
+import { ingestCommand, ingestHelp } from './commands/ingest.js';
 import { preflightCommand, preflightHelp } from './commands/preflight.js';
 import { reconcileCommand, reconcileHelp } from './commands/reconcile.js';
 import { replayCommand, replayHelp } from './commands/replay.js';
@@ -21,6 +22,7 @@ const COMMANDS: Record<string, { run: Command; help: string; summary: string }> 
   run: { run: runCommand, help: runHelp, summary: 'run the main job on the local backend (scene -> tiles -> mosaic)' },
   replay: { run: replayCommand, help: replayHelp, summary: "re-deliver a job and prove its output's version is unchanged" },
   backfill: { run: backfillCommand, help: backfillHelp, summary: 're-run a scene under a policy: skip | new-key | overwrite' },
+  ingest: { run: ingestCommand, help: ingestHelp, summary: 'stage, validate and publish an artefact once (manifest: source, id, sha256)' },
   reconcile: { run: reconcileCommand, help: reconcileHelp, summary: 'compare published tiles and committed claims both ways' },
   choose: { run: chooseCommand, help: chooseHelp, summary: 'rank provider + region pairs for a job and write a stack file' },
   preflight: { run: preflightCommand, help: preflightHelp, summary: 'check a stack before pulumi up and print its plan' },

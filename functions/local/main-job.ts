@@ -9,7 +9,7 @@ import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../shared/app/tile-job.js';
 import { resolveLease } from '../../shared/domain/ceilings.js';
-import { MissingTilesError } from '../../shared/domain/errors.js';
+import { InvalidParamsError, MissingTilesError } from '../../shared/domain/errors.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { windows } from '../../shared/domain/tile-grid.js';
@@ -17,12 +17,14 @@ import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 import type { Progress } from './progress.js';
-import { runWorkerPool } from './worker-pool.js';
+import { runWorkerProcesses } from './worker-process.js';
 
 export interface MainJobOptions {
   readonly dir: string;
   /** Use this GeoTIFF instead of generating a synthetic scene. */
   readonly scene?: string | undefined;
+  /** Tile an object already in the source store (e.g. a key `tessera ingest` published) instead. */
+  readonly sourceKey?: string | undefined;
   readonly width: number;
   readonly height: number;
   readonly tilePx: number;
@@ -64,8 +66,8 @@ export interface MainJobSummary {
 
 /**
  * One tile job's cost in time and memory, from a local run: the tile phase's
- * wall time shared over the tiles each worker rendered, and the process's
- * peak resident memory (as Lambda's "Max Memory Used" counts the runtime too).
+ * wall time shared over the tiles each worker rendered, and the worker processes'
+ * highest peak resident memory (as Lambda's "Max Memory Used" counts the runtime too).
  * A mean over the run, on this machine's CPU: the clouds' vCPUs differ.
  */
 export interface TileProfile {
@@ -141,9 +143,15 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     const tilesStarted = performance.now();
     const total = fan.grid.count + duplicates;
     let settled = 0;
-    await runWorkerPool(backend, {
+    // The workers are OS processes on this directory (worker-process.ts): their counters and log lines
+    // come back into this telemetry, so the summary counts their gates and the zombie's alike.
+    const pool = await runWorkerProcesses({
+      dir: backend.dir,
       workers: options.workers,
+      maxReceiveCount: backend.queue.maxReceiveCount,
       settings: (i) => ({ owner: `worker-${i}`, leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
+      telemetry,
+      log: options.log,
       onSettled: () => options.progress.update(++settled, total, 'deliveries'),
       moreExpected: () => !zombieDone,
     });
@@ -182,22 +190,22 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       outputDir: join(backend.outputs.root, 'objects'),
       elapsedMs: Math.round(performance.now() - started),
       ok: manifestCount === fan.grid.count,
-      ...(options.profile ? { profile: tileProfile(tilePhaseMs, options.workers, counters.written) } : {}),
+      ...(options.profile ? { profile: tileProfile(tilePhaseMs, options.workers, counters.written, pool.maxRssKb) } : {}),
     };
   } finally {
     backend.close();
   }
 }
 
-function tileProfile(tilePhaseMs: number, workers: number, tiles: number): TileProfile {
+function tileProfile(tilePhaseMs: number, workers: number, tiles: number, workerMaxRssKb: number): TileProfile {
   return {
     workers,
     tiles,
     tilePhaseMs: Math.round(tilePhaseMs),
     // Each worker renders tiles one after another: its share of the phase over its share of the tiles.
     secondsPerTile: tiles > 0 ? (tilePhaseMs / 1000) * (workers / tiles) : 0,
-    // maxRSS is in KiB.
-    peakMemoryMb: Math.ceil(process.resourceUsage().maxRSS / 1024),
+    // maxRSS is in KiB; the tiles ran in the worker processes, so theirs is the peak a function must hold.
+    peakMemoryMb: Math.ceil(workerMaxRssKb / 1024),
   };
 }
 
@@ -208,13 +216,20 @@ function tileProfile(tilePhaseMs: number, workers: number, tiles: number): TileP
 function clearRun(dir: string): void {
   if (!existsSync(dir)) return;
   for (const name of readdirSync(dir)) {
-    if (name !== 'sources') rmSync(join(dir, name), { recursive: true, force: true });
+    // The ingest manifest describes sources (which stay), so it stays with them.
+    if (name !== 'sources' && !name.startsWith('manifest.db')) rmSync(join(dir, name), { recursive: true, force: true });
   }
 }
 
 async function stageScene(backend: LocalBackend, options: MainJobOptions) {
   let key: string;
-  if (options.scene) {
+  if (options.sourceKey) {
+    key = options.sourceKey;
+    if (!(await backend.sources.head(key)))
+      throw new InvalidParamsError(
+        `--source-key ${JSON.stringify(key)}: no such object in the source store (${backend.sources.root}); \`tessera ingest\` prints the published key`,
+      );
+  } else if (options.scene) {
     key = `scenes/${options.scene.split(/[\\/]/).pop() ?? 'scene.tif'}`;
     options.progress.phase('import');
     await backend.sources.importFile(key, options.scene);

@@ -1,4 +1,5 @@
-import type { FunctionRole } from '../common/config.js';
+import { assertNever } from '../../shared/domain/claim.js';
+import { type FunctionRole, STAGING_PREFIX } from '../common/config.js';
 import { OUTPUT_PREFIXES } from '../common/environment.js';
 
 /**
@@ -27,6 +28,8 @@ export interface FunctionArns {
   readonly sourceBucket: string;
   readonly outputBucket: string;
   readonly claimsTable: string;
+  /** The ingest manifest table (ingest writes it create-only, reconcile reads it). */
+  readonly manifestTable: string;
   readonly tileQueue: string;
   /** The queue whose event source mapping invokes this function (none for the scheduled mosaic sweep). */
   readonly triggerQueue: string | undefined;
@@ -65,6 +68,11 @@ function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyState
  *   fan-out chunks to the tile queue.
  * - scene and tile: send a poison record to their own trigger queue's DLQ.
  * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists `tiles/`, writes `mosaics/`.
+ * - ingest: reads and writes `staging/` of the source bucket (the attempt's download), reads and create-only writes
+ *   the source prefix (the promoted scene: a copy from staging, `If-None-Match: *`), reads an href under the
+ *   source prefix or staging only, and gets / conditionally puts / queries the manifest table. No delete anywhere:
+ *   staging expires by the bucket's lifecycle rule, and nothing it published can be removed by it.
+ * - reconcile: lists and heads the source prefix, reads (Query/Scan/GetItem) the manifest table. Read-only.
  *
  * Writes are `s3:PutObject` only: create-only (`If-None-Match: *`) and repair
  * (`If-Match`) writes need nothing more, and no function may delete an output.
@@ -143,6 +151,35 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
         writeUnder(arns.outputBucket, OUTPUT_PREFIXES.mosaics, 'WriteMosaics'),
       );
       break;
+    case 'ingest':
+      statements.push(
+        writeUnder(arns.sourceBucket, STAGING_PREFIX, 'StageDownloads'),
+        // The promoted key: a create-only copy (CopyObject reads staging, puts under the prefix with If-None-Match).
+        writeUnder(arns.sourceBucket, sourcePrefix, 'PromoteScenes'),
+        listUnder(arns.sourceBucket, [STAGING_PREFIX, sourcePrefix], 'ListStagingAndScenes'),
+        {
+          Sid: 'PublishManifestRows',
+          Effect: 'Allow',
+          // PutItem with attribute_not_exists only (the adapter's condition); Query for the pre-check by (source, id).
+          Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Query'],
+          Resource: arns.manifestTable,
+        },
+      );
+      break;
+    case 'reconcile':
+      statements.push(
+        { Sid: 'HeadScenes', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.sourceBucket, sourcePrefix) },
+        listUnder(arns.sourceBucket, [sourcePrefix], 'ListScenes'),
+        {
+          Sid: 'ReadManifest',
+          Effect: 'Allow',
+          Action: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan'],
+          Resource: arns.manifestTable,
+        },
+      );
+      break;
+    default:
+      assertNever(role, 'function role');
   }
   return { Version: '2012-10-17', Statement: statements };
 }

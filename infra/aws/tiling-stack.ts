@@ -6,11 +6,14 @@ import * as lambda from '@pulumi/aws/lambda';
 import * as s3 from '@pulumi/aws/s3';
 import * as sns from '@pulumi/aws/sns';
 import * as sqs from '@pulumi/aws/sqs';
+import type { input as awsInput } from '@pulumi/aws/types';
 import * as pulumi from '@pulumi/pulumi';
 import {
   type AwsStackConfig,
   FUNCTION_ROLES,
   type FunctionRole,
+  INGEST_FUNCTION_TIMEOUT_SEC,
+  STAGING_PREFIX,
   SUPPORT_FUNCTION_MEMORY_MB,
   SUPPORT_FUNCTION_TIMEOUT_SEC,
   visibilityFor,
@@ -35,8 +38,18 @@ interface QueuePair {
   readonly maxReceiveCount: number;
 }
 
-/** The functions an SQS queue triggers; the mosaic sweep runs on a schedule instead. */
-export const QUEUE_TRIGGERED = ['scene', 'tile'] as const;
+/** The functions an SQS queue triggers; the mosaic sweep and the manifest reconcile run on a schedule instead. */
+export const QUEUE_TRIGGERED = ['scene', 'tile', 'ingest'] as const;
+/** The functions a schedule invokes. */
+export const SCHEDULED = ['mosaic', 'reconcile'] as const;
+type Scheduled = (typeof SCHEDULED)[number];
+
+/**
+ * How often the manifest reconcile runs (functions/aws/handlers/reconcile.handler.ts): design note 2's weekly
+ * comparison of the promoted prefix with the manifest, both ways. It only reports (a crashed promotion is
+ * repaired by re-running the ingest, which finds the object already there and registers it).
+ */
+export const RECONCILE_SCHEDULE = 'rate(7 days)';
 export type QueueTriggered = (typeof QUEUE_TRIGGERED)[number];
 
 /** Settings of one Lambda function. */
@@ -53,6 +66,15 @@ interface FunctionSpec {
  * not retried by Lambda; the next run is the retry.
  */
 export const MOSAIC_SCHEDULE = 'rate(5 minutes)';
+
+/** Schedule and description of each scheduled function. */
+const SCHEDULES: Readonly<Record<Scheduled, { readonly expression: string; readonly description: string }>> = {
+  mosaic: { expression: MOSAIC_SCHEDULE, description: 'Assemble the mosaic of every finished scene (Tessera)' },
+  reconcile: {
+    expression: RECONCILE_SCHEDULE,
+    description: 'Compare the promoted scenes with the ingest manifest, both ways (Tessera)',
+  },
+};
 
 const DLQ_RETENTION_SEC = 14 * 24 * 3600; // SQS maximum: time to inspect and redrive
 const QUEUE_RETENTION_SEC = 4 * 24 * 3600;
@@ -71,6 +93,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
   readonly sourceBucket: s3.Bucket;
   readonly outputBucket: s3.Bucket;
   readonly claimsTable: dynamodb.Table;
+  /** The ingest manifest: one item per published artefact, created only by a conditional put. */
+  readonly manifestTable: dynamodb.Table;
   readonly queues: Readonly<Record<QueueTriggered, QueuePair>>;
   readonly functions: Readonly<Record<FunctionRole, lambda.Function>>;
   readonly alarmTopic: sns.Topic;
@@ -87,11 +111,24 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       scene: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB, batchSize: 10 },
       tile: { timeoutSec: cfg.lease.functionTimeoutSec, memoryMb: cfg.memoryMb, batchSize: 1 },
       mosaic: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
+      // One request per invocation: a download has the whole timeout to itself.
+      ingest: { timeoutSec: INGEST_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB, batchSize: 1 },
+      reconcile: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
     };
 
     // Buckets: private, owner-enforced, SSE-S3, TLS only, versioned: outputs so repair writes keep history,
     // sources so a job's reads pin the version its key names (a replaced scene is detected, not mixed).
-    this.sourceBucket = this.privateBucket(`${name}-sources`, true, tags);
+    // The source bucket also holds ingest staging (staging/, outside the scene prefix): each attempt's download,
+    // kept tessera:stagingRetentionDays to inspect a refused or crashed one, then expired (with its noncurrent versions).
+    this.sourceBucket = this.privateBucket(`${name}-sources`, true, tags, [
+      {
+        id: 'expire-ingest-staging',
+        status: 'Enabled',
+        filter: { prefix: STAGING_PREFIX },
+        expiration: { days: cfg.stagingRetentionDays },
+        noncurrentVersionExpiration: { noncurrentDays: 1 },
+      },
+    ]);
     this.outputBucket = this.privateBucket(`${name}-outputs`, true, tags);
 
     // Claims: one item per job, TTL on expires_at (epoch seconds), point-in-time recovery on.
@@ -102,6 +139,23 @@ export class AwsTilingStack extends pulumi.ComponentResource {
         hashKey: 'job_id',
         attributes: [{ name: 'job_id', type: 'S' }],
         ttl: { attributeName: 'expires_at', enabled: true },
+        pointInTimeRecovery: { enabled: true },
+        tags,
+      },
+      parent,
+    );
+    // The ingest manifest: pk names (source, external id), the range key the checksum, so find() is one Query and
+    // register() a put with attribute_not_exists(pk) on the full identity. No TTL: a row is the proof of a publish.
+    this.manifestTable = new dynamodb.Table(
+      `${name}-manifest`,
+      {
+        billingMode: 'PAY_PER_REQUEST',
+        hashKey: 'pk',
+        rangeKey: 'checksum',
+        attributes: [
+          { name: 'pk', type: 'S' },
+          { name: 'checksum', type: 'S' },
+        ],
         pointInTimeRecovery: { enabled: true },
         tags,
       },
@@ -131,7 +185,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       );
       logGroups[role] = logGroup;
       const roleResource = new iam.Role(`${name}-${role}`, { assumeRolePolicy: JSON.stringify(LAMBDA_ASSUME_ROLE), tags }, parent);
-      const trigger = role === 'mosaic' ? undefined : queues[role];
+      const trigger = isScheduled(role) ? undefined : queues[role];
+      const ingestion = role === 'ingest' || role === 'reconcile';
       const policy = new iam.RolePolicy(
         `${name}-${role}`,
         {
@@ -141,16 +196,17 @@ export class AwsTilingStack extends pulumi.ComponentResource {
               this.sourceBucket.arn,
               this.outputBucket.arn,
               this.claimsTable.arn,
+              this.manifestTable.arn,
               queues.tile.queue.arn,
               trigger?.queue.arn,
               trigger?.deadLetter.arn,
               logGroup.arn,
             ])
-            .apply(([sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, deadLetterQueue, lg]) =>
+            .apply(([sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, lg]) =>
               JSON.stringify(
                 functionPolicy(
                   role,
-                  { sourceBucket, outputBucket, claimsTable, tileQueue, triggerQueue, deadLetterQueue, logGroup: lg },
+                  { sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, logGroup: lg },
                   cfg.source.prefix,
                 ),
               ),
@@ -181,6 +237,9 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                 deadLetterQueue: (trigger ?? queues.tile).deadLetter.url,
                 // Its own trigger queue's count, which its redelivery schedule plans against (the sweep has none).
                 ...(trigger ? { maxDeliveries: trigger.maxReceiveCount } : {}),
+                ...(ingestion ? { manifestTable: this.manifestTable.name } : {}),
+                ...(role === 'ingest' ? { ingestQueue: queues.ingest.queue.url } : {}),
+                ...(role === 'tile' && cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -192,7 +251,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
         { parent: this, dependsOn: [policy] },
       );
       functions[role] = fn;
-      if (role !== 'mosaic') {
+      if (!isScheduled(role)) {
         new lambda.EventSourceMapping(
           `${name}-${role}`,
           {
@@ -211,27 +270,27 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     }
     this.functions = functions;
 
-    // The mosaic sweep: a schedule invokes it; a failed run is left to the next run rather than retried.
-    const schedule = new cloudwatch.EventRule(
-      `${name}-mosaic-sweep`,
-      { description: 'Assemble the mosaic of every finished scene (Tessera)', scheduleExpression: MOSAIC_SCHEDULE, tags },
-      parent,
-    );
-    const invoke = new lambda.Permission(
-      `${name}-mosaic-sweep`,
-      { action: 'lambda:InvokeFunction', function: functions.mosaic.name, principal: 'events.amazonaws.com', sourceArn: schedule.arn },
-      parent,
-    );
-    new lambda.FunctionEventInvokeConfig(
-      `${name}-mosaic-sweep`,
-      { functionName: functions.mosaic.name, maximumRetryAttempts: 0, maximumEventAgeInSeconds: 300 },
-      parent,
-    );
-    new cloudwatch.EventTarget(
-      `${name}-mosaic-sweep`,
-      { rule: schedule.name, arn: functions.mosaic.arn },
-      { parent: this, dependsOn: [invoke] },
-    );
+    // The mosaic sweep and the manifest reconcile: a schedule invokes each; a failed run is left to the next run
+    // rather than retried.
+    for (const role of SCHEDULED) {
+      const id = role === 'mosaic' ? `${name}-mosaic-sweep` : `${name}-${role}`;
+      const schedule = new cloudwatch.EventRule(
+        id,
+        { description: SCHEDULES[role].description, scheduleExpression: SCHEDULES[role].expression, tags },
+        parent,
+      );
+      const invoke = new lambda.Permission(
+        id,
+        { action: 'lambda:InvokeFunction', function: functions[role].name, principal: 'events.amazonaws.com', sourceArn: schedule.arn },
+        parent,
+      );
+      new lambda.FunctionEventInvokeConfig(
+        id,
+        { functionName: functions[role].name, maximumRetryAttempts: 0, maximumEventAgeInSeconds: 300 },
+        parent,
+      );
+      new cloudwatch.EventTarget(id, { rule: schedule.name, arn: functions[role].arn }, { parent: this, dependsOn: [invoke] });
+    }
 
     // Alarms: any stolen lease, and any message in a dead-letter queue.
     this.alarmTopic = new sns.Topic(`${name}-alarms`, { tags }, parent);
@@ -277,8 +336,11 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       sourceBucket: this.sourceBucket.bucket,
       outputBucket: this.outputBucket.bucket,
       claimsTable: this.claimsTable.name,
+      manifestTable: this.manifestTable.name,
       tileQueueUrl: queues.tile.queue.url,
       tileDeadLetterQueueUrl: queues.tile.deadLetter.url,
+      ingestQueueUrl: queues.ingest.queue.url,
+      ingestDeadLetterQueueUrl: queues.ingest.deadLetter.url,
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
       alarmTopic: this.alarmTopic.arn,
     });
@@ -304,7 +366,13 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     );
   }
 
-  private privateBucket(name: string, versioned: boolean, tags: StandardTags): s3.Bucket {
+  /** `extraRules`: more lifecycle rules (a bucket has one lifecycle configuration, so they share it). */
+  private privateBucket(
+    name: string,
+    versioned: boolean,
+    tags: StandardTags,
+    extraRules: awsInput.s3.BucketLifecycleConfigurationRule[] = [],
+  ): s3.Bucket {
     const parent = { parent: this };
     const bucket = new s3.Bucket(name, { tags }, parent);
     new s3.BucketOwnershipControls(name, { bucket: bucket.id, rule: { objectOwnership: 'BucketOwnerEnforced' } }, parent);
@@ -334,6 +402,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
               noncurrentVersionExpiration: { noncurrentDays: 30 },
               abortIncompleteMultipartUpload: { daysAfterInitiation: 7 },
             },
+            ...extraRules,
           ],
         },
         parent,
@@ -406,4 +475,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       { parent: this, dependsOn: [access] },
     );
   }
+}
+
+function isScheduled(role: FunctionRole): role is Scheduled {
+  return (SCHEDULED as readonly string[]).includes(role);
 }

@@ -8,7 +8,7 @@ import * as resources from '@pulumi/azure-native/resources';
 import * as storage from '@pulumi/azure-native/storage';
 import * as web from '@pulumi/azure-native/web';
 import * as pulumi from '@pulumi/pulumi';
-import type { AzureStackConfig } from '../common/config.js';
+import { type AzureStackConfig, STAGING_PREFIX } from '../common/config.js';
 import { functionEnvironment } from '../common/environment.js';
 import { azureHostStorageAccountName, azureStorageAccountName, monitoringPrefix } from '../common/naming.js';
 import {
@@ -44,6 +44,8 @@ export const LEASE_STOLEN_TRACE_TERMS = ['"event":"lease-stolen"', '"level":"ERR
 /** Storage queue diagnostic log category that records PutMessage (a message arriving in a poison queue). */
 const QUEUE_WRITE_LOGS = 'StorageWrite';
 export const CLAIMS_TABLE = 'tesseraclaims';
+/** The ingest manifest table (one entity per published artefact, created by insert only). */
+export const MANIFEST_TABLE = 'tesseramanifest';
 /** Blob API calls that finish a blob: filtering on them avoids a second event for one upload. */
 const BLOB_COMPLETED_APIS = ['PutBlob', 'PutBlockList', 'CopyBlob', 'FlushWithClose'];
 const EVENT_TTL_MINUTES = 1440; // Event Grid's default: retry for a day, then dead-letter
@@ -162,6 +164,20 @@ export class AzureTilingStack extends pulumi.ComponentResource {
                 },
               },
             },
+            {
+              // Ingest stages each attempt's download under staging/ of the sources container (outside the scene
+              // prefix, so no BlobCreated reaches the scene queue): kept tessera:stagingRetentionDays, then deleted.
+              name: 'expire-ingest-staging',
+              type: 'Lifecycle',
+              enabled: true,
+              definition: {
+                filters: { blobTypes: ['blockBlob'], prefixMatch: [`${CONTAINERS.sources}/${STAGING_PREFIX}`] },
+                actions: {
+                  baseBlob: { delete: { daysAfterModificationGreaterThan: cfg.stagingRetentionDays } },
+                  version: { delete: { daysAfterCreationGreaterThan: cfg.stagingRetentionDays } },
+                },
+              },
+            },
           ],
         },
       },
@@ -182,6 +198,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     );
     // Claims: Table Storage has no TTL; the Azure functions' timer cleanup deletes rows past expires_at.
     const table = new storage.Table(`${name}-claims`, { resourceGroupName, accountName, tableName: CLAIMS_TABLE }, parent);
+    const manifestTable = new storage.Table(`${name}-manifest`, { resourceGroupName, accountName, tableName: MANIFEST_TABLE }, parent);
     const queues = {} as Record<AzureQueueTriggered, storage.Queue>;
     const poisonQueues = {} as Record<AzureQueueTriggered, storage.Queue>;
     for (const role of AZURE_QUEUE_TRIGGERED) {
@@ -214,6 +231,11 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         role: 'storageTableDataContributor',
         scope: pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${CLAIMS_TABLE}`,
       },
+      {
+        id: 'manifest',
+        role: 'storageTableDataContributor',
+        scope: pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${MANIFEST_TABLE}`,
+      },
       // Its trigger queues (the host receives and deletes; the tile queue also carries the fan-out chunks the
       // tile function adds), and their poison queues, where the handlers settle poison at once and the host
       // moves a message after maxDequeueCount: add only. Both send before they create (the queue exists here),
@@ -241,7 +263,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
             roleDefinitionId: roleDefinition(AZURE_ROLES[g.role]),
             scope: g.scope,
           },
-          { parent: this, dependsOn: [...Object.values(queues), ...Object.values(poisonQueues), table] },
+          { parent: this, dependsOn: [...Object.values(queues), ...Object.values(poisonQueues), table, manifestTable] },
         ),
     );
 
@@ -287,6 +309,11 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       tileQueue: queues.tile.name,
       deadLetterQueue: azurePoisonQueue(AZURE_QUEUES.tile),
       azureStorageAccount: accountName,
+      // One app, one environment: the ingest function settles poison on its own queue's -poison twin (by name).
+      manifestTable: manifestTable.name,
+      ingestQueue: queues.ingest.name,
+      // One app, one environment: the tile function is the only one that builds a sink from it.
+      ...(cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
     });
     const packageBlob = flex
       ? undefined
@@ -423,6 +450,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       identity: this.identity.name,
       functionApp: this.functionApp.name,
       claimsTable: table.name,
+      manifestTable: manifestTable.name,
       queues: Object.fromEntries(AZURE_QUEUE_TRIGGERED.map((r) => [r, queues[r].name])),
       deployCommand: this.deployCommand,
       syncTriggersCommand: this.syncTriggersCommand,

@@ -3,8 +3,11 @@ import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../s
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
 import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
-import { tilingParams } from '../../shared/domain/tiling-params.js';
+import { OUTPUT_COMPRESSIONS, tilingParams } from '../../shared/domain/tiling-params.js';
 import { gcpFirestoreDatabaseId } from './naming.js';
+
+/** Where ingest stages an attempt's download in the source bucket (shared/app/ingest.ts), outside the scene prefix. */
+export const STAGING_PREFIX = 'staging/';
 
 /**
  * The typed stack configuration (../../docs/deploy.md lists every key).
@@ -22,8 +25,12 @@ export type AzurePlan = (typeof AZURE_PLANS)[number];
 export const GCP_TILE_TRIGGERS = ['event', 'http'] as const;
 export type GcpTileTrigger = (typeof GCP_TILE_TRIGGERS)[number];
 
-/** The functions every cloud deploys. */
-export const FUNCTION_ROLES = ['scene', 'tile', 'mosaic'] as const;
+/**
+ * The functions every cloud deploys: the tiling pipeline (scene, tile, mosaic) and ingestion (design note 2):
+ * `ingest`, triggered by the stack's ingest queue (staging, validation, promotion, manifest row), and `reconcile`,
+ * a schedule that compares the promoted prefix with the manifest both ways.
+ */
+export const FUNCTION_ROLES = ['scene', 'tile', 'mosaic', 'ingest', 'reconcile'] as const;
 export type FunctionRole = (typeof FUNCTION_ROLES)[number];
 
 /**
@@ -32,6 +39,12 @@ export type FunctionRole = (typeof FUNCTION_ROLES)[number];
  * under every platform's ceiling (the smallest, event-driven GCF, is 540 s).
  */
 export const SUPPORT_FUNCTION_TIMEOUT_SEC = 300;
+/**
+ * Timeout of the ingest function: a download to staging, its checksum, a header validation and one copy. 540 s
+ * is under every platform's ceiling (event-driven GCF is the smallest); a download that needs longer is an
+ * artefact for `tessera ingest` on a machine, not a function (docs/ingest.md).
+ */
+export const INGEST_FUNCTION_TIMEOUT_SEC = 540;
 /** Memory of the scene and mosaic functions (Azure: the app's plan decides). */
 export const SUPPORT_FUNCTION_MEMORY_MB = 1024;
 /** SQS caps a visibility timeout at 12 hours. */
@@ -50,6 +63,8 @@ export const LAMBDA_MIN_MAX_CONCURRENCY = 2;
 export const FIRESTORE_DEFAULT_DATABASE = '(default)';
 /** Firestore database ids: 4-63 characters, lowercase letters, digits and hyphens, a letter first, no hyphen last. */
 export const FIRESTORE_DATABASE_ID = /^[a-z][a-z0-9-]{2,61}[a-z0-9]$/;
+/** Days a staging object (an ingest attempt's download, `staging/...`) is kept before the lifecycle rule deletes it. */
+export const DEFAULT_STAGING_RETENTION_DAYS = 7;
 /** Flex Consumption instance sizes, in MB. */
 export const FLEX_INSTANCE_MEMORY_MB = [512, 2048, 4096] as const;
 
@@ -73,10 +88,16 @@ export const CONFIG_KEYS = {
   tilePx: 'tile edge in pixels',
   pipelineVersion: 'processing pipeline label; a bump changes every job key (keys bind the code build anyway)',
   expression: 'band-math expression evaluated per pixel',
+  compression: 'tile compression: DEFLATE | ZSTD | NONE (default: the output profile of shared/domain/runtime-config.ts)',
+  compressionLevel: 'level of the tile compression: DEFLATE 1-9, ZSTD 1-22 (default: DEFLATE 6, ZSTD 9, or the default profile)',
   maxReceiveCount:
     'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
+  stagingRetentionDays:
+    'days an ingest staging object (staging/ in the source bucket) is kept before the lifecycle rule deletes it (1-3650; default 7)',
   alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
+  featureSinkUrl:
+    'optional PostGIS feature sink of the tile function, postgis://user:password@host:5432/db; set it as a secret: `pulumi config set --secret tessera:featureSinkUrl ...` (docs/postgis.md)',
   runtime:
     'Node.js runtime id override, e.g. nodejs24.x / nodejs24 / 22 (Flex) / Node|22 (Consumption); default and dates: shared/domain/runtimes.ts',
   archiveDir: 'folder holding the build:functions archives (default: dist/ at the repository root)',
@@ -102,7 +123,11 @@ interface CommonStackConfig {
   readonly source: { readonly prefix: string; readonly suffix: string };
   readonly params: ProcessingParams;
   readonly retentionSec: number;
+  /** Lifecycle expiry of `staging/` in the source bucket (tessera:stagingRetentionDays). */
+  readonly stagingRetentionDays: number;
   readonly alertEmail: string | undefined;
+  /** tessera:featureSinkUrl: the PostGIS sink's connection URL (a secret: infra/ passes it wrapped in pulumi.secret). */
+  readonly featureSinkUrl: string | undefined;
   readonly archiveDir: string;
   /**
    * The Node.js runtime every function of the stack gets: the table's deployed
@@ -316,18 +341,40 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   if (prefix.startsWith('tiles/') || prefix.startsWith('mosaics/')) {
     problems.push(`${key('sourcePrefix')} ${JSON.stringify(prefix)} collides with an output prefix; pick another, e.g. scenes/`);
   }
+  // Ingest stages downloads under staging/ in the source bucket: the scene trigger must never see one.
+  if (prefix.startsWith(STAGING_PREFIX) || STAGING_PREFIX.startsWith(prefix)) {
+    problems.push(
+      `${key('sourcePrefix')} ${JSON.stringify(prefix)} overlaps the ingest staging prefix ${STAGING_PREFIX}, so half-validated downloads would start scenes; pick another, e.g. scenes/`,
+    );
+  }
 
   const tilePx = int('tilePx', { min: 1, max: 1_000_000 }, 512) ?? (DEFAULT_PARAMS.tile_px as number);
+  // The output profile is part of every job key, like the rest of the parameters. A codec named
+  // without a level takes that codec's default level (OUTPUT_LEVELS), not the default profile's.
+  const compression = oneOf('compression', OUTPUT_COMPRESSIONS, undefined);
+  const compressionLevel = int('compressionLevel', { min: 1, max: 22 }, 3);
+  const defaultOutput = DEFAULT_PARAMS.output as Readonly<Record<string, unknown>>;
+  const output =
+    compression === undefined && compressionLevel === undefined
+      ? defaultOutput
+      : {
+          ...Object.fromEntries(Object.entries(defaultOutput).filter(([k]) => compression === undefined || k !== 'level')),
+          ...(compression === undefined ? {} : { compression }),
+          ...(compressionLevel === undefined ? {} : { level: compressionLevel }),
+        };
   const params: ProcessingParams = {
     ...DEFAULT_PARAMS,
     version: get('pipelineVersion') ?? DEFAULT_PARAMS.version,
     tile_px: tilePx,
     expression: get('expression') ?? DEFAULT_PARAMS.expression,
+    output,
   };
   try {
     tilingParams(params);
   } catch (e) {
-    problems.push(`processing parameters (${key('tilePx')}, ${key('expression')}): ${e instanceof Error ? e.message : String(e)}`);
+    problems.push(
+      `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}): ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
 
   const retentionSec = int('retentionSeconds', { min: 60, max: 10 * 365 * 86_400 }, DEFAULT_RETENTION_SEC) ?? DEFAULT_RETENTION_SEC;
@@ -337,9 +384,20 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     );
   }
 
+  const stagingRetentionDays =
+    int('stagingRetentionDays', { min: 1, max: 3650 }, DEFAULT_STAGING_RETENTION_DAYS) ?? DEFAULT_STAGING_RETENTION_DAYS;
+
   const alertEmail = get('alertEmail');
   if (alertEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alertEmail)) {
     problems.push(`${key('alertEmail')} must be an e-mail address, got ${JSON.stringify(alertEmail)}`);
+  }
+
+  const featureSinkUrl = get('featureSinkUrl');
+  if (featureSinkUrl !== undefined && !/^(postgis|postgres|postgresql):\/\/[^/\s]+\/[^/\s?]+/.test(featureSinkUrl)) {
+    // Never echo the value: it holds a password.
+    problems.push(
+      `${key('featureSinkUrl')} must be postgis://user:password@host:5432/database (or postgres://); set it with \`pulumi config set --secret ${key('featureSinkUrl')} <url>\``,
+    );
   }
 
   const project = values['gcp:project'];
@@ -388,7 +446,9 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     source: { prefix, suffix },
     params,
     retentionSec,
+    stagingRetentionDays,
     alertEmail,
+    featureSinkUrl,
     archiveDir: get('archiveDir') ?? ctx.defaultArchiveDir,
     runtime: { id: runtimeCheck.row.runtimeId, nodeMajor: runtimeCheck.row.nodeMajor, check: runtimeCheck },
   };

@@ -1,4 +1,4 @@
-import type * as pulumi from '@pulumi/pulumi';
+import * as pulumi from '@pulumi/pulumi';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
@@ -51,6 +51,12 @@ export interface RuntimeResources {
    * Eventarc) or the runtime reads the host's own setting (Azure maxDequeueCount).
    */
   readonly maxDeliveries?: number;
+  /** The ingest manifest (DynamoDB table / Firestore collection / Azure table): the ingest and reconcile functions. */
+  readonly manifestTable?: pulumi.Input<string>;
+  /** The ingest queue (SQS URL / Pub/Sub topic / Azure queue name): the ingest function. */
+  readonly ingestQueue?: pulumi.Input<string>;
+  /** The PostGIS feature sink URL (tessera:featureSinkUrl): the tile function only. Always set as a Pulumi secret. */
+  readonly featureSink?: pulumi.Input<string>;
 }
 
 /**
@@ -93,5 +99,9 @@ export function functionEnvironment(
   if (resources.gcpProject !== undefined) env[ENV.gcpProject] = resources.gcpProject;
   if (resources.firestoreDatabase !== undefined) env[ENV.firestoreDatabase] = resources.firestoreDatabase;
   if (resources.maxDeliveries !== undefined) env[ENV.maxDeliveries] = String(resources.maxDeliveries);
+  if (resources.manifestTable !== undefined) env[ENV.manifestTable] = resources.manifestTable;
+  if (resources.ingestQueue !== undefined) env[ENV.ingestQueue] = resources.ingestQueue;
+  // A connection secret: encrypted in the state and masked in previews, whatever the caller passed.
+  if (resources.featureSink !== undefined) env[ENV.featureSink] = pulumi.secret(resources.featureSink);
   return env;
 }

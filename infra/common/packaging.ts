@@ -24,6 +24,8 @@ export const HANDLER_ENTRIES = {
     scene: 'functions/aws/handlers/scene.handler.ts',
     tile: 'functions/aws/handlers/tile.handler.ts',
     mosaic: 'functions/aws/handlers/mosaic.handler.ts',
+    ingest: 'functions/aws/handlers/ingest.handler.ts',
+    reconcile: 'functions/aws/handlers/reconcile.handler.ts',
   },
   /** One module registering every function with the functions-framework, under {@link GCP_ENTRY_POINTS}. */
   gcp: 'functions/gcp/handlers/index.ts',
@@ -35,7 +37,13 @@ export const HANDLER_ENTRIES = {
 
 /** Archive paths, relative to the archive directory. */
 export const ARCHIVES = {
-  aws: { scene: 'aws/scene.zip', tile: 'aws/tile.zip', mosaic: 'aws/mosaic.zip' },
+  aws: {
+    scene: 'aws/scene.zip',
+    tile: 'aws/tile.zip',
+    mosaic: 'aws/mosaic.zip',
+    ingest: 'aws/ingest.zip',
+    reconcile: 'aws/reconcile.zip',
+  },
   gcp: 'gcp/source.zip',
   azure: 'azure/app.zip',
 } as const satisfies { aws: Record<FunctionRole, string>; gcp: string; azure: string };
@@ -45,20 +53,29 @@ export const LAMBDA_HANDLER = 'index.handler';
 
 /**
  * functions-framework names the GCP bundle registers: `cloudEvent` for the
- * scene (Eventarc) and tile (Pub/Sub push) functions, `http` for the mosaic
- * sweep (Cloud Scheduler). build:functions checks the bundle against these.
+ * scene (Eventarc), tile and ingest (Pub/Sub push) functions, `http` for the
+ * mosaic sweep and the manifest reconcile (Cloud Scheduler). build:functions
+ * checks the bundle against these.
  */
 export const GCP_ENTRY_POINTS: Readonly<Record<FunctionRole, string>> = {
   scene: 'tesseraScene',
   tile: 'tesseraTile',
   mosaic: 'tesseraMosaic',
+  ingest: 'tesseraIngest',
+  reconcile: 'tesseraReconcile',
 };
 
 /** Function names the Azure bundle registers (`app.storageQueue('scene', ...)` and so on). */
-export const AZURE_FUNCTION_NAMES: Readonly<Record<FunctionRole, string>> = { scene: 'scene', tile: 'tile', mosaic: 'mosaic' };
+export const AZURE_FUNCTION_NAMES: Readonly<Record<FunctionRole, string>> = {
+  scene: 'scene',
+  tile: 'tile',
+  mosaic: 'mosaic',
+  ingest: 'ingest',
+  reconcile: 'reconcile',
+};
 
-/** The Azure functions a Storage Queue triggers; the mosaic is a timer-triggered sweep, as on AWS and GCP. */
-export const AZURE_QUEUE_TRIGGERED = ['scene', 'tile'] as const;
+/** The Azure functions a Storage Queue triggers; the mosaic and the reconcile are timer-triggered, as on AWS and GCP. */
+export const AZURE_QUEUE_TRIGGERED = ['scene', 'tile', 'ingest'] as const;
 export type AzureQueueTriggered = (typeof AZURE_QUEUE_TRIGGERED)[number];
 
 /**
@@ -73,6 +90,8 @@ export type AzureQueueTriggered = (typeof AZURE_QUEUE_TRIGGERED)[number];
 export const AZURE_QUEUES: Readonly<Record<AzureQueueTriggered, string>> = {
   scene: 'tessera-scenes',
   tile: 'tessera-tiles',
+  /** Ingest requests (`tessera ingest --cloud azure` puts them here; also in TESSERA_INGEST_QUEUE). */
+  ingest: 'tessera-ingest',
 };
 
 /**
@@ -139,6 +158,8 @@ export function archivesFor<C extends Cloud>(cloud: C, archiveDir: string): Clou
         scene: load(join(dir, ARCHIVES.aws.scene), missing),
         tile: load(join(dir, ARCHIVES.aws.tile), missing),
         mosaic: load(join(dir, ARCHIVES.aws.mosaic), missing),
+        ingest: load(join(dir, ARCHIVES.aws.ingest), missing),
+        reconcile: load(join(dir, ARCHIVES.aws.reconcile), missing),
       };
       break;
     case 'gcp':

@@ -8,6 +8,7 @@ import * as projects from '@pulumi/gcp/projects';
 import * as pubsub from '@pulumi/gcp/pubsub';
 import * as serviceaccount from '@pulumi/gcp/serviceaccount';
 import * as storage from '@pulumi/gcp/storage';
+import type { input as gcpInput } from '@pulumi/gcp/types';
 import * as pulumi from '@pulumi/pulumi';
 import * as time from '@pulumiverse/time';
 import type { Platform } from '../../shared/domain/ceilings.js';
@@ -16,6 +17,9 @@ import {
   FUNCTION_ROLES,
   type FunctionRole,
   type GcpStackConfig,
+  INGEST_FUNCTION_TIMEOUT_SEC,
+  PUBSUB_MAX_ACK_DEADLINE_SEC,
+  STAGING_PREFIX,
   SUPPORT_FUNCTION_MEMORY_MB,
   SUPPORT_FUNCTION_TIMEOUT_SEC,
 } from '../common/config.js';
@@ -55,6 +59,13 @@ const STORAGE_FINALIZED = 'google.cloud.storage.object.v1.finalized';
  * retried; the next run is the retry.
  */
 export const MOSAIC_SCHEDULE = '*/5 * * * *';
+/**
+ * When Cloud Scheduler runs the manifest reconcile (design note 2: weekly), Mondays 03:00 UTC: it compares the
+ * promoted prefix with the manifest both ways and reports; it never writes.
+ */
+export const RECONCILE_SCHEDULE = '0 3 * * 1';
+/** The Firestore collection of the ingest manifest, in the stack's database beside the claims. */
+export const MANIFEST_COLLECTION = 'ingest-manifest';
 const RETENTION = '604800s'; // 7 days: Pub/Sub's default, time to inspect dead letters
 /** Pub/Sub's own retry backoff bounds (10-600 s), widest spread: a throttled store gets time to recover. */
 const RETRY_BACKOFF = { minimumBackoff: '10s', maximumBackoff: '600s' };
@@ -115,6 +126,10 @@ export class GcpTilingStack extends pulumi.ComponentResource {
   readonly tileTopic: pubsub.Topic;
   readonly deadLetterTopic: pubsub.Topic;
   readonly tileSubscription: pubsub.Subscription;
+  /** Ingest requests (`tessera ingest --cloud gcp` publishes here), pushed to the ingest function. */
+  readonly ingestTopic: pubsub.Topic;
+  readonly ingestDeadLetterTopic: pubsub.Topic;
+  readonly ingestSubscription: pubsub.Subscription;
   readonly functions: Readonly<Record<FunctionRole, cloudfunctionsv2.Function>>;
   readonly serviceAccounts: Readonly<Record<FunctionRole | 'trigger', serviceaccount.Account>>;
   /** The account Cloud Build builds the functions as (buildConfig.serviceAccount). */
@@ -139,7 +154,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const eventarcAgent = agent('eventarc');
 
     // Buckets: uniform access, public access prevention enforced (Google-managed encryption is always on).
-    const bucket = (what: string, versioned: boolean): storage.Bucket =>
+    const bucket = (what: string, versioned: boolean, extraRules: gcpInput.storage.BucketLifecycleRule[] = []): storage.Bucket =>
       new storage.Bucket(
         `${name}-${what}`,
         {
@@ -151,14 +166,23 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             ? {
                 versioning: { enabled: true },
                 // Repair writes leave the replaced generation behind; keep it a month.
-                lifecycleRules: [{ action: { type: 'Delete' }, condition: { daysSinceNoncurrentTime: 30, withState: 'ARCHIVED' } }],
+                lifecycleRules: [
+                  { action: { type: 'Delete' }, condition: { daysSinceNoncurrentTime: 30, withState: 'ARCHIVED' } },
+                  ...extraRules,
+                ],
               }
-            : {}),
+            : extraRules.length > 0
+              ? { lifecycleRules: extraRules }
+              : {}),
           labels,
         },
         afterApis,
       );
-    this.sourceBucket = bucket('sources', false);
+    // Ingest stages each attempt's download under staging/ in the source bucket (outside the scene prefix, so
+    // Eventarc's scene function ignores it): kept tessera:stagingRetentionDays to inspect, then deleted.
+    this.sourceBucket = bucket('sources', false, [
+      { action: { type: 'Delete' }, condition: { age: cfg.stagingRetentionDays, matchesPrefixes: [STAGING_PREFIX] } },
+    ]);
     this.outputBucket = bucket('outputs', true);
     const artifacts = bucket('artifacts', false);
     const sourceObject = new storage.BucketObject(
@@ -217,6 +241,20 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       `${name}-tiles-dead-letter`,
       // Dead letters published to a topic without a subscription are lost: this one keeps them for inspection.
       { project, topic: this.deadLetterTopic.id, messageRetentionDuration: RETENTION, expirationPolicy: { ttl: '' }, labels },
+      parent,
+    );
+
+    // Ingest requests: topic -> push subscription (created below, once the function exists) with its own
+    // dead-letter topic, so a poison request is never mixed with a poison tile job.
+    this.ingestTopic = new pubsub.Topic(`${name}-ingest`, { project, messageRetentionDuration: RETENTION, labels }, afterApis);
+    this.ingestDeadLetterTopic = new pubsub.Topic(
+      `${name}-ingest-dead-letter`,
+      { project, messageRetentionDuration: RETENTION, labels },
+      afterApis,
+    );
+    const ingestDeadLetterSubscription = new pubsub.Subscription(
+      `${name}-ingest-dead-letter`,
+      { project, topic: this.ingestDeadLetterTopic.id, messageRetentionDuration: RETENTION, expirationPolicy: { ttl: '' }, labels },
       parent,
     );
 
@@ -284,6 +322,25 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         who: 'mosaic',
         onlyUnder: OUTPUT_PREFIXES.mosaics,
       },
+      // ingest: read sources (staging and an href under the bucket), create staging objects and promoted scenes
+      // (objectCreator: create only, no delete; staging expires by the lifecycle rule).
+      { id: 'ingest-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'ingest' },
+      {
+        id: 'ingest-write-staging',
+        bucket: this.sourceBucket,
+        role: 'roles/storage.objectCreator',
+        who: 'ingest',
+        onlyUnder: STAGING_PREFIX,
+      },
+      {
+        id: 'ingest-promote-scenes',
+        bucket: this.sourceBucket,
+        role: 'roles/storage.objectCreator',
+        who: 'ingest',
+        onlyUnder: cfg.source.prefix,
+      },
+      // reconcile: list and read the promoted prefix.
+      { id: 'reconcile-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'reconcile' },
     ];
     for (const g of bucketGrants) {
       const condition = g.onlyUnder === undefined ? undefined : underPrefix(g.bucket.name, g.onlyUnder, `${g.onlyUnder} only`);
@@ -301,6 +358,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       // A long fan-out continues in chunk messages on the tile topic, handled by the tile function.
       { id: 'tile-fan-out', topic: this.tileTopic, who: 'tile' },
       { id: 'tile-dead-letter', topic: this.deadLetterTopic, who: 'tile' },
+      // A malformed ingest request is settled at once in the ingest dead-letter topic.
+      { id: 'ingest-dead-letter', topic: this.ingestDeadLetterTopic, who: 'ingest' },
     ] as const;
     for (const g of topicGrants) {
       new pubsub.TopicIAMMember(
@@ -323,6 +382,25 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       },
       afterApis,
     );
+    // The manifest lives in the same database: ingest creates rows (create(), never set()), reconcile reads them.
+    for (const [who, role] of [
+      ['ingest', 'roles/datastore.user'],
+      ['reconcile', 'roles/datastore.viewer'],
+    ] as const) {
+      new projects.IAMMember(
+        `${name}-${who}-manifest`,
+        {
+          project,
+          role,
+          member: member(who),
+          condition: {
+            title: 'claims database only',
+            expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${databaseName}")`,
+          },
+        },
+        afterApis,
+      );
+    }
     // Triggers (Eventarc, the push subscription, Cloud Scheduler) share one account; GCS publishes its events through Pub/Sub.
     const triggerGrants = [
       new projects.IAMMember(
@@ -353,21 +431,43 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       { project, topic: this.deadLetterTopic.name, role: 'roles/pubsub.publisher', member: pubsubAgent },
       parent,
     );
+    new pubsub.TopicIAMMember(
+      `${name}-agent-ingest-dead-letter`,
+      { project, topic: this.ingestDeadLetterTopic.name, role: 'roles/pubsub.publisher', member: pubsubAgent },
+      parent,
+    );
 
     // Functions.
     const timeouts: Record<FunctionRole, number> = {
       scene: SUPPORT_FUNCTION_TIMEOUT_SEC,
       tile: cfg.lease.functionTimeoutSec,
       mosaic: SUPPORT_FUNCTION_TIMEOUT_SEC,
+      ingest: INGEST_FUNCTION_TIMEOUT_SEC,
+      reconcile: SUPPORT_FUNCTION_TIMEOUT_SEC,
     };
     const memory: Record<FunctionRole, number> = {
       scene: SUPPORT_FUNCTION_MEMORY_MB,
       tile: cfg.memoryMb,
       mosaic: SUPPORT_FUNCTION_MEMORY_MB,
+      ingest: SUPPORT_FUNCTION_MEMORY_MB,
+      reconcile: SUPPORT_FUNCTION_MEMORY_MB,
     };
     // Scene is Eventarc-triggered (event-driven), mosaic is HTTP (Cloud Scheduler), the tile worker follows tessera:gcpTileTrigger.
-    const platforms: Record<FunctionRole, Platform> = { scene: 'gcf2-event', tile: cfg.platform, mosaic: 'gcf2-http' };
-    const triggers: Record<FunctionRole, storage.Bucket | undefined> = { scene: this.sourceBucket, tile: undefined, mosaic: undefined };
+    // Ingest is a Pub/Sub push (event-driven: 540 s, under the 600 s push deadline); reconcile is HTTP (Cloud Scheduler).
+    const platforms: Record<FunctionRole, Platform> = {
+      scene: 'gcf2-event',
+      tile: cfg.platform,
+      mosaic: 'gcf2-http',
+      ingest: 'gcf2-event',
+      reconcile: 'gcf2-http',
+    };
+    const triggers: Record<FunctionRole, storage.Bucket | undefined> = {
+      scene: this.sourceBucket,
+      tile: undefined,
+      mosaic: undefined,
+      ingest: undefined,
+      reconcile: undefined,
+    };
     // The tile subscription's dead-letter count, told to the tile function (its redelivery schedule plans against it).
     // Scene (Eventarc, retried for 24 h, no count) and mosaic (Cloud Scheduler) have none.
     const maxDeliveryAttempts = cfg.maxReceiveCount;
@@ -404,10 +504,14 @@ export class GcpTilingStack extends pulumi.ComponentResource {
                 sourceBucket: this.sourceBucket.name,
                 outputBucket: this.outputBucket.name,
                 tileQueue: this.tileTopic.name,
-                deadLetterQueue: this.deadLetterTopic.name,
+                // Each push-triggered function settles poison in its own subscription's dead-letter topic.
+                deadLetterQueue: role === 'ingest' ? this.ingestDeadLetterTopic.name : this.deadLetterTopic.name,
                 gcpProject: project,
                 ...(adoptDefault ? {} : { firestoreDatabase: databaseName }),
-                ...(role === 'tile' ? { maxDeliveries: maxDeliveryAttempts } : {}),
+                ...(role === 'tile' || role === 'ingest' ? { maxDeliveries: maxDeliveryAttempts } : {}),
+                ...(role === 'ingest' || role === 'reconcile' ? { manifestTable: MANIFEST_COLLECTION } : {}),
+                ...(role === 'ingest' ? { ingestQueue: this.ingestTopic.name } : {}),
+                ...(role === 'tile' && cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -447,6 +551,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const serviceUri = (fn: cloudfunctionsv2.Function) => fn.serviceConfig.apply((s) => s?.uri ?? '');
     const tileUri = serviceUri(functions.tile);
     const mosaicUri = serviceUri(functions.mosaic);
+    const ingestUri = serviceUri(functions.ingest);
+    const reconcileUri = serviceUri(functions.reconcile);
 
     this.tileSubscription = new pubsub.Subscription(
       `${name}-tiles`,
@@ -467,6 +573,49 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       },
       // Pushes start at once: the trigger account must already be allowed to invoke the tile service.
       { parent: this, dependsOn: [invokers.tile] },
+    );
+    this.ingestSubscription = new pubsub.Subscription(
+      `${name}-ingest`,
+      {
+        project,
+        topic: this.ingestTopic.id,
+        ackDeadlineSeconds: PUBSUB_MAX_ACK_DEADLINE_SEC,
+        messageRetentionDuration: RETENTION,
+        retryPolicy: RETRY_BACKOFF,
+        deadLetterPolicy: { deadLetterTopic: this.ingestDeadLetterTopic.id, maxDeliveryAttempts },
+        expirationPolicy: { ttl: '' },
+        pushConfig: {
+          pushEndpoint: pulumi.interpolate`${ingestUri}/projects/${project}/topics/${this.ingestTopic.name}`,
+          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: ingestUri },
+        },
+        labels,
+      },
+      { parent: this, dependsOn: [invokers.ingest] },
+    );
+    new pubsub.SubscriptionIAMMember(
+      `${name}-agent-ingest-subscriber`,
+      { project, subscription: this.ingestSubscription.name, role: 'roles/pubsub.subscriber', member: pubsubAgent },
+      parent,
+    );
+    new cloudscheduler.Job(
+      `${name}-reconcile`,
+      {
+        project,
+        region: cfg.region,
+        description: 'Compare the promoted scenes with the ingest manifest, both ways (Tessera)',
+        schedule: RECONCILE_SCHEDULE,
+        timeZone: 'Etc/UTC',
+        attemptDeadline: `${SUPPORT_FUNCTION_TIMEOUT_SEC + 20}s`,
+        retryConfig: { retryCount: 0 },
+        httpTarget: {
+          uri: reconcileUri,
+          httpMethod: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: Buffer.from('{}').toString('base64'),
+          oidcToken: { serviceAccountEmail: accounts.trigger.email, audience: reconcileUri },
+        },
+      },
+      { parent: this, dependsOn: [...services, invokers.reconcile] },
     );
     new cloudscheduler.Job(
       `${name}-mosaic-sweep`,
@@ -582,6 +731,10 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       tileTopic: this.tileTopic.name,
       deadLetterTopic: this.deadLetterTopic.name,
       tileSubscription: this.tileSubscription.name,
+      ingestTopic: this.ingestTopic.name,
+      ingestDeadLetterTopic: this.ingestDeadLetterTopic.name,
+      ingestDeadLetterSubscription: ingestDeadLetterSubscription.name,
+      manifestCollection: MANIFEST_COLLECTION,
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
     });
   }

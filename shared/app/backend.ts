@@ -1,5 +1,6 @@
 import type { ClaimStore } from '../ports/claim-store.port.js';
 import type { Clock } from '../ports/clock.port.js';
+import type { FeatureSink } from '../ports/feature-sink.port.js';
 import type { JobQueue } from '../ports/job-queue.port.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
@@ -15,6 +16,8 @@ export interface Backend {
   readonly queue: JobQueue;
   readonly clock: Clock;
   readonly telemetry: Telemetry;
+  /** Optional feature rows per tile (`--sink postgis://...`): inserted after the tile write, before the commit. */
+  readonly sink?: FeatureSink | undefined;
 }
 
 /**
@@ -24,6 +27,8 @@ export interface Backend {
 export interface WorkerHooks {
   afterClaim?(job: TileJob): Promise<void>;
   afterWrite?(job: TileJob): Promise<void>;
+  /** After the feature sink's insert, before the commit (only with a sink). */
+  afterFeature?(job: TileJob): Promise<void>;
 }
 
 export interface WorkerSettings {

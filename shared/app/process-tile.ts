@@ -10,11 +10,13 @@ import {
 } from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
 import { tilingParams } from '../domain/tiling-params.js';
+import type { FeaturePutResult, FeatureSink } from '../ports/feature-sink.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
 import { keepLease } from './lease-keeper.js';
-import { renderTile } from './render-tile.js';
+import { type RenderedTile, renderTileWithPixels } from './render-tile.js';
 import { markSceneSuperseded } from './scene-manifest.js';
+import { tileFeature } from './tile-feature.js';
 import type { TileJob } from './tile-job.js';
 
 export type TileOutcome =
@@ -86,6 +88,11 @@ export interface ProcessTileOptions {
  *    an alarm: `write-occupied` ERROR, claim given back, never committed (OutputOccupiedError, poison).
  *    (crash after write: the object exists, the row is CLAIMED; a redelivery re-computes, gets
  *    `already-present` and commits)
+ * 3b. with a feature sink (backend.sink): insert the tile's statistics row, `ON CONFLICT (job_id) DO
+ *    NOTHING` in one transaction. After the write, so a row never describes a tile that is not there;
+ *    before the commit, so a crash in between leaves a CLAIMED row whose redelivery re-runs the
+ *    idempotent insert (`already-present` is success, counted). A sink failure gives the claim back.
+ *    (crash after the insert: the row exists; the redelivery's insert is `already-present`, then commits)
  * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm.
  *    (crash after commit, before ack: a redelivery is rejected at the claim with `done`)
  *
@@ -167,8 +174,10 @@ export async function processTile(
     throw error;
   }
   let result: 'written' | 'already-present';
+  let rendered: RenderedTile;
   try {
-    const cog = await renderTile(backend.sources, job, tiling, expression);
+    rendered = await renderTileWithPixels(backend.sources, job, tiling, expression);
+    const { cog } = rendered;
 
     // Where the lease stands now decides the write. A create-only write is safe without it (the
     // commit checks ownership), so a failed or lost heartbeat never throws a finished tile away.
@@ -199,6 +208,14 @@ export async function processTile(
         telemetry.count('write-already-present');
         telemetry.log('INFO', 'write-already-present', fields);
       }
+    } else if (await holdsBytes(outputs, job.outputKey, job.mode.expectedVersion, cog)) {
+      // The expected version already holds exactly this render: the repair's effect is in place, so
+      // nothing is written. A replacement would change only the modification time, and where the
+      // version is a content hash (S3's single-part ETag, the local store) an SDK's resend of it after
+      // a lost answer would pass If-Match again and replace the object a second time (soak seed 1).
+      result = 'already-present';
+      telemetry.count('write-already-present');
+      telemetry.log('INFO', 'repair-bytes-in-place', fields);
     } else {
       const put = await outputs.putIfMatch(job.outputKey, cog, job.mode.expectedVersion, {
         contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
@@ -236,6 +253,10 @@ export async function processTile(
     throw error;
   }
   await settings.hooks?.afterWrite?.(job);
+  if (backend.sink !== undefined) {
+    await putFeature(backend, backend.sink, job, rendered, tiling.noData, { claimId, claimOwner, fields });
+    await settings.hooks?.afterFeature?.(job);
+  }
 
   const commit = await claims.commit({ jobId: claimId, owner: claimOwner, outputUri: job.outputKey, now: clock.now() });
   switch (commit.kind) {
@@ -257,6 +278,54 @@ export async function processTile(
     default:
       return assertNever(commit, 'commit result');
   }
+}
+
+/**
+ * Step 3b: the tile's feature row. Idempotent by the sink's unique job key, so
+ * a duplicate delivery or a takeover after a crash inserts nothing new. A
+ * failure gives the claim back (the tile is written; the redelivery re-renders,
+ * finds the tile `already-present` and inserts again) and is rethrown.
+ */
+async function putFeature(
+  backend: Backend,
+  sink: FeatureSink,
+  job: TileJob,
+  rendered: RenderedTile,
+  noData: number,
+  at: { readonly claimId: string; readonly claimOwner: string; readonly fields: Readonly<Record<string, unknown>> },
+): Promise<void> {
+  const { telemetry } = backend;
+  let put: FeaturePutResult;
+  try {
+    put = await sink.put(tileFeature(job, rendered.source, rendered.pixels, noData));
+  } catch (error) {
+    await releaseClaim(backend, at.claimId, at.claimOwner);
+    throw error;
+  }
+  switch (put.kind) {
+    case 'inserted':
+      telemetry.count('feature-inserted');
+      break;
+    case 'already-present':
+      // A duplicate delivery, or this job's own earlier attempt that crashed before its commit.
+      telemetry.count('feature-already-present');
+      telemetry.log('INFO', 'feature-already-present', { ...at.fields, sink: sink.name });
+      break;
+    default:
+      assertNever(put, 'feature put result');
+  }
+}
+
+/**
+ * Whether `key` is at `version` and holds exactly `body` (a repair that would change nothing).
+ * Two reads, not one atomic step: if the object changes in between, the answer is still one some
+ * instant of the store gave (it held these bytes), and anything else falls through to the
+ * conditional write, whose precondition decides.
+ */
+async function holdsBytes(outputs: Backend['outputs'], key: string, version: string, body: Uint8Array): Promise<boolean> {
+  const head = await outputs.head(key);
+  if (head === undefined || head.version !== version || head.size !== body.byteLength) return false;
+  return Buffer.from(await outputs.get(key)).equals(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
 }
 
 /**

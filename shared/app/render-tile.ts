@@ -41,7 +41,7 @@ export function computeTilePixels(job: TileJob, tiling: TilingParams, expression
   });
 }
 
-/** Step 3: a COG georeferenced to the window. DEFLATE runs on libuv's thread pool, so concurrent workers use every core. */
+/** Step 3: a COG georeferenced to the window. The compression runs on libuv's thread pool, so concurrent workers use every core. */
 export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSource, pixels: Float32Array): Promise<Uint8Array> {
   return encodeCogAsync({
     width: job.window.width,
@@ -52,7 +52,27 @@ export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSou
     noData: tiling.noData,
     blockSize: tiling.blockSize,
     compression: tiling.compression,
+    level: tiling.level,
   });
+}
+
+/** A rendered tile: the COG bytes, and the pixels and scene they came from (for a feature sink's statistics). */
+export interface RenderedTile {
+  readonly cog: Uint8Array;
+  readonly pixels: Float32Array;
+  readonly source: RasterSource;
+}
+
+/** {@link renderTile}, keeping the computed pixels: the feature sink's statistics come from exactly what was encoded. */
+export async function renderTileWithPixels(
+  sources: ObjectStore,
+  job: TileJob,
+  tiling: TilingParams,
+  expression: Expression,
+): Promise<RenderedTile> {
+  const read = await readTileBands(sources, job, tiling);
+  const pixels = computeTilePixels(job, tiling, expression, read);
+  return { cog: await encodeTile(job, tiling, read.source, pixels), pixels, source: read.source };
 }
 
 /**

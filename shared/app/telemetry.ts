@@ -30,6 +30,13 @@ export const COUNTERS: readonly Counter[] = [
   'code-version-refused',
   'heartbeat-failed',
   'mosaic-closed-out',
+  'feature-inserted',
+  'feature-already-present',
+  'ingest-published',
+  'ingest-already-published',
+  'ingest-lost-race',
+  'ingest-invalid',
+  'ingest-occupied',
 ];
 
 export type CounterSnapshot = Record<Counter, number>;

@@ -12,6 +12,7 @@ export type TesseraErrorCode =
   | 'INVALID_EVENT'
   | 'INVALID_EXPRESSION'
   | 'INVALID_LEASE_CONFIG'
+  | 'INVALID_MANIFEST_ENTRY'
   | 'NOT_A_RASTER'
   | 'RASTER_WITHOUT_CRS'
   | 'UNSUPPORTED_RASTER'
@@ -25,7 +26,12 @@ export type TesseraErrorCode =
   | 'VERSION_MISMATCH'
   | 'MISSING_TILES'
   | 'VERIFY_TIMEOUT'
-  | 'ADAPTER_FAILURE';
+  | 'ADAPTER_FAILURE'
+  | 'WORKER_FAILED'
+  | 'INVALID_INGEST_REQUEST'
+  | 'ARTEFACT_NOT_FOUND'
+  | 'ARTEFACT_REFUSED'
+  | 'INGEST_OCCUPIED';
 
 export class TesseraError extends Error {
   readonly code: TesseraErrorCode;
@@ -178,6 +184,19 @@ export class MissingTilesError extends TesseraError {
     );
     this.missing = missing;
     this.gridCount = gridCount;
+  }
+}
+
+/**
+ * A local worker process could not start, or exited with an error of its own
+ * (not a signal: a worker killed with SIGKILL is a crash the others survive).
+ * Its stderr, inherited, says why.
+ */
+export class WorkerProcessError extends TesseraError {
+  readonly owner: string;
+  constructor(owner: string, message: string, options: { cause?: unknown } = {}) {
+    super('WORKER_FAILED', message, options);
+    this.owner = owner;
   }
 }
 

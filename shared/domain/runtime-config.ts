@@ -38,6 +38,15 @@ export const ENV = {
   gcpProject: 'TESSERA_GCP_PROJECT',
   /** GCP: the Firestore database holding the claims collection (a named database per stack; absent: `(default)`). */
   firestoreDatabase: 'TESSERA_FIRESTORE_DATABASE',
+  /** The ingest manifest: DynamoDB table / Firestore collection / Azure table (set on the ingest and reconcile functions). */
+  manifestTable: 'TESSERA_MANIFEST_TABLE',
+  /** SQS queue URL / Pub/Sub topic name / Azure queue name of ingest requests (`tessera ingest --cloud` enqueues there). */
+  ingestQueue: 'TESSERA_INGEST_QUEUE',
+  /**
+   * The optional PostGIS feature sink of the tile function: `postgis://user:password@host:5432/db`. A
+   * secret (stack config `tessera:featureSinkUrl`, set as a secret); absent: no feature rows (docs/postgis.md).
+   */
+  featureSink: 'TESSERA_FEATURE_SINK',
 } as const;
 
 export interface RuntimeConfig {
@@ -57,6 +66,12 @@ export interface RuntimeConfig {
   /** {@link ENV.clockSkewMarginSeconds}: a lease is taken over only once it lapsed by more than this (default {@link DEFAULT_CLOCK_SKEW_MARGIN_SEC}). */
   readonly clockSkewMarginSec?: number | undefined;
   readonly params: ProcessingParams;
+  /** {@link ENV.manifestTable}; only the ingest and reconcile functions have one. */
+  readonly manifestTable?: string | undefined;
+  /** {@link ENV.ingestQueue}; only the ingest function has one. */
+  readonly ingestQueue?: string | undefined;
+  /** {@link ENV.featureSink}; only a tile function of a stack with a sink has one. Never logged (it holds a password). */
+  readonly featureSinkUrl?: string | undefined;
 }
 
 export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
@@ -160,5 +175,8 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     retentionSec: config.retention,
     clockSkewMarginSec,
     params,
+    manifestTable: env[ENV.manifestTable] || undefined,
+    ingestQueue: env[ENV.ingestQueue] || undefined,
+    featureSinkUrl: env[ENV.featureSink] || undefined,
   };
 }

@@ -12,6 +12,8 @@ export interface TilingParams {
   readonly blockSize: number;
   /** How the COG's blocks are compressed: `output.compression`. */
   readonly compression: OutputCompression;
+  /** The codec's level, `output.level` (DEFLATE 1-9, ZSTD 1-22; default {@link DEFAULT_LEVELS}); 0 for NONE. */
+  readonly level: number;
 }
 
 /**
@@ -22,9 +24,19 @@ export interface TilingParams {
 export const OUTPUT_FORMATS = ['COG'] as const;
 /** Tiles are band math results: float32, the type NaN-free nodata and ratios need. */
 export const OUTPUT_DTYPES = ['float32'] as const;
-export const OUTPUT_COMPRESSIONS = ['DEFLATE', 'NONE'] as const;
+export const OUTPUT_COMPRESSIONS = ['DEFLATE', 'ZSTD', 'NONE'] as const;
 export type OutputCompression = (typeof OUTPUT_COMPRESSIONS)[number];
-const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'blocksize'] as const;
+/**
+ * Each codec's levels and the one used when `output.level` is absent: GDAL's
+ * defaults (ZLEVEL 6, ZSTD_LEVEL 9), so a tile and `gdal_translate -co
+ * COMPRESS=<codec>` agree on what "the default" means. Absent and explicit
+ * default give the same bytes under different keys, as `compression` does.
+ */
+export const OUTPUT_LEVELS: Readonly<Record<Exclude<OutputCompression, 'NONE'>, { min: number; max: number; default: number }>> = {
+  DEFLATE: { min: 1, max: 9, default: 6 },
+  ZSTD: { min: 1, max: 22, default: 9 },
+};
+const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'level', 'blocksize'] as const;
 
 const BAND_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
 
@@ -67,9 +79,17 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   oneOf('format', output.format ?? 'COG', OUTPUT_FORMATS);
   oneOf('dtype', output.dtype ?? 'float32', OUTPUT_DTYPES);
   const compression = oneOf('compression', output.compression ?? 'DEFLATE', OUTPUT_COMPRESSIONS);
+  let level = 0;
+  if (compression === 'NONE') {
+    // A level NONE would ignore gives a key that promises a difference the bytes never show.
+    if (output.level !== undefined) fail('output.level has no meaning without compression; remove it or choose DEFLATE or ZSTD');
+  } else {
+    const range = OUTPUT_LEVELS[compression];
+    level = int(`output.level (${compression})`, output.level ?? range.default, range.min, range.max);
+  }
   const noData = output.nodata ?? -9999;
   if (typeof noData !== 'number' || !Number.isFinite(noData)) fail('output.nodata must be a finite number');
   const blockSize = int('output.blocksize', output.blocksize ?? 256, 16, 4096);
   if (blockSize % 16 !== 0) fail(`output.blocksize must be a multiple of 16 (TIFF tiles), got ${blockSize}`);
-  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize, compression };
+  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize, compression, level };
 }

@@ -1,4 +1,4 @@
-import type { ClaimResult, ClaimRow, CommitResult, HeartbeatResult } from '../domain/claim.js';
+import type { ClaimResult, ClaimRow, ClaimState, CommitResult, HeartbeatResult } from '../domain/claim.js';
 
 export interface ClaimRequest {
   readonly jobId: string;
@@ -23,6 +23,24 @@ export interface HeartbeatRequest {
   readonly leaseUntil: number;
 }
 
+/** Delete a claim row only while it is in `state` and owned by `owner` (cleanup of rows the caller made). */
+export interface DeleteClaimRequest {
+  readonly jobId: string;
+  readonly state: ClaimState;
+  readonly owner: string;
+}
+
+/**
+ * - `deleted`: the row was in that state with that owner, and is gone.
+ * - `mismatch`: the row is in another state or has another owner; it is left alone.
+ * - `absent`: no row. Also the answer to a delete whose first attempt landed and
+ *   whose answer was lost (the SDK resent it).
+ */
+export type DeleteClaimResult =
+  | { readonly kind: 'deleted' }
+  | { readonly kind: 'mismatch'; readonly current: ClaimRow }
+  | { readonly kind: 'absent' };
+
 /**
  * The leased conditional claim. Every method is ONE conditional operation on
  * the backend (or a compare-and-set the backend serialises), never a
@@ -33,6 +51,7 @@ export interface HeartbeatRequest {
  * - `commit` succeeds only if `owner` still owns the row; otherwise `lease-stolen`.
  *   Committing twice by the same owner is `committed` both times.
  * - `heartbeat` extends a live lease of its owner only.
+ * - `deleteIf` removes a row only in the given state and owner.
  */
 export interface ClaimStore {
   /** Short adapter name used in messages and logs, e.g. `dynamodb`, `sqlite`. */
@@ -41,6 +60,14 @@ export interface ClaimStore {
   commit(request: CommitRequest): Promise<CommitResult>;
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatResult>;
   get(jobId: string): Promise<ClaimRow | undefined>;
+  /**
+   * Delete a row only if it is in `state` and owned by `owner`: one conditional
+   * delete (DynamoDB ConditionExpression, Firestore precondition on the
+   * document's updateTime, Azure Table If-Match on its ETag, SQLite WHERE).
+   * Never part of the claim protocol: for a caller removing what it created
+   * (tessera verify's claim rows).
+   */
+  deleteIf(request: DeleteClaimRequest): Promise<DeleteClaimResult>;
   /** Every row (reconcile, tests). Order is unspecified. */
   list(): AsyncIterable<ClaimRow>;
 }

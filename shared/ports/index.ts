@@ -5,3 +5,4 @@ export type * from './object-store.port.js';
 export type * from './telemetry.port.js';
 export type * from './feature-sink.port.js';
 export type * from './manifest-store.port.js';
+export type * from './artefact-fetcher.port.js';

@@ -63,14 +63,39 @@ export type PutIfMatchResult =
   | { readonly kind: 'absent' };
 
 /**
+ * A delete conditional on the version the caller saw (`head`, `list`, or the
+ * answer of its own write). There is no unconditional delete.
+ * - `deleted`: the object was at `version` and is gone (on a versioned S3
+ *   bucket a delete marker hides it; the noncurrent version expires with the
+ *   bucket's lifecycle rule).
+ * - `version-mismatch`: another version is in place (someone wrote since the
+ *   caller looked); nothing was deleted. `current` names it.
+ * - `absent`: nothing at the key. Also the answer to a delete whose first
+ *   attempt landed and whose answer was lost (the SDK resent it): the key is
+ *   gone either way, and the caller cannot have deleted anything but `version`.
+ */
+export type DeleteIfVersionResult =
+  | { readonly kind: 'deleted' }
+  | { readonly kind: 'version-mismatch'; readonly current: string }
+  | { readonly kind: 'absent' };
+
+/**
  * The object store port. There is no unconditional put: every write is
- * create-only (`putIfAbsent`) or conditional on a version (`putIfMatch`).
+ * create-only (`putIfAbsent`) or conditional on a version (`putIfMatch`), and
+ * every delete is conditional on a version (`deleteIfVersion`).
  * Keys are validated with `validateObjectKey` before any call.
  */
 export interface ObjectStore {
   readonly name: string;
   putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult>;
   putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult>;
+  /**
+   * Delete `key` only while its current version is `version` (a token from
+   * `head`, `list` or a write's answer): S3 DeleteObject `If-Match: <etag>`
+   * (a versionId is resolved to its ETag first, as in `putIfMatch`), GCS
+   * `ifGenerationMatch`, Azure Delete Blob `If-Match`, local compare-and-unlink.
+   */
+  deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult>;
   /**
    * Resolve the version named in a job key into a read pin, at fan-out.
    * Throws SourceChangedError when the object's current version is not

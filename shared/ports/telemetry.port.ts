@@ -18,7 +18,14 @@ export type Counter =
   | 'source-changed'
   | 'code-version-refused'
   | 'heartbeat-failed'
-  | 'mosaic-closed-out';
+  | 'mosaic-closed-out'
+  | 'feature-inserted'
+  | 'feature-already-present'
+  | 'ingest-published'
+  | 'ingest-already-published'
+  | 'ingest-lost-race'
+  | 'ingest-invalid'
+  | 'ingest-occupied';
 
 /** Structured logs and counters. Adapters: JSON lines on stdout, CloudWatch EMF, etc. */
 export interface Telemetry {

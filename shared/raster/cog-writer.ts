@@ -1,8 +1,11 @@
 import { InvalidParamsError } from '../domain/errors.js';
-import { deflate, deflateAsync } from './codecs.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   assertClassicSize,
+  type BlockCompression,
+  COMPRESSION_LEVELS,
+  compressTile,
+  compressTileAsync,
   imageTags,
   layoutIfds,
   predictTile,
@@ -25,11 +28,11 @@ export interface EncodeCogOptions {
   readonly noData: number;
   /** Tile size in pixels (a multiple of 16), e.g. 256 or 512. */
   readonly blockSize: number;
-  /** DEFLATE (GDAL's default for COG tiles here) or NONE (uncompressed blocks, no predictor). */
-  readonly compression: 'DEFLATE' | 'NONE';
-  /** 3 (floating-point predictor, GDAL's PREDICTOR=YES for floats) or 1 (none). Default 3 with DEFLATE, 1 without. */
+  /** DEFLATE (GDAL's default for COG tiles here), ZSTD, or NONE (uncompressed blocks, no predictor). */
+  readonly compression: BlockCompression;
+  /** 3 (floating-point predictor, GDAL's PREDICTOR=YES for floats) or 1 (none). Default 3 when compressed, 1 without. */
   readonly predictor?: 1 | 3 | undefined;
-  /** zlib level; default 6, GDAL's ZLEVEL default. */
+  /** The codec's level (DEFLATE 1-9, ZSTD 1-22); default GDAL's: ZLEVEL 6, ZSTD_LEVEL 9. */
   readonly level?: number | undefined;
 }
 
@@ -142,8 +145,8 @@ function planCog(opts: EncodeCogOptions): CogPlan {
   if (data.length !== width * height) {
     throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
   }
-  if (opts.compression !== 'DEFLATE' && opts.compression !== 'NONE') {
-    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE or NONE`);
+  if (opts.compression !== 'DEFLATE' && opts.compression !== 'ZSTD' && opts.compression !== 'NONE') {
+    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE, ZSTD or NONE`);
   }
   if (typeof noData !== 'number') throw new InvalidParamsError('encodeCog: noData must be a number');
   const base: TiledImageSpec = {
@@ -155,8 +158,8 @@ function planCog(opts: EncodeCogOptions): CogPlan {
     planar: false,
     compression: opts.compression,
     // A predictor only helps a compressor (and TIFF forbids one without compression).
-    predictor: opts.predictor ?? (opts.compression === 'DEFLATE' ? 3 : 1),
-    level: opts.level ?? 6,
+    predictor: opts.predictor ?? (opts.compression === 'NONE' ? 1 : 3),
+    level: opts.level ?? (opts.compression === 'NONE' ? 0 : COMPRESSION_LEVELS[opts.compression].gdalDefault),
     noData,
   };
   validateImageSpec(base);
@@ -204,12 +207,12 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   const plan = planCog(opts);
   return assembleCog(
     plan.levels,
-    plan.tiles.map((level, l) => level.map((t) => compressBlock(plan.levels[l] as TiledImageSpec, t))),
+    plan.tiles.map((level, l) => level.map((t) => compressTile(plan.levels[l] as TiledImageSpec, t))),
   );
 }
 
 /**
- * {@link encodeCog} with DEFLATE on libuv's thread pool: the same bytes, but the
+ * {@link encodeCog} with the compression on libuv's thread pool: the same bytes, but the
  * event loop stays free, so concurrent tile workers in one process use every core.
  */
 export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array> {
@@ -217,14 +220,10 @@ export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array
   const compressed = await Promise.all(
     plan.tiles.map((level, l) => {
       const spec = plan.levels[l] as TiledImageSpec;
-      return Promise.all(level.map((t) => (spec.compression === 'DEFLATE' ? deflateAsync(t, spec.level) : Promise.resolve(t))));
+      return Promise.all(level.map((t) => compressTileAsync(spec, t)));
     }),
   );
   return assembleCog(plan.levels, compressed);
-}
-
-function compressBlock(spec: TiledImageSpec, block: Uint8Array): Uint8Array {
-  return spec.compression === 'DEFLATE' ? deflate(block, spec.level) : block;
 }
 
 /** Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG. */

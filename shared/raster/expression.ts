@@ -556,6 +556,23 @@ export function evaluate(
       const r = compiled.run(start, n);
       const o = out.subarray(start, start + n);
       // NaN fails both comparisons, so one test covers NaN, +-Infinity and float32 overflow.
+      // The usual case (a numeric source nodata, one or two bands) folds the mask into the same pass.
+      const m0 = masks[0];
+      const m1 = masks[1];
+      if (!nan && masks.length === 2 && m0 !== undefined && m1 !== undefined) {
+        for (let i = 0; i < n; i++) {
+          const v = r[i] as number;
+          o[i] = m0[start + i] !== sourceNoData && m1[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;
+        }
+        continue;
+      }
+      if (!nan && masks.length === 1 && m0 !== undefined) {
+        for (let i = 0; i < n; i++) {
+          const v = r[i] as number;
+          o[i] = m0[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;
+        }
+        continue;
+      }
       for (let i = 0; i < n; i++) {
         const v = r[i] as number;
         o[i] = v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;

@@ -2,7 +2,15 @@ import { InvalidGridError, InvalidParamsError, NotARasterError, UnsupportedRaste
 import { MAX_RASTER_SIDE } from '../domain/tile-grid.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { BlockCache } from './block-cache.js';
-import { inflateAsync, lzwDecode, packBitsDecode, swapBytes, undoFloatingPointPredictor, undoHorizontalPredictor } from './codecs.js';
+import {
+  inflateAsync,
+  lzwDecode,
+  packBitsDecode,
+  swapBytes,
+  undoFloatingPointPredictor,
+  undoHorizontalPredictor,
+  zstdDecompressAsync,
+} from './codecs.js';
 import { parseGdalMetadata } from './gdal-metadata.js';
 import { crsFromGeoKeys, type GeoTransform, geoTransformFromTags, parseGeoKeys, type RasterCrs } from './georeferencing.js';
 import { type Ifd, RangeReader, TiffDirectoryReader } from './tiff-directory.js';
@@ -93,6 +101,7 @@ const SUPPORTED_COMPRESSIONS: ReadonlySet<number> = new Set([
   Compression.ADOBE_DEFLATE,
   Compression.DEFLATE,
   Compression.PACKBITS,
+  Compression.ZSTD,
 ]);
 
 const HEADER_TAGS = [
@@ -127,7 +136,7 @@ const HEADER_TAGS = [
  * held in an object store, reading only its header by range.
  *
  * Supported: uint8/uint16/int16/uint32/int32/float32/float64 samples; no
- * compression, DEFLATE, LZW or PackBits, with or without predictor 2 or 3;
+ * compression, DEFLATE, ZSTD, LZW or PackBits, with or without predictor 2 or 3;
  * pixel-interleaved or band-planar. Errors: NotARasterError (not a TIFF,
  * empty, truncated), UnsupportedRasterError (names the layout),
  * RasterWithoutCrsError (no GeoKeys or no georeferencing), InvalidGridError
@@ -292,7 +301,7 @@ class GeoTiffSource implements RasterSource {
     if (!SUPPORTED_COMPRESSIONS.has(compression)) {
       throw unsupported(
         `${COMPRESSION_NAMES[compression] ?? `unknown (${compression})`} compression`,
-        'Tessera reads uncompressed, DEFLATE, LZW and PACKBITS: recompress it (gdal_translate -co COMPRESS=DEFLATE)',
+        'Tessera reads uncompressed, DEFLATE, ZSTD, LZW and PACKBITS: recompress it (gdal_translate -co COMPRESS=DEFLATE)',
       );
     }
     const predictor = one(Tag.Predictor, Predictor.NONE) as number;
@@ -597,7 +606,10 @@ class GeoTiffSource implements RasterSource {
           break;
         case Compression.ADOBE_DEFLATE:
         case Compression.DEFLATE:
-          raw = await inflateAsync(stored);
+          raw = await inflateAsync(stored, expected);
+          break;
+        case Compression.ZSTD:
+          raw = await zstdDecompressAsync(stored, expected);
           break;
         case Compression.LZW:
           raw = lzwDecode(stored, expected);

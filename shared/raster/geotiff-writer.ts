@@ -1,11 +1,13 @@
 import { open } from 'node:fs/promises';
 import { InvalidParamsError } from '../domain/errors.js';
-import { deflateAsync } from './codecs.js';
 import { bandDescriptionItems, buildGdalMetadata } from './gdal-metadata.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import { DATA_TYPES, type RasterDataType, type TypedArray } from './tiff-format.js';
 import {
   assertClassicSize,
+  type BlockCompression,
+  COMPRESSION_LEVELS,
+  compressTileAsync,
   encodeTile,
   imageTags,
   layoutIfds,
@@ -30,14 +32,14 @@ export interface GeoTiffLayoutOptions {
   /** Tile size, a multiple of 16. Default 512. */
   readonly blockSize?: number | undefined;
   /** Default DEFLATE. */
-  readonly compression?: 'DEFLATE' | 'NONE' | undefined;
+  readonly compression?: BlockCompression | undefined;
   /** Default: 2 for integers and 3 for floats when compressed, 1 otherwise. */
   readonly predictor?: 1 | 2 | 3 | undefined;
   /** `pixel` (PlanarConfiguration 1, GDAL's default) or `band` (2). Default pixel. */
   readonly interleave?: 'pixel' | 'band' | undefined;
   /** Written to GDAL_METADATA so GDAL shows them as band descriptions. */
   readonly bandDescriptions?: readonly string[] | undefined;
-  /** zlib level; default 6. */
+  /** The codec's level; default GDAL's (DEFLATE 6, ZSTD 9). */
   readonly level?: number | undefined;
 }
 
@@ -58,7 +60,7 @@ export function geoTiffSpec(o: GeoTiffLayoutOptions): TiledImageSpec {
     planar: (o.interleave ?? 'pixel') === 'band' && o.bandCount > 1,
     compression,
     predictor: o.predictor ?? (compression === 'NONE' ? 1 : isFloat ? 3 : 2),
-    level: o.level ?? 6,
+    level: o.level ?? (compression === 'NONE' ? 0 : (COMPRESSION_LEVELS[compression]?.gdalDefault ?? 0)),
     georeference: { geoTransform: o.geoTransform, crs: o.crs },
     noData: o.noData,
     gdalMetadata: o.bandDescriptions ? buildGdalMetadata(bandDescriptionItems(o.bandDescriptions)) : undefined,
@@ -224,8 +226,7 @@ export class TiledGeoTiffFileWriter {
     }
     this.queued++;
     const prepared = predictTile(this.spec, samples);
-    const encoded: Promise<Uint8Array> =
-      this.spec.compression === 'DEFLATE' ? deflateAsync(prepared, this.spec.level) : Promise.resolve(prepared);
+    const encoded = compressTileAsync(this.spec, prepared);
     encoded.catch(() => undefined); // a failure is reported through `tail`, in tile order
     const written = this.tail.then(async () => {
       const bytes = await encoded;

@@ -1,5 +1,13 @@
 import { InvalidParamsError, UnsupportedRasterError } from '../domain/errors.js';
-import { applyFloatingPointPredictor, applyHorizontalPredictor, deflate } from './codecs.js';
+import {
+  applyFloatingPointPredictor,
+  applyHorizontalPredictor,
+  deflate,
+  deflateAsync,
+  ZSTD_MAX_LEVEL,
+  ZSTD_MIN_LEVEL,
+  zstdCompress,
+} from './codecs.js';
 import { type GeoTransform, geoKeyDirectory, geoTransformTags, type RasterCrs } from './georeferencing.js';
 import {
   Compression,
@@ -21,6 +29,21 @@ import {
  * known before any tile is compressed).
  */
 
+/** How a tile's bytes are stored: TIFF compression 1, 8 (zlib-wrapped DEFLATE) or 50000 (one ZSTD frame per block). */
+export type BlockCompression = 'NONE' | 'DEFLATE' | 'ZSTD';
+
+/** The levels each codec accepts, as GDAL's GTiff driver does (ZLEVEL, ZSTD_LEVEL), and its default there. */
+export const COMPRESSION_LEVELS: Readonly<Record<Exclude<BlockCompression, 'NONE'>, { min: number; max: number; gdalDefault: number }>> = {
+  DEFLATE: { min: 1, max: 9, gdalDefault: 6 },
+  ZSTD: { min: ZSTD_MIN_LEVEL, max: ZSTD_MAX_LEVEL, gdalDefault: 9 },
+};
+
+const TIFF_COMPRESSION: Readonly<Record<BlockCompression, number>> = {
+  NONE: Compression.NONE,
+  DEFLATE: Compression.ADOBE_DEFLATE,
+  ZSTD: Compression.ZSTD,
+};
+
 /** One tag to write; strings are written as NUL-terminated ASCII (UTF-8 bytes). */
 export interface TagSpec {
   readonly tag: number;
@@ -37,9 +60,9 @@ export interface TiledImageSpec {
   readonly samplesPerPixel: number;
   /** true: one tile set per band (PlanarConfiguration 2); false: pixel-interleaved (1). */
   readonly planar: boolean;
-  readonly compression: 'NONE' | 'DEFLATE';
+  readonly compression: BlockCompression;
   readonly predictor: 1 | 2 | 3;
-  /** zlib level for DEFLATE (GDAL's ZLEVEL default is 6). */
+  /** The codec's level: zlib's 1-9 for DEFLATE (GDAL's ZLEVEL, default 6), 1-22 for ZSTD (GDAL's ZSTD_LEVEL); unused for NONE. */
   readonly level: number;
   /** 1 marks a reduced-resolution image (an overview). */
   readonly subfileType?: 0 | 1 | undefined;
@@ -87,7 +110,13 @@ export function validateImageSpec(spec: TiledImageSpec): void {
   if (!Number.isInteger(spec.blockSize) || spec.blockSize < 16 || spec.blockSize > 8192 || spec.blockSize % 16 !== 0) {
     fail(`blockSize must be a multiple of 16 from 16 to 8192, got ${spec.blockSize}`);
   }
-  if (!Number.isInteger(spec.level) || spec.level < 0 || spec.level > 9) fail(`DEFLATE level must be 0-9, got ${spec.level}`);
+  if (spec.compression !== 'NONE') {
+    const range = COMPRESSION_LEVELS[spec.compression];
+    if (range === undefined) fail(`compression ${JSON.stringify(spec.compression)} is not written; use NONE, DEFLATE or ZSTD`);
+    // DEFLATE 0 would be "stored" blocks: no compression under a compression tag. NONE says that honestly.
+    if (!Number.isInteger(spec.level) || spec.level < range.min || spec.level > range.max)
+      fail(`${spec.compression} level must be an integer from ${range.min} to ${range.max}, got ${spec.level}`);
+  }
   const isFloat = spec.dataType === 'float32' || spec.dataType === 'float64';
   if (spec.predictor === Predictor.HORIZONTAL && isFloat) fail('predictor 2 is for integer samples; use 3 for floating point');
   if (spec.predictor === Predictor.FLOATING_POINT && !isFloat) fail('predictor 3 is for floating-point samples; use 2 for integers');
@@ -113,10 +142,44 @@ export function predictTile(spec: TiledImageSpec, samples: TypedArray): Uint8Arr
   return view.slice();
 }
 
-/** Encodes one tile: predictor, then DEFLATE (or nothing). The input is not modified. */
+/** Compresses one predicted tile with the spec's codec and level (NONE returns the bytes as they are). */
+export function compressTile(spec: TiledImageSpec, bytes: Uint8Array): Uint8Array {
+  switch (spec.compression) {
+    case 'NONE':
+      return bytes;
+    case 'DEFLATE':
+      return deflate(bytes, spec.level);
+    case 'ZSTD':
+      return zstdCompress(bytes, spec.level);
+    default:
+      return assertNeverCompression(spec.compression);
+  }
+}
+
+/**
+ * {@link compressTile} with DEFLATE on libuv's thread pool: the same bytes, with the event loop
+ * free meanwhile. ZSTD runs here, on the event loop: its thread-pool path gives other bytes (see zstdCompress).
+ */
+export async function compressTileAsync(spec: TiledImageSpec, bytes: Uint8Array): Promise<Uint8Array> {
+  switch (spec.compression) {
+    case 'NONE':
+      return bytes;
+    case 'DEFLATE':
+      return deflateAsync(bytes, spec.level);
+    case 'ZSTD':
+      return zstdCompress(bytes, spec.level);
+    default:
+      return assertNeverCompression(spec.compression);
+  }
+}
+
+function assertNeverCompression(c: never): never {
+  throw new InvalidParamsError(`cannot write GeoTIFF: compression ${JSON.stringify(c)} is not written; use NONE, DEFLATE or ZSTD`);
+}
+
+/** Encodes one tile: predictor, then the spec's compression. The input is not modified. */
 export function encodeTile(spec: TiledImageSpec, samples: TypedArray): Uint8Array {
-  const bytes = predictTile(spec, samples);
-  return spec.compression === 'DEFLATE' ? deflate(bytes, spec.level) : bytes;
+  return compressTile(spec, predictTile(spec, samples));
 }
 
 /** The IFD tags of a tiled image, given its tile offsets and byte counts. */
@@ -131,7 +194,7 @@ export function imageTags(spec: TiledImageSpec, offsets: ArrayLike<number>, byte
     {
       tag: Tag.Compression,
       type: FieldType.SHORT,
-      values: [spec.compression === 'DEFLATE' ? Compression.ADOBE_DEFLATE : Compression.NONE],
+      values: [TIFF_COMPRESSION[spec.compression]],
     },
     { tag: Tag.PhotometricInterpretation, type: FieldType.SHORT, values: [1] }, // MinIsBlack
     { tag: Tag.SamplesPerPixel, type: FieldType.SHORT, values: [spp] },

@@ -3,6 +3,7 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
 import { CLAIMS_PARTITION_KEY, CLAIMS_TTL_ATTRIBUTE } from '../../functions/aws/adapters/dynamodb-claim-store.js';
+import { MANIFEST_PARTITION_KEY, MANIFEST_SORT_KEY } from '../../functions/aws/adapters/dynamodb-manifest-store.js';
 import type { AwsEndpoints } from '../support/emulators/types.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshJobId } from '../support/ids.js';
@@ -53,6 +54,26 @@ export async function freshClaimsTable(ddb: DynamoDBClient, label = 'claims'): P
   );
   await ddb.send(
     new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { AttributeName: CLAIMS_TTL_ATTRIBUTE, Enabled: true } }),
+  );
+  return TableName;
+}
+
+/** A manifest table shaped as infra/ creates it: partition key `pk` (S), sort key `checksum` (S), on-demand, no TTL. */
+export async function freshManifestTable(ddb: DynamoDBClient, label = 'manifest'): Promise<string> {
+  const TableName = freshName(label);
+  await ddb.send(
+    new CreateTableCommand({
+      TableName,
+      AttributeDefinitions: [
+        { AttributeName: MANIFEST_PARTITION_KEY, AttributeType: 'S' },
+        { AttributeName: MANIFEST_SORT_KEY, AttributeType: 'S' },
+      ],
+      KeySchema: [
+        { AttributeName: MANIFEST_PARTITION_KEY, KeyType: 'HASH' },
+        { AttributeName: MANIFEST_SORT_KEY, KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
   );
   return TableName;
 }

@@ -12,6 +12,7 @@ import {
   parseTimeSpan,
   TRIGGER_CONNECTION,
 } from '../../functions/azure/compose.js';
+import { RECONCILE_SCHEDULE } from '../../functions/azure/handlers/ingest.handler.js';
 import { MOSAIC_SCHEDULE } from '../../functions/azure/handlers/mosaic.handler.js';
 import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
 import { AZURE_FUNCTION_NAMES, AZURE_QUEUES, AZURE_TRIGGER_CONNECTION } from '../../infra/common/packaging.js';
@@ -98,7 +99,7 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     });
   });
 
-  it('registers scene and tile on the queues and connection infra/ deploys, mosaic and cleanup on timers', () => {
+  it('registers scene, tile and ingest on the queues and connection infra/ deploys, mosaic, cleanup and reconcile on timers', () => {
     const seen: { kind: string; name: string; options: Record<string, unknown> }[] = [];
     const record =
       (kind: string) =>
@@ -111,6 +112,8 @@ describe('Azure wiring (compose.ts, host.json)', () => {
       ['storageQueue', AZURE_FUNCTION_NAMES.tile],
       ['timer', AZURE_FUNCTION_NAMES.mosaic],
       ['timer', 'cleanup'],
+      ['storageQueue', AZURE_FUNCTION_NAMES.ingest],
+      ['timer', AZURE_FUNCTION_NAMES.reconcile],
     ]);
     expect(seen[0]?.options).toMatchObject({ queueName: AZURE_QUEUES.scene, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: AZURE_TRIGGER_CONNECTION });
@@ -118,6 +121,9 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     expect(seen[2]?.options).toMatchObject({ schedule: MOSAIC_SCHEDULE });
     expect(seen[2]?.options).not.toHaveProperty('queueName');
     expect(seen[3]?.options).toMatchObject({ schedule: CLEANUP_SCHEDULE });
+    // Ingestion: requests on the ingest queue infra/ creates; the manifest reconcile weekly on a timer.
+    expect(seen[4]?.options).toMatchObject({ queueName: AZURE_QUEUES.ingest, connection: AZURE_TRIGGER_CONNECTION });
+    expect(seen[5]?.options).toMatchObject({ schedule: RECONCILE_SCHEDULE });
     expect(TRIGGER_CONNECTION).toBe(AZURE_TRIGGER_CONNECTION);
     for (const s of seen) expect(typeof s.options.handler).toBe('function');
   });

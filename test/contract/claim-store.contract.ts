@@ -181,6 +181,62 @@ export function describeClaimStoreContract(
       });
     });
 
+    describe('deleteIf', () => {
+      it('deletes a COMMITTED row of its owner; the job can then be claimed afresh', async () => {
+        const s = await get();
+        const id = freshJobId('del');
+        await s.claim(claimReq(id, 'w1'));
+        await s.commit({ jobId: id, owner: 'w1', outputUri: 'o', now: T0 + 1 });
+        expect(await s.deleteIf({ jobId: id, state: 'COMMITTED', owner: 'w1' })).toEqual({ kind: 'deleted' });
+        expect(await s.get(id)).toBeUndefined();
+        expect((await s.claim(claimReq(id, 'w2', T0 + 2))).kind).toBe('claimed');
+      });
+
+      it('deletes a CLAIMED row of its owner', async () => {
+        const s = await get();
+        const id = freshJobId('del-claimed');
+        await s.claim(claimReq(id, 'w1'));
+        expect(await s.deleteIf({ jobId: id, state: 'CLAIMED', owner: 'w1' })).toEqual({ kind: 'deleted' });
+        expect(await s.get(id)).toBeUndefined();
+      });
+
+      it('leaves a row of another owner or in another state alone, and names it', async () => {
+        const s = await get();
+        const id = freshJobId('del-other');
+        await s.claim(claimReq(id, 'w1'));
+        const other = await s.deleteIf({ jobId: id, state: 'CLAIMED', owner: 'w2' });
+        expect(other).toMatchObject({ kind: 'mismatch', current: { jobId: id, owner: 'w1', state: 'CLAIMED' } });
+        const state = await s.deleteIf({ jobId: id, state: 'COMMITTED', owner: 'w1' });
+        expect(state).toMatchObject({ kind: 'mismatch', current: { owner: 'w1', state: 'CLAIMED' } });
+        expect(await s.get(id)).toMatchObject({ owner: 'w1', state: 'CLAIMED', leaseUntil: T0 + LEASE });
+      });
+
+      it('answers absent for an unknown job, and for a delete repeated after it landed', async () => {
+        const s = await get();
+        expect(await s.deleteIf({ jobId: freshJobId('del-none'), state: 'COMMITTED', owner: 'w1' })).toEqual({ kind: 'absent' });
+        const id = freshJobId('del-twice');
+        await s.claim(claimReq(id, 'w1'));
+        expect(await s.deleteIf({ jobId: id, state: 'CLAIMED', owner: 'w1' })).toEqual({ kind: 'deleted' });
+        expect(await s.deleteIf({ jobId: id, state: 'CLAIMED', owner: 'w1' })).toEqual({ kind: 'absent' });
+      });
+
+      it('a delete racing a takeover of a lapsed lease never removes the new owner', async () => {
+        const s = await get();
+        const id = freshJobId('del-race');
+        await s.claim(claimReq(id, 'old'));
+        const later = T0 + LEASE + 1;
+        const [deleted, taken] = await Promise.all([
+          s.deleteIf({ jobId: id, state: 'CLAIMED', owner: 'old' }),
+          s.claim(claimReq(id, 'new', later)),
+        ]);
+        // Either the delete went first (and the claim made a fresh row) or the takeover did (and the delete
+        // failed its owner check): the new owner's row stands in both orders.
+        expect(taken.kind).toBe('claimed');
+        expect(await s.get(id)).toMatchObject({ owner: 'new', state: 'CLAIMED', leaseUntil: later + LEASE });
+        expect(deleted.kind).toBe(taken.kind === 'claimed' && taken.stolenFrom === 'old' ? 'mismatch' : 'deleted');
+      });
+    });
+
     // A write that landed but whose answer was lost is sent again (by the SDK on the wire, by the caller
     // where there is none); the retry meets the row its own first attempt wrote and must answer as that
     // attempt would have. Answering `held` by itself made a job wait a whole lease (20 min on AWS), then

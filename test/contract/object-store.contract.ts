@@ -16,6 +16,15 @@ export interface ObjectStoreContractOptions {
    * bucket, GCS without versioning, local, memory). Never the new bytes.
    */
   readonly pinnedReadAfterOverwrite: 'old-bytes' | 'source-changed';
+  /**
+   * Whether the store behind the adapter refuses a delete under a stale
+   * version itself (`enforced`), or is an emulator that ignores the delete's
+   * precondition (fake-gcs-server drops `ifGenerationMatch` on DELETE:
+   * docs/emulator-fidelity.md). Then the stale-delete case checks what the
+   * adapter sends (the precondition on the wire) and answers the store's own
+   * 412 through the fault proxy, and never passes because nothing was checked.
+   */
+  readonly staleDelete?: 'enforced' | 'ignored-by-emulator';
 }
 
 /**
@@ -45,6 +54,29 @@ export function isWriteOf(key: string, r: RecordedRequest): boolean {
     pathname?.endsWith(`/${key}`) === true || new URLSearchParams(query ?? '').get('name') === key || r.text.includes(`"name":"${key}"`)
   );
 }
+
+/** Is this recorded request a DELETE of `key` (its path names the key)? */
+export function isDeleteOf(key: string, r: RecordedRequest): boolean {
+  if (r.method !== 'DELETE') return false;
+  let path = r.path;
+  try {
+    path = decodeURIComponent(r.path);
+  } catch {}
+  return path.split('?')[0]?.endsWith(`/${key}`) === true;
+}
+
+/** The answer each store gives a delete under a stale version (GCS JSON API 412 conditionNotMet). */
+const STALE_DELETE_ANSWER = {
+  status: 412,
+  headers: { 'content-type': 'application/json; charset=UTF-8' },
+  body: JSON.stringify({
+    error: {
+      code: 412,
+      message: 'At least one of the pre-conditions you specified did not hold.',
+      errors: [{ message: 'At least one of the pre-conditions you specified did not hold.', domain: 'global', reason: 'conditionNotMet' }],
+    },
+  }),
+};
 
 /** The one contract every ObjectStore passes, local and against each emulator. */
 export function describeObjectStoreContract(
@@ -236,6 +268,95 @@ export function describeObjectStoreContract(
         const results = await Promise.all(Array.from({ length: 8 }, (_, i) => s.putIfMatch(key, bytes(`fix-${i}`), first.version)));
         expect(results.filter((r) => r.kind === 'written')).toHaveLength(1);
         expect(results.filter((r) => r.kind === 'version-mismatch')).toHaveLength(7);
+      });
+    });
+
+    describe('deleteIfVersion', () => {
+      it('deletes the object at its current version; the key can then be created again', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}del.tif`;
+        const first = await s.putIfAbsent(key, bytes('to-delete'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'deleted' });
+        expect(await s.head(key)).toBeUndefined();
+        expect((await s.putIfAbsent(key, bytes('again'))).kind).toBe('written');
+      });
+
+      it('deletes under the version head and list report', async () => {
+        const s = await get();
+        const prefix = freshPrefix();
+        await s.putIfAbsent(`${prefix}a.tif`, bytes('a'));
+        await s.putIfAbsent(`${prefix}b.tif`, bytes('b'));
+        const listed: { key: string; version: string }[] = [];
+        for await (const h of s.list(prefix)) listed.push(h);
+        const headed = await s.head(`${prefix}a.tif`);
+        expect(await s.deleteIfVersion(`${prefix}a.tif`, headed?.version ?? '')).toEqual({ kind: 'deleted' });
+        const b = listed.find((h) => h.key === `${prefix}b.tif`);
+        expect(await s.deleteIfVersion(`${prefix}b.tif`, b?.version ?? '')).toEqual({ kind: 'deleted' });
+        const left: string[] = [];
+        for await (const h of s.list(prefix)) left.push(h.key);
+        expect(left).toEqual([]);
+      });
+
+      it('refuses a stale version, names the current one and leaves the object alone', async () => {
+        const { store: s, proxy } = await setup();
+        const key = `${freshPrefix()}del-stale.tif`;
+        const first = await s.putIfAbsent(key, bytes('v1'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        const second = await s.putIfMatch(key, bytes('v2'), first.version);
+        if (second.kind !== 'written') throw new Error('setup failed');
+        if (options.staleDelete === 'ignored-by-emulator') {
+          // The emulator would delete anyway: answer what the store answers, and check the precondition went out.
+          if (!proxy) throw new Error('a store whose emulator ignores delete preconditions needs a fault proxy');
+          const refused = proxy.add({ match: { when: (r) => isDeleteOf(key, r) }, action: STALE_DELETE_ANSWER });
+          expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'version-mismatch', current: second.version });
+          expect(refused.hits).toBe(1);
+          const sent = proxy.requests.filter((r) => isDeleteOf(key, r));
+          expect(sent.map((r) => new URLSearchParams(r.path.split('?')[1] ?? '').get('ifGenerationMatch'))).toEqual([first.version]);
+        } else {
+          expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'version-mismatch', current: second.version });
+        }
+        expect(text(await s.get(key))).toBe('v2');
+        expect((await s.head(key))?.version).toBe(second.version);
+      });
+
+      it('answers absent for a missing object', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}del-missing.tif`;
+        const other = await s.putIfAbsent(`${key}.other`, bytes('x'));
+        if (other.kind !== 'written') throw new Error('setup failed');
+        expect(await s.deleteIfVersion(key, other.version)).toEqual({ kind: 'absent' });
+        expect(await s.head(`${key}.other`)).toBeDefined();
+      });
+
+      it('a delete retried after it landed answers absent, and deletes nothing else', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}del-twice.tif`;
+        const first = await s.putIfAbsent(key, bytes('once'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'deleted' });
+        expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'absent' });
+        if (options.staleDelete === 'ignored-by-emulator') return; // the stale-version case above covers the rest
+        // A new object at the key has a new version: the old token cannot remove it.
+        const again = await s.putIfAbsent(key, bytes('new bytes'));
+        if (again.kind !== 'written') throw new Error('setup failed');
+        expect(await s.deleteIfVersion(key, first.version)).toEqual({ kind: 'version-mismatch', current: again.version });
+        expect(text(await s.get(key))).toBe('new bytes');
+      });
+
+      it('a delete whose answer is lost on the wire is retried by the SDK and ends with the object gone', async () => {
+        const { store: s, proxy } = await setup();
+        if (!proxy) return; // no wire: the retry-by-the-caller case above is this case
+        const key = `${freshPrefix()}del-lost.tif`;
+        const first = await s.putIfAbsent(key, bytes('lost-delete'));
+        if (first.kind !== 'written') throw new Error('setup failed');
+        const lost = proxy.add({ match: { when: (r) => isDeleteOf(key, r) }, action: 'drop-response' });
+        const r = await s.deleteIfVersion(key, first.version);
+        expect(lost.hits).toBe(1);
+        expect(proxy.requests.filter((q) => isDeleteOf(key, q)).length).toBeGreaterThanOrEqual(2);
+        // The first DELETE landed; its retry found the key empty. Either answer says: gone, and only by us.
+        expect(['deleted', 'absent']).toContain(r.kind);
+        expect(await s.head(key)).toBeUndefined();
       });
     });
 

@@ -243,3 +243,29 @@ export function writesSeen(requests: readonly RecordedRequest[]): number {
       (r.method === 'POST' && r.body.byteLength > 0),
   ).length;
 }
+
+/**
+ * The wire guard for PostgreSQL (the SQL each session sent, recorded by
+ * test/support/pg-fault-proxy.ts): a manifest row or a feature row is only
+ * ever written by `INSERT ... ON CONFLICT ... DO NOTHING`, and never updated
+ * or deleted. The precondition of a SQL write is its unique constraint plus
+ * ON CONFLICT: an INSERT without it would fail loudly on a duplicate instead of
+ * answering, and an UPDATE or DELETE would be a blind write.
+ */
+export function unconditionalSql(
+  statements: readonly string[],
+  tables: readonly string[] = ['ingest_manifest', 'tile_features'],
+): Finding[] {
+  const findings: Finding[] = [];
+  const names = tables.join('|');
+  for (const sql of statements) {
+    const upper = sql.toUpperCase();
+    if (new RegExp(`^INSERT INTO (${names})\\b`, 'i').test(sql) && !/ON CONFLICT\b.*\bDO NOTHING/.test(upper)) {
+      findings.push({ request: sql.slice(0, 160), why: 'INSERT without ON CONFLICT ... DO NOTHING' });
+    }
+    if (new RegExp(`^(UPDATE (${names})\\b|DELETE FROM (${names})\\b)`, 'i').test(sql)) {
+      findings.push({ request: sql.slice(0, 160), why: 'an UPDATE or DELETE of a create-only table' });
+    }
+  }
+  return findings;
+}

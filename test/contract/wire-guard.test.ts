@@ -1,15 +1,26 @@
-import { PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { CreateQueueCommand } from '@aws-sdk/client-sqs';
 import { TableClient } from '@azure/data-tables';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { DynamoDbManifestStore } from '../../functions/aws/adapters/dynamodb-manifest-store.js';
 import { SqsJobQueue } from '../../functions/aws/adapters/sqs-job-queue.js';
 import { AzureQueueJobQueue } from '../../functions/azure/adapters/azure-queue-job-queue.js';
+import { AzureTableManifestStore } from '../../functions/azure/adapters/azure-table-manifest-store.js';
+import { FirestoreManifestStore } from '../../functions/gcp/adapters/firestore-manifest-store.js';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
 import type { PullQueue } from '../../shared/ports/job-queue.port.js';
-import { awsEndpoints, dynamoDbClient, freshClaimsTable, freshBucket as freshS3Bucket, s3Client, sqsClient } from '../aws/clients.js';
+import {
+  awsEndpoints,
+  dynamoDbClient,
+  freshClaimsTable,
+  freshManifestTable,
+  freshBucket as freshS3Bucket,
+  s3Client,
+  sqsClient,
+} from '../aws/clients.js';
 import { freshName } from '../azure/azurite.js';
 import { firestoreClient, freshBucket, storageClient } from '../gcp/clients.js';
 import { azuriteConnectionString } from '../support/emulators/azure.js';
@@ -115,6 +126,74 @@ describe('the wire guard finds unconditional writes', () => {
   });
 });
 
+// Deletes of data need a precondition as much as writes do (the ports' deleteIfVersion and deleteIf send one).
+describe('the wire guard finds unconditional deletes', () => {
+  it('S3: a DeleteObject without If-Match; DynamoDB: a DeleteItem without a ConditionExpression', async () => {
+    const aws = awsEndpoints();
+    const s3p = await proxyFor(aws.moto);
+    const bucket = await freshS3Bucket(s3Client());
+    const s3 = s3Client({ ...aws, moto: s3p.url });
+    const put = await s3.send(new PutObjectCommand({ Bucket: bucket, Key: 'k/a.tif', Body: 'x', IfNoneMatch: '*' }));
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: 'k/a.tif', IfMatch: put.ETag }));
+    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: 'k/b.tif' }));
+    expect(reasons(s3p)).toEqual(['DeleteObject without If-Match']);
+
+    const ddbp = await proxyFor(aws.dynamodb);
+    const ddb = dynamoDbClient({ ...aws, dynamodb: ddbp.url });
+    const TableName = await freshClaimsTable(dynamoDbClient());
+    const Key = { job_id: { S: freshJobId() } };
+    await ddb.send(new DeleteItemCommand({ TableName, Key, ConditionExpression: 'attribute_exists(job_id)' })).catch(() => {});
+    await ddb.send(new DeleteItemCommand({ TableName, Key }));
+    expect(reasons(ddbp)).toEqual(['DeleteItem without a ConditionExpression']);
+  });
+
+  it('GCS: an object DELETE without ifGenerationMatch; Firestore: a delete() without a precondition', async () => {
+    const gcp = requireEndpoints(inject('emulators'), 'gcp');
+    const gcsp = await proxyFor(gcp.gcs);
+    const bucket = await freshBucket(gcp, 'wire');
+    const store = new GcsObjectStore(storageClient({ ...gcp, gcs: gcsp.url }).bucket(bucket.name));
+    const key = `${freshPrefix()}d.tif`;
+    const put = await store.putIfAbsent(key, new Uint8Array([1]));
+    if (put.kind !== 'written') throw new Error('setup failed');
+    expect(await store.deleteIfVersion(key, put.version)).toEqual({ kind: 'deleted' });
+    await store.putIfAbsent(key, new Uint8Array([2]));
+    await storageClient({ ...gcp, gcs: gcsp.url })
+      .bucket(bucket.name)
+      .file(key)
+      .delete();
+    expect(reasons(gcsp)).toEqual(['object DELETE without ifGenerationMatch (the SDK validation delete looks like this)']);
+
+    const fsp = await proxyFor(`http://${gcp.firestore}`, 'http2');
+    const db = firestoreClient({ ...gcp, firestore: fsp.host });
+    try {
+      const doc = db.collection('wire').doc(freshJobId());
+      await doc.create({ n: 0 });
+      const [snap] = await db.getAll(doc);
+      await doc.delete({ lastUpdateTime: snap?.updateTime as never });
+      await doc.create({ n: 1 });
+      await doc.delete();
+      expect(reasons(fsp)).toEqual(['Commit with 1 delete without a precondition']);
+    } finally {
+      await db.terminate();
+    }
+  });
+
+  it('Azure Table: a Delete Entity with If-Match: * (no version)', async () => {
+    const azure = requireEndpoints(inject('emulators'), 'azure');
+    const tablep = await proxyFor(azure.table);
+    const name = freshName('wire');
+    await TableClient.fromConnectionString(azure.connectionString, name, { allowInsecureConnection: true }).createTable();
+    const table = TableClient.fromConnectionString(azuriteConnectionString(azure.blob, azure.queue, tablep.url), name, {
+      allowInsecureConnection: true,
+    });
+    const created = await table.createEntity({ partitionKey: 'p', rowKey: 'r', n: 1 });
+    await table.deleteEntity('p', 'r', { etag: created.etag as string });
+    await table.createEntity({ partitionKey: 'p', rowKey: 'r', n: 2 });
+    await table.deleteEntity('p', 'r');
+    expect(reasons(tablep)).toEqual(['DELETE of an entity with If-Match: * (no version)']);
+  });
+});
+
 // Queues delete too: a message is deleted (acked) or hidden again (released) only under the receipt of the
 // receive that handed it out (SQS ReceiptHandle, Storage Queue popreceipt). The adapters' own cycle must pass the guard.
 describe('the queue adapters delete and release only under a receipt', () => {
@@ -150,5 +229,68 @@ describe('the queue adapters delete and release only under a receipt', () => {
     expect(unconditionalWrites(proxy.requests)).toEqual([]);
     await service.getQueueClient(name).clearMessages();
     expect(reasons(proxy)).toEqual(['Clear Messages carries no precondition']);
+  });
+});
+
+// The ingest manifest is create-only on every cloud: each adapter's register passes the guard, SDK resends
+// included, and a blind write of a manifest row (what a careless "upsert the row" fix would send) is named.
+describe('the wire guard covers the manifest tables', () => {
+  const row = () => ({
+    source: 'sentinel-2-l2a',
+    externalId: `S2B/${freshJobId().slice(0, 8)}#?`,
+    checksum: freshJobId(),
+    key: 'scenes/s2/a.tif',
+    bytes: 1,
+    runId: 'run-1',
+    publishedAt: '2026-12-01T09:00:00.000Z',
+  });
+
+  it('DynamoDB: register is a conditional PutItem; a blind PutItem of a manifest item is named', async () => {
+    const aws = awsEndpoints();
+    const p = await proxyFor(aws.dynamodb);
+    const TableName = await freshManifestTable(dynamoDbClient());
+    const ddb = dynamoDbClient({ ...aws, dynamodb: p.url });
+    const store = new DynamoDbManifestStore(ddb, TableName);
+    const e = row();
+    await store.register(e);
+    await store.register({ ...e, runId: 'run-2' });
+    expect(reasons(p)).toEqual([]);
+    await ddb.send(new PutItemCommand({ TableName, Item: { pk: { S: 'x' }, checksum: { S: e.checksum }, run_id: { S: 'blind' } } }));
+    expect(reasons(p)).toEqual(['PutItem without a ConditionExpression']);
+  });
+
+  it('Firestore: register is a create() (exists: false); a set() of a manifest document is named', async () => {
+    const gcp = requireEndpoints(inject('emulators'), 'gcp');
+    const p = await proxyFor(`http://${gcp.firestore}`, 'http2');
+    const db = firestoreClient({ ...gcp, firestore: p.host });
+    try {
+      const collection = db.collection(`manifest-${freshJobId().slice(0, 8)}`);
+      const store = new FirestoreManifestStore(collection);
+      const e = row();
+      await store.register(e);
+      await store.register({ ...e, runId: 'run-2' });
+      expect(reasons(p)).toEqual([]);
+      await collection.doc('blind').set({ run_id: 'blind' });
+      expect(reasons(p)).toEqual(['Commit with 1 update without a precondition']);
+    } finally {
+      await db.terminate();
+    }
+  });
+
+  it('Azure Table: register is Insert Entity; an upsert of a manifest entity is named', async () => {
+    const azure = requireEndpoints(inject('emulators'), 'azure');
+    const p = await proxyFor(azure.table);
+    const name = freshName('manifest');
+    await TableClient.fromConnectionString(azure.connectionString, name, { allowInsecureConnection: true }).createTable();
+    const table = TableClient.fromConnectionString(azuriteConnectionString(azure.blob, azure.queue, p.url), name, {
+      allowInsecureConnection: true,
+    });
+    const store = new AzureTableManifestStore(table);
+    const e = row();
+    await store.register(e);
+    await store.register({ ...e, runId: 'run-2' });
+    expect(reasons(p)).toEqual([]);
+    await table.upsertEntity({ partitionKey: 'p', rowKey: e.checksum, run_id: 'blind' }, 'Replace');
+    expect(reasons(p)).toEqual(['PUT of an entity without If-Match (an upsert)']);
   });
 });

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FsObjectStore } from '../../functions/local/adapters/fs-object-store.js';
@@ -93,6 +93,14 @@ describe('the main job on the local backend', () => {
     }
     expect(last.manifestCount).toBe(16);
   }, 120_000);
+
+  it('`tessera run --help` documents --workers: worker processes, defaulting to the cores this process may use', async () => {
+    let out = '';
+    const code = await main(['run', '--help'], { stdout: (t) => (out += t), stderr: () => {}, cwd: tmpdir() });
+    expect(code).toBe(0);
+    expect(out).toMatch(/--workers N\s+worker processes/);
+    expect(out).toContain(`os.availableParallelism(): ${availableParallelism()}`);
+  });
 
   it.each([
     [['run', '--tile', '256.5'], /--tile must be a whole number/],

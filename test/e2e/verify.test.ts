@@ -11,9 +11,12 @@ import { azureClients, composeAzure } from '../../functions/azure/compose.js';
 import { makeMosaicHandler } from '../../functions/azure/handlers/mosaic.handler.js';
 import { makeSceneHandler } from '../../functions/azure/handlers/scene.handler.js';
 import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js';
+import { createMosaicHandler as createGcpMosaicHandler } from '../../functions/gcp/handlers/mosaic.handler.js';
+import { createSceneHandler as createGcpSceneHandler, type StorageObjectData } from '../../functions/gcp/handlers/scene.handler.js';
+import { createTileHandler as createGcpTileHandler } from '../../functions/gcp/handlers/tile.handler.js';
 import { main } from '../../functions/local/cli.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
-import type { VerifyReport } from '../../shared/app/verify/verify-stack.js';
+import { LIVE_SCENARIOS, type VerifyReport } from '../../shared/app/verify/verify-stack.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { awsEndpoints, dynamoDbClient, freshBucket, freshClaimsTable, s3Client } from '../aws/clients.js';
@@ -21,6 +24,7 @@ import { createTestStack, drain, type TestStack } from '../aws/stack.js';
 import { connectionString, freshContainer, freshName, freshTable } from '../azure/azurite.js';
 import { blobCreatedEvent, invocationContext, runQueueHost, timerPayload } from '../azure/functions-host.js';
 import { TEST_PARAMS as AZURE_PARAMS } from '../azure/stack.js';
+import { createGcpStack, storageEvent } from '../gcp/stack.js';
 import { requireEndpoints } from '../support/global-setup.js';
 
 /**
@@ -118,7 +122,12 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
         ['16 create-only writers of one output key', true],
         ['odd keys (+, %2F, space, unicode) round-trip', true],
         ['poison tile message settled into the DLQ', true],
+        ['backfill skip fills a gap, leaves committed tiles untouched', true],
+        ['backfill new-key writes beside the old tiles', true],
+        ['backfill overwrite repairs at the seen version, dead-letters a changed tile', true],
       ]);
+      // The poison message and the stale repair were removed from the DLQ under their receipts; nothing is left.
+      expect(report.cleanup).toMatchObject({ pass: true, deadLetters: 2, left: [] });
       expect(r.code).toBe(0);
       expect(r.stderr).toContain('smoke: uploading incoming/tessera-verify-');
       // The re-delivered tile message, then the 4 tile jobs the duplicate scene event fanned out again,
@@ -148,17 +157,19 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
     const fns = deployedFunctions(stack);
     try {
       const elsewhere = await freshClaimsTable(dynamoDbClient(), 'elsewhere');
-      const r = await verify(['--outputs', writeOutputs(outputsOf(stack, { claimsTable: elsewhere })), '--json', '--timeout', '30']);
+      const r = await verify(['--outputs', writeOutputs(outputsOf(stack, { claimsTable: elsewhere })), '--json', '--timeout', '15']);
       expect(r.code).toBe(1);
       const report = JSON.parse(r.stdout) as VerifyReport;
       expect(report).toMatchObject({
         smoke: { pass: true },
         replay: { pass: false, detail: expect.stringMatching(/is absent, not COMMITTED/) },
       });
+      // The backfills read the same wrong table: none can see its jobs commit.
+      expect(report.parity.filter((p) => p.scenario.startsWith('backfill')).map((p) => p.pass)).toEqual([false, false, false]);
     } finally {
       await fns.stop();
     }
-  }, 60_000);
+  }, 120_000);
 
   it('refuses a bad outputs file with a typed error and exit 2', async () => {
     expect(await verify(['--outputs', writeOutputs('not json')])).toMatchObject({
@@ -273,7 +284,9 @@ describe('tessera verify against Azurite as a deployed Azure stack', () => {
         smoke: { pass: true, tiles: 9 },
         replay: { pass: true },
       });
-      expect(report.parity.every((p) => p.pass)).toBe(true);
+      expect(report.parity.filter((p) => !p.pass)).toEqual([]);
+      expect(report.parity).toHaveLength(LIVE_SCENARIOS.length);
+      expect(report.cleanup).toMatchObject({ pass: true, deadLetters: 2, left: [] });
       expect(r.code).toBe(0);
       // The tile message and the 9 jobs of the duplicate BlobCreated event, each stopped at its claim.
       expect(stack.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 9);
@@ -281,4 +294,107 @@ describe('tessera verify against Azurite as a deployed Azure stack', () => {
       await stack.stop();
     }
   }, 60_000);
+});
+
+/**
+ * A GCP stack in the emulators (fake-gcs-server, Google's Firestore and
+ * Pub/Sub emulators), shaped like infra/'s, with the real handlers as its
+ * functions: this test plays Eventarc (a finalized event per new source
+ * object, the tile topic's push subscription, here pulled) and Cloud
+ * Scheduler (a mosaic sweep over HTTP). verify opens its own tap
+ * subscriptions on the tile and dead-letter topics, as it does on GCP.
+ */
+async function gcpEmulatorStack() {
+  const stack = await createGcpStack();
+  const scene = stack.runtime({ role: 'scene', owner: 'deployed-scene' });
+  const tile = stack.runtime({ role: 'tile', owner: 'deployed-tile' });
+  const mosaic = stack.runtime({ role: 'mosaic', owner: 'deployed-mosaic' });
+  const onScene = createGcpSceneHandler(scene);
+  const onTile = createGcpTileHandler(tile);
+  const onSweep = createGcpMosaicHandler(mosaic);
+  const response = { status: () => response, json: () => response, set: () => response };
+  const seen = new Set<string>();
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      // Eventarc: one finalized event per new object generation under the source prefix.
+      const [files] = await stack.clients.storage.bucket(stack.sourceBucket).getFiles({ prefix: 'incoming/' });
+      for (const f of files) {
+        const id = `${f.name}#${String(f.metadata.generation)}`;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        await onScene(storageEvent(f.metadata as StorageObjectData));
+      }
+      // The tile topic's subscription, pushed to the tile function (a throw would be a redelivery; none is expected).
+      for (const event of await stack.tileEvents()) await onTile(event);
+      await onSweep({ method: 'POST', body: {} } as never, response as never);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  const outputsFile = {
+    cloud: 'gcp',
+    region: 'europe-west1',
+    platform: 'gcf2-event',
+    project: stack.endpoints.projectId,
+    functionTimeoutSeconds: 540,
+    leaseSeconds: 840,
+    sourcePrefix: 'incoming/',
+    sourceBucket: stack.sourceBucket,
+    outputBucket: stack.outputBucket,
+    claimsCollection: stack.claimsCollection,
+    tileTopic: stack.env[ENV.tileQueue],
+    deadLetterTopic: stack.env[ENV.deadLetterQueue],
+    emulator: { gcs: stack.endpoints.gcs, firestore: stack.endpoints.firestore, pubsub: stack.endpoints.pubsub },
+  };
+  return {
+    stack,
+    outputsFile,
+    telemetry: tile.backend.telemetry,
+    stop: async () => {
+      running = false;
+      await loop;
+      await stack.close();
+    },
+  };
+}
+
+describe('tessera verify against the GCP emulators as a deployed stack', () => {
+  it('passes smoke, replay, the live parity scenarios and the backfill policies, and cleans up after itself', async () => {
+    const gcp = await gcpEmulatorStack();
+    try {
+      const r = await verify([
+        '--outputs',
+        writeOutputs(gcp.outputsFile, 'gcp-emulator.json'),
+        '--json',
+        '--timeout',
+        '60',
+        '--quiet',
+        '2',
+      ]);
+      const report = JSON.parse(r.stdout) as VerifyReport;
+      expect(report, r.stderr).toMatchObject({
+        stack: 'gcp-emulator',
+        cloud: 'gcp',
+        smoke: { pass: true, tiles: 4 },
+        replay: { pass: true },
+      });
+      expect(report.parity.filter((p) => !p.pass)).toEqual([]);
+      expect(report.parity.map((p) => p.scenario)).toEqual(LIVE_SCENARIOS.map((s) => s.name));
+      expect(report.cleanup).toMatchObject({ pass: true, claimRows: expect.any(Number) });
+      expect(r.code).toBe(0);
+      // The replayed tile message, then the 4 jobs of the scene's re-published fan-out, stopped at their claims.
+      expect(gcp.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 4);
+      // Nothing of the run is left in the buckets or the claims collection, and verify's taps are gone.
+      const [sources] = await gcp.stack.clients.storage.bucket(gcp.stack.sourceBucket).getFiles();
+      expect(sources.map((f) => f.name)).toEqual([]);
+      const [outputs] = await gcp.stack.clients.storage.bucket(gcp.stack.outputBucket).getFiles();
+      expect(outputs.map((f) => f.name).filter((k) => !k.startsWith('index/mosaic-sweep'))).toEqual([]);
+      const rows = await gcp.stack.clients.firestore.collection(gcp.stack.claimsCollection).get();
+      expect(rows.docs.map((d) => d.id)).toEqual([]);
+      const [subscriptions] = await gcp.stack.clients.pubsub.getSubscriptions();
+      expect(subscriptions.map((x) => x.name).filter((n) => n.includes('tessera-verify-'))).toEqual([]);
+    } finally {
+      await gcp.stop();
+    }
+  }, 120_000);
 });

@@ -17,7 +17,13 @@ import { createGcpStack, type GcpTestStack, type TestRuntime } from './stack.js'
  * HTTP status: 2xx acknowledges, anything else asks for a redelivery.
  */
 const suffix = freshJobId().slice(0, 8);
-const names = { scene: `scene-${suffix}`, tile: `tile-${suffix}`, mosaic: `mosaic-${suffix}` };
+const names = {
+  scene: `scene-${suffix}`,
+  tile: `tile-${suffix}`,
+  mosaic: `mosaic-${suffix}`,
+  ingest: `ingest-${suffix}`,
+  reconcile: `reconcile-${suffix}`,
+};
 let s: GcpTestStack;
 let events: TestRuntime;
 let http: TestRuntime;
@@ -27,7 +33,17 @@ beforeAll(async () => {
   s = await createGcpStack();
   events = s.runtime({ role: 'tile' });
   http = s.runtime({ role: 'mosaic' });
-  registerGcpFunctions({ scene: s.runtime({ role: 'scene' }), tile: events, mosaic: http }, names);
+  registerGcpFunctions(
+    {
+      scene: s.runtime({ role: 'scene' }),
+      tile: events,
+      mosaic: http,
+      // Composed on first use only: this file drives the tile and mosaic entry points.
+      ingest: () => s.runtime({ role: 'ingest' }),
+      reconcile: () => s.runtime({ role: 'reconcile' }),
+    },
+    names,
+  );
 });
 afterAll(async () => {
   await Promise.all(servers.map((srv) => new Promise((resolve) => srv.close(resolve))));

@@ -39,6 +39,8 @@ export interface GcpTestStack {
   readonly sourceBucket: string;
   readonly outputBucket: string;
   readonly claimsCollection: string;
+  /** The ingest manifest collection (TESSERA_MANIFEST_TABLE). */
+  readonly manifestCollection: string;
   /** Pull subscriptions on the tile topic and the dead-letter topic (what the Eventarc push subscriptions would see). */
   readonly tileSubscription: string;
   readonly deadLetterSubscription: string;
@@ -72,6 +74,8 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
   const [tileSub] = await tileTopic.createSubscription(unique('tiles-sub'));
   const [deadSub] = await deadTopic.createSubscription(unique('tiles-dead-sub'));
   const claimsCollection = unique('claims');
+  // The ingest manifest, as infra/ sets it on the ingest and reconcile functions (one env for every role here).
+  const manifestCollection = unique('manifest');
   const env: Record<string, string> = {
     [ENV.platform]: 'gcf2-event',
     [ENV.claimsTable]: claimsCollection,
@@ -84,6 +88,7 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
     [ENV.functionTimeoutSeconds]: '540',
     [ENV.params]: JSON.stringify(options.params ?? TEST_PARAMS),
     [ENV.gcpProject]: endpoints.projectId,
+    [ENV.manifestTable]: manifestCollection,
   };
   const clients = { firestore, storage, pubsub };
   return {
@@ -92,6 +97,7 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
     sourceBucket: source.name,
     outputBucket: output.name,
     claimsCollection,
+    manifestCollection,
     tileSubscription: tileSub.name,
     deadLetterSubscription: deadSub.name,
     clients,
@@ -104,7 +110,9 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
         owner: o.owner ?? 'worker-a',
         ...(o.clock ? { clock: o.clock } : {}),
       };
-      const deployed = role === 'mosaic' ? { platform: 'gcf2-http', timeout: '3600' } : { platform: 'gcf2-event', timeout: '540' };
+      // The Cloud Scheduler targets (mosaic sweep, manifest reconcile) are HTTP; the rest event-driven.
+      const deployed =
+        role === 'mosaic' || role === 'reconcile' ? { platform: 'gcf2-http', timeout: '3600' } : { platform: 'gcf2-event', timeout: '540' };
       return composeGcp(
         { ...env, [ENV.platform]: deployed.platform, [ENV.functionTimeoutSeconds]: deployed.timeout },
         composeOptions,

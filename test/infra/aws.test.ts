@@ -51,7 +51,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
   });
 
   it('gives every function a lease longer than the ceiling of its configured timeout', () => {
-    expect(functions(run).map(roleOf).sort()).toEqual(['mosaic', 'scene', 'tile']);
+    expect(functions(run).map(roleOf).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'tile']);
     for (const fn of functions(run)) {
       const env = envOf((fn.inputs.environment as { variables: unknown }).variables);
       const platform = env[ENV.platform] as Platform;
@@ -83,7 +83,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 
   it('keeps every trigger queue invisible for at least the timeout of the function it feeds (6x, within 12 h)', () => {
     const mappings = run.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
-    expect(mappings).toHaveLength(2);
+    expect(mappings.map((m) => m.name.split('-').at(-1)).sort()).toEqual(['ingest', 'scene', 'tile']);
     for (const m of mappings) {
       const queue = byState(run, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
       const fn = byState(run, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
@@ -94,6 +94,8 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
     const tileMapping = mappings.find((m) => m.name.endsWith('-tile'));
     expect(tileMapping?.inputs.batchSize).toBe(1);
+    // One ingest request per invocation: a download has the whole (540 s) timeout to itself.
+    expect(mappings.find((m) => m.name.endsWith('-ingest'))?.inputs.batchSize).toBe(1);
   });
 
   it('caps the tile event source at tessera:tileMaxConcurrency (default 100) so the poller stops instead of being throttled', async () => {
@@ -128,7 +130,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
     // Every queue is either redriven or is itself a dead-letter queue.
     for (const q of queues) expect(q.inputs.redrivePolicy !== undefined || dlqArns.has(q.state.arn as string), q.name).toBe(true);
-    expect(dlqArns.size).toBe(2);
+    expect(dlqArns.size).toBe(3);
     const alarmed = run
       .ofType('aws:cloudwatch/metricAlarm:MetricAlarm')
       .map((a) => (a.inputs.dimensions as { QueueName?: string } | undefined)?.QueueName);
@@ -138,8 +140,8 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 
   it('keeps claims in a PAY_PER_REQUEST table keyed by job_id with TTL on expires_at and point-in-time recovery', () => {
     const tables = run.ofType('aws:dynamodb/table:Table');
-    expect(tables).toHaveLength(1);
-    expect(tables[0]?.inputs).toMatchObject({
+    expect(tables.map((t) => t.name.split('-').at(-1)).sort()).toEqual(['claims', 'manifest']);
+    expect(run.one('aws:dynamodb/table:Table', '-claims').inputs).toMatchObject({
       billingMode: 'PAY_PER_REQUEST',
       hashKey: 'job_id',
       attributes: [{ name: 'job_id', type: 'S' }],
@@ -207,7 +209,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
       ...run.ofType('aws:cloudwatch/logGroup:LogGroup').map((l) => l.state.arn as string),
     ];
     const policies = run.ofType('aws:iam/rolePolicy:RolePolicy');
-    expect(policies).toHaveLength(3);
+    expect(policies).toHaveLength(5);
     for (const p of policies) {
       for (const s of statements(p.inputs.policy)) {
         expect(s.Effect).toBe('Allow');
@@ -225,7 +227,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 
   it('lets each function write only its own output prefix, and only the tile worker touch the claims table', () => {
     const outputs = run.one('aws:s3/bucket:Bucket', '-outputs').state.arn as string;
-    const table = run.ofType('aws:dynamodb/table:Table')[0]?.state.arn;
+    const table = run.one('aws:dynamodb/table:Table', '-claims').state.arn;
     const writes = (role: string) =>
       statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy)
         .filter((s) => list(s.Action).includes('s3:PutObject'))
@@ -252,7 +254,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     const expected = {
       [ENV.sourceBucket]: run.one('aws:s3/bucket:Bucket', '-sources').state.bucket,
       [ENV.outputBucket]: run.one('aws:s3/bucket:Bucket', '-outputs').state.bucket,
-      [ENV.claimsTable]: run.ofType('aws:dynamodb/table:Table')[0]?.state.name,
+      [ENV.claimsTable]: run.one('aws:dynamodb/table:Table', '-claims').state.name,
       [ENV.tileQueue]: run.one('aws:sqs/queue:Queue', '-tile').state.url,
       [ENV.sourcePrefix]: 'scenes/',
       [ENV.sourceSuffix]: '.tif',
@@ -266,6 +268,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
       ];
     expect(dlqOf('scene')).toBe(run.one('aws:sqs/queue:Queue', '-scene-dlq').state.url);
     expect(dlqOf('tile')).toBe(run.one('aws:sqs/queue:Queue', '-tile-dlq').state.url);
+    expect(dlqOf('ingest')).toBe(run.one('aws:sqs/queue:Queue', '-ingest-dlq').state.url);
   });
 
   it('versions the source bucket, and lets scene and tile read pinned versions of source objects', () => {
@@ -294,13 +297,16 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(sends('scene')).toEqual([arn('-scene'), arn('-scene-dlq'), arn('-tile')].sort());
     expect(sends('tile')).toEqual([arn('-tile'), arn('-tile-dlq')].sort());
     expect(sends('mosaic')).toEqual([]);
+    // The ingest function settles a malformed request in its own DLQ, and sends nothing else.
+    expect(sends('ingest')).toEqual([arn('-ingest-dlq')]);
+    expect(sends('reconcile')).toEqual([]);
   });
 
   it("tells each queue-triggered function its own queue's maxReceiveCount (TESSERA_MAX_DELIVERIES), and the sweep none", async () => {
     // A count other than the default, so a value the handlers would assume when unset cannot pass for it.
     const set = await runStack(STACK, { ...BASE, 'tessera:maxReceiveCount': '7' });
     const mappings = set.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
-    expect(mappings).toHaveLength(2);
+    expect(mappings).toHaveLength(3);
     for (const m of mappings) {
       const queue = byState(set, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
       const fn = byState(set, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
@@ -315,7 +321,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
   });
 
   it('creates every function and event source mapping after the role policy it runs with', () => {
-    for (const role of ['scene', 'tile', 'mosaic']) {
+    for (const role of ['scene', 'tile', 'mosaic', 'ingest', 'reconcile']) {
       const policy = run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`);
       expect(missingBefore(run, run.one('aws:lambda/function:Function', `-${role}`), [policy]), role).toEqual([]);
     }
@@ -351,13 +357,102 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
   });
 
   it('runs the mosaic sweep on a schedule, with no Lambda retry of a failed run', () => {
-    const rule = run.ofType('aws:cloudwatch/eventRule:EventRule')[0];
-    expect(rule?.inputs.scheduleExpression).toBe('rate(5 minutes)');
+    const rule = run.one('aws:cloudwatch/eventRule:EventRule', '-mosaic-sweep');
+    expect(rule.inputs.scheduleExpression).toBe('rate(5 minutes)');
     const mosaic = run.one('aws:lambda/function:Function', '-mosaic');
-    expect(run.ofType('aws:cloudwatch/eventTarget:EventTarget')[0]?.inputs).toMatchObject({ arn: mosaic.state.arn });
-    expect(run.ofType('aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig')[0]?.inputs).toMatchObject({
+    expect(run.one('aws:cloudwatch/eventTarget:EventTarget', '-mosaic-sweep').inputs).toMatchObject({ arn: mosaic.state.arn });
+    expect(run.one('aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig', '-mosaic-sweep').inputs).toMatchObject({
       maximumRetryAttempts: 0,
     });
+  });
+
+  it('runs the manifest reconcile weekly, read-only, with no Lambda retry, and its target after its invoke permission', () => {
+    const rule = run.one('aws:cloudwatch/eventRule:EventRule', '-reconcile');
+    expect(rule.inputs.scheduleExpression).toBe('rate(7 days)');
+    const reconcile = run.one('aws:lambda/function:Function', '-reconcile');
+    const target = run.one('aws:cloudwatch/eventTarget:EventTarget', '-reconcile');
+    expect(target.inputs).toMatchObject({ rule: rule.state.name, arn: reconcile.state.arn });
+    const permission = run.one('aws:lambda/permission:Permission', '-reconcile');
+    expect(permission.inputs).toMatchObject({ principal: 'events.amazonaws.com', sourceArn: rule.state.arn });
+    expect(missingBefore(run, target, [permission])).toEqual([]);
+    expect(run.one('aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig', '-reconcile').inputs).toMatchObject({
+      maximumRetryAttempts: 0,
+    });
+    // Read-only: it lists and heads the promoted prefix and reads the manifest; nothing it may do writes.
+    const actions = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-reconcile').inputs.policy).flatMap((s) => list(s.Action));
+    expect(actions.filter((a) => /Put|Update|Delete|Write|Send/.test(a) && !a.startsWith('logs:'))).toEqual([]);
+    const manifest = run.one('aws:dynamodb/table:Table', '-manifest').state.name;
+    const env = envOf((reconcile.inputs.environment as { variables: unknown }).variables);
+    expect(env[ENV.manifestTable]).toBe(manifest);
+  });
+
+  it('keeps the ingest manifest in its own table keyed by (pk, checksum), with point-in-time recovery and no TTL', () => {
+    const manifest = run.one('aws:dynamodb/table:Table', '-manifest');
+    expect(manifest.inputs).toMatchObject({
+      billingMode: 'PAY_PER_REQUEST',
+      hashKey: 'pk',
+      rangeKey: 'checksum',
+      pointInTimeRecovery: { enabled: true },
+    });
+    // A row is the proof that an artefact was published: it never expires.
+    expect(manifest.inputs.ttl).toBeUndefined();
+    const ingest = envOf((run.one('aws:lambda/function:Function', '-ingest').inputs.environment as { variables: unknown }).variables);
+    expect(ingest[ENV.manifestTable]).toBe(manifest.state.name);
+    expect(ingest[ENV.ingestQueue]).toBe(run.one('aws:sqs/queue:Queue', '-ingest').state.url);
+    expect(() => parseRuntimeConfig(ingest)).not.toThrow();
+    expect(parseRuntimeConfig(ingest)).toMatchObject({ manifestTable: manifest.state.name });
+    expect(run.outputs).toMatchObject({
+      ingestQueueUrl: run.one('aws:sqs/queue:Queue', '-ingest').state.url,
+      manifestTable: manifest.state.name,
+    });
+  });
+
+  it('lets the ingest function touch only staging/, the promoted prefix and the manifest table, and delete nothing', () => {
+    const sources = run.one('aws:s3/bucket:Bucket', '-sources').state.arn as string;
+    const manifest = run.one('aws:dynamodb/table:Table', '-manifest').state.arn as string;
+    const claims = run.one('aws:dynamodb/table:Table', '-claims').state.arn as string;
+    const outputs = run.one('aws:s3/bucket:Bucket', '-outputs').state.arn as string;
+    const stmts = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-ingest').inputs.policy);
+    const writes = stmts.filter((s) => list(s.Action).includes('s3:PutObject')).flatMap((s) => list(s.Resource));
+    expect(writes.sort()).toEqual([`${sources}/scenes/*`, `${sources}/staging/*`]);
+    const actions = stmts.flatMap((s) => list(s.Action));
+    // (sqs:DeleteMessage is the trigger's own ack, granted on its queue only.)
+    expect(actions.filter((a) => /Delete/.test(a) && a !== 'sqs:DeleteMessage')).toEqual([]);
+    const onTables = stmts.filter((s) => list(s.Resource).some((r) => r === manifest || r === claims));
+    expect(onTables.flatMap((s) => list(s.Resource))).toEqual([manifest]);
+    expect(onTables.flatMap((s) => list(s.Action)).sort()).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Query']);
+    expect(stmts.flatMap((s) => list(s.Resource)).filter((r) => r.startsWith(outputs))).toEqual([]);
+    // Only the manifest roles get the manifest: no tiling function can write a row.
+    for (const role of ['scene', 'tile', 'mosaic']) {
+      const env = envOf((run.one('aws:lambda/function:Function', `-${role}`).inputs.environment as { variables: unknown }).variables);
+      expect(env[ENV.manifestTable], role).toBeUndefined();
+      const touches = statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy).filter((s) =>
+        list(s.Resource).includes(manifest),
+      );
+      expect(touches, role).toEqual([]);
+    }
+  });
+
+  it('expires ingest staging after tessera:stagingRetentionDays (default 7) on the source bucket, and only there', async () => {
+    const lifecycle = (r: StackRun, bucket: string) => {
+      const id = r.one('aws:s3/bucket:Bucket', bucket).id;
+      const found = r
+        .ofType('aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration')
+        .find((l) => l.inputs.bucket === id) as RecordedResource;
+      return found.inputs.rules as { id: string; filter?: { prefix?: string }; expiration?: { days: number } }[];
+    };
+    const staging = lifecycle(run, '-sources').find((r) => r.id === 'expire-ingest-staging');
+    expect(staging).toMatchObject({ status: 'Enabled', filter: { prefix: 'staging/' }, expiration: { days: 7 } });
+    // The versioned bucket keeps a deleted object as a noncurrent version: that goes too.
+    expect(staging).toMatchObject({ noncurrentVersionExpiration: { noncurrentDays: 1 } });
+    expect(lifecycle(run, '-outputs').some((r) => r.id === 'expire-ingest-staging')).toBe(false);
+    const set = await runStack(STACK, { ...BASE, 'tessera:stagingRetentionDays': '3' });
+    expect(lifecycle(set, '-sources').find((r) => r.id === 'expire-ingest-staging')?.expiration).toEqual({ days: 3 });
+    expect(await refusal(STACK, { ...BASE, 'tessera:stagingRetentionDays': '0' })).toContain(
+      'tessera:stagingRetentionDays must be a whole number from 1 to 3650',
+    );
+    // A scene prefix that holds staging/ would start scenes from half-validated downloads.
+    expect(await refusal(STACK, { ...BASE, 'tessera:sourcePrefix': 'staging/scenes/' })).toContain('overlaps the ingest staging prefix');
   });
 
   it('refuses a lease at or below the Lambda ceiling at preview, saying what to set', async () => {
@@ -388,5 +483,33 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(short.one('aws:sqs/queue:Queue', '-tile').inputs.visibilityTimeoutSeconds).toBe(720);
     expect(short.outputs.leaseSeconds).toBe(1000);
     expect(run.one('aws:sqs/queue:Queue', '-tile').inputs.visibilityTimeoutSeconds).toBe(5400);
+  });
+});
+
+/** Pulumi's wire form of a secret value (mocks record it as is): `{ <sig>: <secret sig>, value }`. */
+const SECRET_SIG = '4dabf18193072939515e22adb298388d';
+const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
+  typeof v === 'object' && v !== null && SECRET_SIG in v
+    ? { secret: true, value: (v as { value: unknown }).value }
+    : { secret: false, value: v };
+
+describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
+  const URL = 'postgis://tessera:s3cret@db.example:5432/gis';
+  it('gives the connection secret to the tile function only, as a Pulumi secret, and refuses a URL that is not postgis://', async () => {
+    const set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
+    for (const fn of set.ofType('aws:lambda/function:Function')) {
+      const { secret, value } = reveal(fn.inputs.environment);
+      const env = envOf((value as { variables: unknown }).variables);
+      const isTile = fn.name.endsWith('-tile');
+      expect(env[ENV.featureSink], fn.name).toBe(isTile ? URL : undefined);
+      // The secret marks the whole environment: encrypted in the state, masked in previews.
+      expect(secret, fn.name).toBe(isTile);
+    }
+    const bare = await runStack(STACK, BASE);
+    const tile = envOf((bare.one('aws:lambda/function:Function', '-tile').inputs.environment as { variables: unknown }).variables);
+    expect(tile[ENV.featureSink]).toBeUndefined();
+    const refused = await refusal(STACK, { ...BASE, 'tessera:featureSinkUrl': 'mysql://u:p@h/db' });
+    expect(refused).toContain('tessera:featureSinkUrl must be postgis://');
+    expect(refused).not.toContain('u:p@h');
   });
 });

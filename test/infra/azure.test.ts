@@ -120,9 +120,12 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       expect(names).toContain(queue);
       expect(names).toContain(azurePoisonQueue(queue));
     }
-    // Scene and tile: the mosaic is a timer sweep, with no queue of its own.
-    expect(names).toHaveLength(4);
+    // Scene, tile and ingest: the mosaic and the reconcile are timer sweeps, with no queue of their own.
+    expect(names).toHaveLength(6);
     expect(settings(run)[ENV.deadLetterQueue]).toBe(azurePoisonQueue(AZURE_QUEUES.tile));
+    // The ingest function (same app, same settings) listens on its own queue, named in the settings for the CLI.
+    expect(AZURE_QUEUES.ingest).toBe('tessera-ingest');
+    expect(settings(run)[ENV.ingestQueue]).toBe(AZURE_QUEUES.ingest);
   });
 
   it('grants Blob Data Owner on the host storage only, Contributor on the data containers, and queue and table roles on what the app uses', () => {
@@ -148,11 +151,28 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     // ... and add-only on each poison queue, one assignment per queue: the handlers settle poison there at once.
     expect(AZURE_QUEUES.scene).toBe('tessera-scenes');
     expect(scopesOf(AZURE_ROLES.storageQueueDataMessageSender)).toEqual(
-      [queueScope('tessera-scenes-poison'), queueScope(azurePoisonQueue(AZURE_QUEUES.tile))].sort(),
+      [
+        queueScope('tessera-scenes-poison'),
+        queueScope(azurePoisonQueue(AZURE_QUEUES.tile)),
+        queueScope(azurePoisonQueue(AZURE_QUEUES.ingest)),
+      ].sort(),
     );
+    // The claims table and the ingest manifest table, each by its own scope (never the table service as a whole).
     expect(scopesOf(AZURE_ROLES.storageTableDataContributor)).toEqual(
-      [host(run).state.id, `${dataId}/tableServices/default/tables/tesseraclaims`].sort(),
+      [
+        host(run).state.id,
+        `${dataId}/tableServices/default/tables/tesseraclaims`,
+        `${dataId}/tableServices/default/tables/tesseramanifest`,
+      ].sort(),
     );
+    expect(run.one('azure-native:storage:Table', '-manifest').inputs).toMatchObject({ tableName: 'tesseramanifest' });
+    expect(settings(run)[ENV.manifestTable]).toBe('tesseramanifest');
+    // The app is created only after the manifest grant exists.
+    expect(
+      missingBefore(run, app(run), [
+        assignments.find((a) => String(a.inputs.scope).endsWith('/tables/tesseramanifest')) as RecordedResource,
+      ]),
+    ).toEqual([]);
     // Nothing on the data account as a whole.
     for (const a of assignments) expect(a.inputs.scope, a.name).not.toBe(dataId);
     // No connection string or key in the settings: identity-based connections only.
@@ -221,8 +241,8 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
   it('expires the snapshots that pin sources and the replaced source versions after 30 days, on the sources container only', () => {
     const policy = run.one('azure-native:storage:ManagementPolicy', '-source-versions');
     expect(policy.inputs.accountName).toBe(data(run).state.name);
-    const rules = (policy.inputs.policy as { rules: { enabled: boolean; definition: Record<string, unknown> }[] }).rules;
-    expect(rules).toHaveLength(1);
+    const rules = (policy.inputs.policy as { rules: { name: string; enabled: boolean; definition: Record<string, unknown> }[] }).rules;
+    expect(rules.map((r) => r.name)).toEqual(['expire-source-snapshots-and-versions', 'expire-ingest-staging']);
     expect(rules[0]).toMatchObject({
       enabled: true,
       definition: {
@@ -235,6 +255,28 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     });
     // Never the base blob: a live source is deleted by its owner, not by Tessera.
     expect((rules[0]?.definition.actions as Record<string, unknown> | undefined)?.baseBlob).toBeUndefined();
+  });
+
+  it('deletes ingest staging (sources/staging/) after tessera:stagingRetentionDays (default 7), base blob and versions', async () => {
+    const stagingRule = (r: StackRun) =>
+      (
+        r.one('azure-native:storage:ManagementPolicy', '-source-versions').inputs.policy as {
+          rules: { name: string; enabled: boolean; definition: Record<string, unknown> }[];
+        }
+      ).rules.find((x) => x.name === 'expire-ingest-staging');
+    expect(stagingRule(run)).toMatchObject({
+      enabled: true,
+      type: 'Lifecycle',
+      definition: {
+        filters: { blobTypes: ['blockBlob'], prefixMatch: ['sources/staging/'] },
+        actions: {
+          baseBlob: { delete: { daysAfterModificationGreaterThan: 7 } },
+          version: { delete: { daysAfterCreationGreaterThan: 7 } },
+        },
+      },
+    });
+    const set = await runStack(STACK, { ...BASE, 'tessera:stagingRetentionDays': '2' });
+    expect(stagingRule(set)?.definition).toMatchObject({ actions: { baseBlob: { delete: { daysAfterModificationGreaterThan: 2 } } } });
   });
 
   it('alerts on lease-stolen trace lines and on messages put into a poison queue, mailing tessera:alertEmail', async () => {
@@ -311,5 +353,26 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
   it('refuses a Consumption timeout above 10 minutes, pointing at Flex, and a Flex memory that is not an instance size', async () => {
     expect(await refusal(STACK, { ...BASE, 'tessera:functionTimeoutSeconds': '900' })).toMatch(/600 s or less.*Flex Consumption/s);
     expect(await refusal(STACK, { ...BASE, 'tessera:azurePlan': 'flex', 'tessera:memoryMb': '3000' })).toContain('512, 2048, 4096');
+  });
+});
+
+/** Pulumi's wire form of a secret value (mocks record it as is): `{ <sig>: <secret sig>, value }`. */
+const SECRET_SIG = '4dabf18193072939515e22adb298388d';
+const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
+  typeof v === 'object' && v !== null && SECRET_SIG in v
+    ? { secret: true, value: (v as { value: unknown }).value }
+    : { secret: false, value: v };
+
+describe('the Azure stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
+  it('puts the connection secret in the app settings, as a Pulumi secret, only when set', async () => {
+    const URL = 'postgis://tessera:s3cret@db.example:5432/gis';
+    const { secret, value } = reveal(app(await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL })).inputs.siteConfig);
+    expect(secret).toBe(true);
+    const appSettings = (value as { appSettings: { name: string; value: unknown }[] }).appSettings;
+    expect(appSettings.find((s) => s.name === ENV.featureSink)?.value).toBe(URL);
+    const bare = await runStack(STACK, BASE);
+    expect(settings(bare)[ENV.featureSink]).toBeUndefined();
+    // Without the key nothing in the settings is a secret (identity-based access): the mark above is the URL's.
+    expect(reveal(app(bare).inputs.siteConfig).secret).toBe(false);
   });
 });

@@ -46,11 +46,15 @@ const GOOD: Record<string, string> = {
   [HANDLER_ENTRIES.aws.tile]:
     "import { S3Client } from '@aws-sdk/client-s3';\nconst s3 = new S3Client({ region: 'eu-west-1' });\nexport const handler = async () => ({ batchItemFailures: [], s3: typeof s3 });\n",
   [HANDLER_ENTRIES.aws.mosaic]: 'export async function handler() { return { assembled: [] }; }\n',
+  [HANDLER_ENTRIES.aws.ingest]: 'export const handler = async () => ({ batchItemFailures: [] });\n',
+  [HANDLER_ENTRIES.aws.reconcile]: 'export async function handler() { return { objectsWithoutRow: [] }; }\n',
   [HANDLER_ENTRIES.gcp]: [
     "import { cloudEvent, http } from '@google-cloud/functions-framework';",
     `cloudEvent('${GCP_ENTRY_POINTS.scene}', async () => {});`,
     `cloudEvent('${GCP_ENTRY_POINTS.tile}', async () => {});`,
     `http('${GCP_ENTRY_POINTS.mosaic}', (_req, res) => { res.send('{}'); });`,
+    `cloudEvent('${GCP_ENTRY_POINTS.ingest}', async () => {});`,
+    `http('${GCP_ENTRY_POINTS.reconcile}', (_req, res) => { res.send('{}'); });`,
     '',
   ].join('\n'),
   [HANDLER_ENTRIES.azure]: [
@@ -59,6 +63,8 @@ const GOOD: Record<string, string> = {
     "app.storageQueue('tile', { queueName: '%TESSERA_TILE_QUEUE%', connection: 'TESSERA_STORAGE', handler: async () => {} });",
     "app.timer('mosaic', { schedule: '0 */5 * * * *', handler: async () => {} });",
     "app.timer('cleanup', { schedule: '0 7 * * * *', handler: async () => {} });",
+    `app.storageQueue('ingest', { queueName: '${AZURE_QUEUES.ingest}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
+    "app.timer('reconcile', { schedule: '0 0 3 * * 1', handler: async () => {} });",
     '',
   ].join('\n'),
   [HANDLER_ENTRIES.azureHostJson]: '{ "version": "2.0", "functionTimeout": "00:10:00" }\n',
@@ -191,6 +197,33 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     );
     expect(await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: queued as string }), ['azure'])).toContain(
       'mosaic is registered as queueTrigger, but infra/ delivers nothing to it: it is a timer sweep',
+    );
+  });
+
+  it('checks the ingest and reconcile entry points as it checks the tiling ones, on every cloud', async () => {
+    // AWS: one archive per function, each exporting handler.
+    expect(Object.keys(ARCHIVES.aws).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'tile']);
+    const noIngest = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.aws.ingest]: 'export const ingest = 1;\n' }), ['aws']);
+    expect(noIngest).toContain(`${HANDLER_ENTRIES.aws.ingest} must export a function named handler`);
+    // GCP: ingest is a Pub/Sub push (cloudEvent), reconcile a Cloud Scheduler call (http).
+    const gcpWrong = GOOD[HANDLER_ENTRIES.gcp]?.replace(
+      `cloudEvent('${GCP_ENTRY_POINTS.ingest}', async () => {});`,
+      `http('${GCP_ENTRY_POINTS.ingest}', (_req, res) => { res.send('{}'); });`,
+    );
+    expect(await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.gcp]: gcpWrong as string }), ['gcp'])).toContain(
+      `${GCP_ENTRY_POINTS.ingest} is registered as http, but infra/ triggers it as cloudevent`,
+    );
+    // Azure: ingest listens on the ingest queue infra/ creates; reconcile is a timer.
+    const azureWrong = GOOD[HANDLER_ENTRIES.azure]?.replace(`queueName: '${AZURE_QUEUES.ingest}'`, "queueName: 'tessera-ingests'");
+    expect(await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: azureWrong as string }), ['azure'])).toContain(
+      `ingest listens on queue "tessera-ingests", but infra/ delivers to ${AZURE_QUEUES.ingest}`,
+    );
+    const noReconcile = GOOD[HANDLER_ENTRIES.azure]?.replace(
+      "app.timer('reconcile', { schedule: '0 0 3 * * 1', handler: async () => {} });",
+      '',
+    );
+    expect(await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.azure]: noReconcile as string }), ['azure'])).toContain(
+      'reconcile is not registered',
     );
   });
 

@@ -14,6 +14,8 @@ import { OUTPUT_PREFIXES, outputPrefixesMatchDomain } from '../../infra/common/e
 import { azureStorageAccountName, gcpServiceAccountId } from '../../infra/common/naming.js';
 import { archivesFor, MissingArchiveError } from '../../infra/common/packaging.js';
 import { gcpLabels } from '../../infra/common/tags.js';
+import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import { checkStackFile, EXAMPLE_STACK_FILES, loadStackFile } from './stack-files.js';
 
 const ctx = { stack: 'test-stack', defaultArchiveDir: '/repo/dist' };
@@ -81,6 +83,20 @@ describe('stack configuration (infra/common/config.ts)', () => {
       ctx,
     );
     expect(cfg.params).toMatchObject({ pipeline: 'ndvi-tiler', version: '2.1.0', tile_px: 256, expression: 'B08 - B04' });
+  });
+
+  it('takes the output profile from compression and compressionLevel; a codec alone takes its own default level', () => {
+    const output = (extra: Record<string, string>) => parseStackConfig({ ...aws, ...extra }, ctx).params.output;
+    expect(output({ 'tessera:compression': 'ZSTD', 'tessera:compressionLevel': '3' })).toMatchObject({ compression: 'ZSTD', level: 3 });
+    expect(output({ 'tessera:compression': 'DEFLATE' })).toMatchObject({ compression: 'DEFLATE' });
+    expect(tilingParams({ ...DEFAULT_PARAMS, output: output({ 'tessera:compression': 'DEFLATE' }) }).level).toBe(6);
+    expect(output({})).toEqual(DEFAULT_PARAMS.output);
+    expect(problems({ ...aws, 'tessera:compression': 'LZW' })).toEqual([
+      'tessera:compression must be one of DEFLATE, ZSTD, NONE, got "LZW"; e.g. `pulumi config set tessera:compression DEFLATE`',
+    ]);
+    expect(problems({ ...aws, 'tessera:compression': 'DEFLATE', 'tessera:compressionLevel': '12' })).toEqual([
+      expect.stringMatching(/tessera:compressionLevel\): params: output.level \(DEFLATE\) must be between 1 and 9, got 12/),
+    ]);
   });
 
   it('suggests the key a typo meant', () => {
@@ -208,6 +224,8 @@ describe('names, tags and packaging (infra/common)', () => {
   it('names every missing archive and says to build them', () => {
     const empty = mkdtempSync(join(tmpdir(), 'tessera-no-archives-'));
     expect(() => archivesFor('aws', empty)).toThrow(MissingArchiveError);
-    expect(() => archivesFor('aws', empty)).toThrow(/scene\.zip, .*tile\.zip, .*mosaic\.zip; run npm run build:functions first/);
+    expect(() => archivesFor('aws', empty)).toThrow(
+      /scene\.zip, .*tile\.zip, .*mosaic\.zip, .*ingest\.zip, .*reconcile\.zip; run npm run build:functions first/,
+    );
   });
 });

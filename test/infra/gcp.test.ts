@@ -71,7 +71,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   });
 
   it('gives every function a lease longer than the ceiling of its trigger type, and a timeout within it', () => {
-    expect(functions(run)).toHaveLength(3);
+    expect(functions(run)).toHaveLength(5);
     for (const fn of functions(run)) {
       const sc = serviceConfig(fn);
       const env = envOf(sc.environmentVariables);
@@ -138,15 +138,22 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('gives every subscription a dead-letter path, and keeps the dead letters in a subscription of their own', () => {
     const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
+    const ingestDeadLetter = run.one('gcp:pubsub/topic:Topic', '-ingest-dead-letter');
+    const deadLetterIds = [deadLetter.state.id, ingestDeadLetter.state.id];
     for (const sub of run.ofType('gcp:pubsub/subscription:Subscription')) {
-      const isDeadLetterStore = sub.inputs.topic === deadLetter.state.id;
+      const isDeadLetterStore = deadLetterIds.includes(sub.inputs.topic);
       expect(
         isDeadLetterStore ||
-          (sub.inputs.deadLetterPolicy as { deadLetterTopic?: string } | undefined)?.deadLetterTopic === deadLetter.state.id,
+          deadLetterIds.includes((sub.inputs.deadLetterPolicy as { deadLetterTopic?: string } | undefined)?.deadLetterTopic),
         sub.name,
       ).toBe(true);
     }
-    expect(run.ofType('gcp:pubsub/subscription:Subscription').filter((s) => s.inputs.topic === deadLetter.state.id)).toHaveLength(1);
+    for (const id of deadLetterIds)
+      expect(run.ofType('gcp:pubsub/subscription:Subscription').filter((s) => s.inputs.topic === id)).toHaveLength(1);
+    // Each push subscription dead-letters into its own topic: a poison ingest request is never mixed with tile jobs.
+    expect(
+      (run.one('gcp:pubsub/subscription:Subscription', '-ingest').inputs.deadLetterPolicy as { deadLetterTopic: string }).deadLetterTopic,
+    ).toBe(ingestDeadLetter.state.id);
     // Pub/Sub's own agent forwards dead letters: publisher on the topic, subscriber on the source subscription.
     const agent = `serviceAccount:service-${GCP_PROJECT_NUMBER}@gcp-sa-pubsub.iam.gserviceaccount.com`;
     expect(
@@ -219,13 +226,14 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('runs each function as its own service account with narrow roles', () => {
     const emails = functions(run).map((fn) => serviceConfig(fn).serviceAccountEmail);
-    expect(new Set(emails).size).toBe(3);
+    expect(new Set(emails).size).toBe(5);
     const projectRoles = run.ofType('gcp:projects/iAMMember:IAMMember');
     for (const m of projectRoles) {
       expect(m.inputs.role, m.name).not.toMatch(/roles\/(owner|editor|storage\.admin|datastore\.owner|pubsub\.admin)$/);
       if (emails.some((e) => m.inputs.member === `serviceAccount:${e}`)) {
-        // The only project-level grant to a function: Firestore, conditioned on the claims database.
-        expect(m.inputs.role).toBe('roles/datastore.user');
+        // The only project-level grants to a function: Firestore, conditioned on the claims database (which also
+        // holds the ingest manifest: reconcile only reads it).
+        expect(m.inputs.role).toBe(m.name.endsWith('-reconcile-manifest') ? 'roles/datastore.viewer' : 'roles/datastore.user');
         expect(String((m.inputs.condition as { expression: string }).expression)).toContain(`databases/tessera-${STACK}`);
       }
     }
@@ -256,10 +264,15 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       [ENV.sourceBucket]: run.one('gcp:storage/bucket:Bucket', '-sources').state.name,
       [ENV.outputBucket]: run.one('gcp:storage/bucket:Bucket', '-outputs').state.name,
       [ENV.tileQueue]: run.one('gcp:pubsub/topic:Topic', '-tiles').state.name,
-      [ENV.deadLetterQueue]: run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter').state.name,
       [ENV.gcpProject]: PROJECT,
     };
     for (const fn of functions(run)) expect(envOf(serviceConfig(fn).environmentVariables), fn.name).toMatchObject(expected);
+    // Each push-triggered function settles poison in its own subscription's dead-letter topic.
+    const dlqOf = (role: 'scene' | 'tile' | 'mosaic' | 'ingest') =>
+      envOf(serviceConfig(byRole(run, role)).environmentVariables)[ENV.deadLetterQueue];
+    for (const role of ['scene', 'tile', 'mosaic'] as const)
+      expect(dlqOf(role), role).toBe(run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter').state.name);
+    expect(dlqOf('ingest')).toBe(run.one('gcp:pubsub/topic:Topic', '-ingest-dead-letter').state.name);
   });
 
   it('counts lease-stolen log lines of its own functions and alerts on them', () => {
@@ -302,7 +315,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('sweeps for finished mosaics from Cloud Scheduler, authenticated, without retries', () => {
     const mosaic = byRole(run, 'mosaic');
-    const job = run.ofType('gcp:cloudscheduler/job:Job')[0];
+    const job = run.one('gcp:cloudscheduler/job:Job', '-mosaic-sweep');
     expect(job?.inputs).toMatchObject({ schedule: '*/5 * * * *', retryConfig: { retryCount: 0 } });
     const target = job?.inputs.httpTarget as { uri: string; oidcToken: { audience: string } } | undefined;
     expect(target?.uri).toBe(runUri(mosaic));
@@ -431,5 +444,104 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       .filter((m) => m.inputs.topic === topic.state.name && m.inputs.role === 'roles/pubsub.publisher')
       .map((m) => m.inputs.member);
     expect(publishers.sort()).toEqual([byName(run, '-scene').state.member, byName(run, '-tile').state.member].sort());
+  });
+
+  it('pushes ingest requests to the ingest function with a retry policy, its own dead-letter topic and the deliveries it is told', async () => {
+    const ingest = byRole(run, 'ingest');
+    const sub = run.one('gcp:pubsub/subscription:Subscription', '-ingest');
+    const topic = run.one('gcp:pubsub/topic:Topic', '-ingest');
+    expect(sub.inputs.topic).toBe(topic.state.id);
+    expect(sub.inputs).toMatchObject({ ackDeadlineSeconds: 600, retryPolicy: { minimumBackoff: '10s', maximumBackoff: '600s' } });
+    // The push deadline covers the ingest timeout (540 s, event-driven).
+    expect(serviceConfig(ingest).timeoutSeconds).toBeLessThanOrEqual(sub.inputs.ackDeadlineSeconds as number);
+    const push = sub.inputs.pushConfig as { pushEndpoint: string; oidcToken: { audience: string } };
+    expect(push.pushEndpoint.startsWith(runUri(ingest))).toBe(true);
+    expect(push.oidcToken.audience).toBe(runUri(ingest));
+    expect(missingBefore(run, sub, [run.one('gcp:cloudrunv2/serviceIamMember:ServiceIamMember', '-ingest-invoker')])).toEqual([]);
+    const env = envOf(serviceConfig(ingest).environmentVariables);
+    expect(env).toMatchObject({ [ENV.manifestTable]: 'ingest-manifest', [ENV.ingestQueue]: topic.state.name, [ENV.maxDeliveries]: '5' });
+    expect(env[ENV.platform]).toBe('gcf2-event');
+    expect(run.outputs).toMatchObject({ ingestTopic: topic.state.name, manifestCollection: 'ingest-manifest' });
+    const set = await runStack(STACK, { ...BASE, 'tessera:maxReceiveCount': '8' });
+    expect(envOf(serviceConfig(byRole(set, 'ingest')).environmentVariables)[ENV.maxDeliveries]).toBe('8');
+    // Only the ingest function and Pub/Sub's agent publish to the ingest dead-letter topic.
+    const deadLetter = run.one('gcp:pubsub/topic:Topic', '-ingest-dead-letter');
+    const agent = run.ofType('gcp:projects/serviceIdentity:ServiceIdentity').find((a) => a.name.endsWith('-pubsub-agent'));
+    const publishers = run
+      .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
+      .filter((m) => m.inputs.topic === deadLetter.state.name)
+      .map((m) => m.inputs.member);
+    expect(publishers.sort()).toEqual([byName(run, '-ingest').state.member, agent?.state.member].sort());
+  });
+
+  it('lets ingest create only under staging/ and the scene prefix of the source bucket, and reconcile only read', () => {
+    const sources = run.one('gcp:storage/bucket:Bucket', '-sources').state.name;
+    const grantsOf = (who: string) =>
+      run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember').filter((m) => m.inputs.member === byName(run, `-${who}`).state.member);
+    const ingest = grantsOf('ingest');
+    expect(ingest.every((g) => g.inputs.bucket === sources)).toBe(true);
+    const creates = ingest.filter((g) => g.inputs.role === 'roles/storage.objectCreator');
+    expect(creates.map((g) => (g.inputs.condition as { expression: string }).expression).sort()).toEqual(
+      [
+        `resource.name.startsWith("projects/_/buckets/${sources}/objects/scenes/")`,
+        `resource.name.startsWith("projects/_/buckets/${sources}/objects/staging/")`,
+      ].sort(),
+    );
+    // No role that deletes (objectUser, objectAdmin): staging expires by the lifecycle rule.
+    expect(ingest.map((g) => g.inputs.role).sort()).toEqual([
+      'roles/storage.objectCreator',
+      'roles/storage.objectCreator',
+      'roles/storage.objectViewer',
+    ]);
+    expect(grantsOf('reconcile').map((g) => g.inputs.role)).toEqual(['roles/storage.objectViewer']);
+  });
+
+  it('deletes ingest staging after tessera:stagingRetentionDays (default 7), matching staging/ of the source bucket only', async () => {
+    const rules = (r: StackRun, bucket: string) =>
+      (r.one('gcp:storage/bucket:Bucket', bucket).inputs.lifecycleRules ?? []) as {
+        action: { type: string };
+        condition: { age?: number; matchesPrefixes?: string[] };
+      }[];
+    const staging = rules(run, '-sources').filter((r) => r.condition.matchesPrefixes !== undefined);
+    expect(staging).toEqual([{ action: { type: 'Delete' }, condition: { age: 7, matchesPrefixes: ['staging/'] } }]);
+    expect(rules(run, '-outputs').some((r) => r.condition.matchesPrefixes !== undefined)).toBe(false);
+    const set = await runStack(STACK, { ...BASE, 'tessera:stagingRetentionDays': '14' });
+    expect(rules(set, '-sources').find((r) => r.condition.matchesPrefixes)?.condition.age).toBe(14);
+  });
+
+  it('reconciles the manifest weekly from Cloud Scheduler, authenticated, without retries, reading the manifest only', () => {
+    const reconcile = byRole(run, 'reconcile');
+    const job = run.one('gcp:cloudscheduler/job:Job', '-reconcile');
+    expect(job.inputs).toMatchObject({ schedule: '0 3 * * 1', timeZone: 'Etc/UTC', retryConfig: { retryCount: 0 } });
+    const target = job.inputs.httpTarget as { uri: string; oidcToken: { audience: string } };
+    expect(target.uri).toBe(runUri(reconcile));
+    expect(target.oidcToken.audience).toBe(runUri(reconcile));
+    expect(missingBefore(run, job, [run.one('gcp:cloudrunv2/serviceIamMember:ServiceIamMember', '-reconcile-invoker')])).toEqual([]);
+    const env = envOf(serviceConfig(reconcile).environmentVariables);
+    expect(env[ENV.manifestTable]).toBe('ingest-manifest');
+    expect(env[ENV.platform]).toBe('gcf2-http');
+    const grant = run.one('gcp:projects/iAMMember:IAMMember', '-reconcile-manifest');
+    expect(grant.inputs.role).toBe('roles/datastore.viewer');
+    expect(String((grant.inputs.condition as { expression: string }).expression)).toContain(`databases/tessera-${STACK}`);
+  });
+});
+
+/** Pulumi's wire form of a secret value (mocks record it as is): `{ <sig>: <secret sig>, value }`. */
+const SECRET_SIG = '4dabf18193072939515e22adb298388d';
+const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
+  typeof v === 'object' && v !== null && SECRET_SIG in v
+    ? { secret: true, value: (v as { value: unknown }).value }
+    : { secret: false, value: v };
+
+describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
+  it('gives the connection secret to the tile function only, as a Pulumi secret', async () => {
+    const URL = 'postgis://tessera:s3cret@10.0.0.5:5432/gis';
+    const set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
+    for (const fn of set.ofType(FN)) {
+      const { secret, value } = reveal(fn.inputs.serviceConfig);
+      const env = envOf((value as { environmentVariables: unknown }).environmentVariables);
+      expect(env[ENV.featureSink], fn.name).toBe(fn.name.endsWith('-tile') ? URL : undefined);
+      expect(secret, fn.name).toBe(fn.name.endsWith('-tile'));
+    }
   });
 });

@@ -24,7 +24,9 @@ import type { Backend } from '../../shared/app/backend.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
 import type { PullQueue } from '../../shared/ports/job-queue.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -45,7 +47,10 @@ import {
 import { azuriteConnectionString } from '../support/emulators/azure.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
 import { FakeClock } from '../support/fake-clock.js';
-import { FaultProxy } from '../support/fault-proxy.js';
+import { FaultProxy, type RecordedRequest, storeFaults } from '../support/fault-proxy.js';
+import { type ObjectStoreFaults, proxiedObjectFaults, withObjectFaults } from '../support/object-faults.js';
+import { type ParityFeatures, parityFeatures } from './feature-sink.js';
+import { parityManifest } from './manifest-backends.js';
 import { PubSubPullQueue } from './pubsub-pull-queue.js';
 
 /** The four backends, in matrix order. */
@@ -87,6 +92,10 @@ export class CountingObjectStore implements ObjectStore {
     return this.inner.putIfMatch(key, body, expectedVersion, options);
   }
 
+  deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    return this.inner.deleteIfVersion(key, version);
+  }
+
   pin(key: string, version: string): Promise<ReadPin> {
     return this.inner.pin(key, version);
   }
@@ -125,6 +134,10 @@ export interface ParityBackend {
   readonly telemetry: JsonTelemetry;
   readonly logs: readonly string[];
   readonly sources: CountingObjectStore;
+  /** The backend's own ingest manifest (SQLite, DynamoDB, Firestore, Table Storage), fresh per namespace: the ingest scenarios. */
+  readonly manifest: ManifestStore;
+  /** The PostGIS feature sink (shared by every backend; undefined when no PostgreSQL runs): the sink scenarios. */
+  readonly features: ParityFeatures | undefined;
   /** The backend's real queue, pulled by hand; the same queue `backend.queue` fans out to. */
   readonly pullQueue: PullQueue;
   /** Deletes an output object behind the ports' back (Tessera itself never deletes: this plays a lifecycle rule or an operator). */
@@ -139,7 +152,22 @@ export interface ParityBackend {
    * rule does, so a pinned read of an overwritten source has nothing left to read on any backend.
    */
   expireSourceVersions(key: string): Promise<void>;
+  /**
+   * Lost answers and transient errors between the output store and its backend (a fault proxy; local: a
+   * wrapper). Only with `{ outputFaults: true }` (the soak); otherwise each call throws.
+   */
+  readonly outputFaults: ObjectStoreFaults;
+  /** Every request the fault proxies saw so far (claims, and outputs with `outputFaults`), for the wire guard. */
+  wire(): readonly RecordedRequest[];
+  /** The local backend's data folder, where a worker process opens its own connections (the soak's SIGKILLs); clouds: undefined. */
+  readonly dataDir?: string | undefined;
   close(): Promise<void>;
+}
+
+/** Options of {@link createParityBackend}: the soak's extra faults; the parity matrix uses none. */
+export interface ParityBackendOptions {
+  /** Put the output store's client behind a fault proxy too (local: a wrapper), so `outputFaults` works. */
+  readonly outputFaults?: boolean;
 }
 
 /** Thrown when a backend's emulators are not running: the parity cell is an emulator limitation, never a pass. */
@@ -162,8 +190,23 @@ interface Parts {
   expireSourceVersions(key: string): Promise<void>;
   readonly claimFaults: ClaimStoreFaults;
   deleteClaim(jobId: string): Promise<void>;
+  readonly outputFaults?: ObjectStoreFaults | undefined;
+  readonly proxies: readonly FaultProxy[];
+  readonly dataDir?: string | undefined;
   close(): Promise<void>;
 }
+
+const NO_OUTPUT_FAULTS: ObjectStoreFaults = {
+  loseNextWriteAnswer: () => {
+    throw new Error('output faults need createParityBackend(..., { outputFaults: true })');
+  },
+  failNextWriteTransiently: () => {
+    throw new Error('output faults need createParityBackend(..., { outputFaults: true })');
+  },
+  landedWrites: () => {
+    throw new Error('output faults need createParityBackend(..., { outputFaults: true })');
+  },
+};
 
 /**
  * A fresh namespace on one backend. `label` goes into every resource name
@@ -173,12 +216,19 @@ interface Parts {
  * const pb = await createParityBackend('aws', inject('emulators'), 's01');
  * try { await fanOutScene(pb.backend, { source, params }); } finally { await pb.close(); }
  */
-export async function createParityBackend(name: BackendName, endpoints: EmulatorEndpoints, label: string): Promise<ParityBackend> {
+export async function createParityBackend(
+  name: BackendName,
+  endpoints: EmulatorEndpoints,
+  label: string,
+  options: ParityBackendOptions = {},
+): Promise<ParityBackend> {
   const clock = new FakeClock();
   const logs: string[] = [];
   const telemetry = new JsonTelemetry((line) => logs.push(line), { clock });
   const ns = namespaceName(label);
-  const parts = await createParts(name, endpoints, ns, clock);
+  const parts = await createParts(name, endpoints, ns, clock, options);
+  const manifest = await parityManifest(name, endpoints, ns);
+  const features = parityFeatures(endpoints);
   const sources = new CountingObjectStore(parts.sources);
   return {
     name,
@@ -187,25 +237,40 @@ export async function createParityBackend(name: BackendName, endpoints: Emulator
     telemetry,
     logs,
     sources,
+    manifest: manifest.store,
+    features,
     pullQueue: parts.pullQueue,
     deleteOutput: (key) => parts.deleteOutput(key),
     expireSourceVersions: (key) => parts.expireSourceVersions(key),
     claimFaults: parts.claimFaults,
     deleteClaim: (jobId) => parts.deleteClaim(jobId),
-    close: () => parts.close(),
+    outputFaults: parts.outputFaults ?? NO_OUTPUT_FAULTS,
+    wire: () => parts.proxies.flatMap((p) => p.requests),
+    dataDir: parts.dataDir,
+    close: async () => {
+      await parts.close();
+      await manifest.close();
+      await features?.close();
+    },
   };
 }
 
-function createParts(name: BackendName, endpoints: EmulatorEndpoints, ns: string, clock: FakeClock): Promise<Parts> {
+function createParts(
+  name: BackendName,
+  endpoints: EmulatorEndpoints,
+  ns: string,
+  clock: FakeClock,
+  options: ParityBackendOptions,
+): Promise<Parts> {
   switch (name) {
     case 'local':
-      return localParts(ns, clock);
+      return localParts(ns, clock, options);
     case 'aws':
-      return awsParts(endpoints, ns);
+      return awsParts(endpoints, ns, options);
     case 'gcp':
-      return gcpParts(endpoints, ns);
+      return gcpParts(endpoints, ns, options);
     case 'azure':
-      return azureParts(endpoints, ns);
+      return azureParts(endpoints, ns, options);
     default: {
       const never: never = name;
       throw new Error(`unknown backend ${String(never)}`);
@@ -214,11 +279,12 @@ function createParts(name: BackendName, endpoints: EmulatorEndpoints, ns: string
 }
 
 /** SQLite claims and queue (its visibility runs on the FakeClock), filesystem objects, in a temporary folder. */
-async function localParts(ns: string, clock: FakeClock): Promise<Parts> {
+async function localParts(ns: string, clock: FakeClock, options: ParityBackendOptions): Promise<Parts> {
   const dir = mkdtempSync(join(tmpdir(), `tessera-${ns}-`));
   const local = createLocalBackend(dir, { clock, maxReceiveCount: PARITY_MAX_RECEIVE_COUNT });
   // No wire: the wrapper applies an armed write, loses its answer and resends it, as an SDK would.
   const faulty = withClaimFaults(local.claims, { resend: true });
+  const faultyOutputs = options.outputFaults ? withObjectFaults(local.outputs) : undefined;
   return {
     claims: faulty.store,
     claimFaults: faulty.faults,
@@ -231,7 +297,10 @@ async function localParts(ns: string, clock: FakeClock): Promise<Parts> {
       }
     },
     sources: local.sources,
-    outputs: local.outputs,
+    outputs: faultyOutputs?.store ?? local.outputs,
+    outputFaults: faultyOutputs?.faults,
+    proxies: [],
+    dataDir: dir,
     queue: local.queue,
     pullQueue: local.queue,
     deleteOutput: (key) => unlink(local.outputs.pathOf(key)),
@@ -245,7 +314,7 @@ async function localParts(ns: string, clock: FakeClock): Promise<Parts> {
 }
 
 /** DynamoDB Local claims, moto S3 buckets and an SQS queue whose redrive policy moves a message to its DLQ after the count. */
-async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+async function awsParts(endpoints: EmulatorEndpoints, ns: string, options: ParityBackendOptions): Promise<Parts> {
   const e = endpoints.aws;
   if (!e) throw new EmulatorUnavailableError('the AWS emulators (DynamoDB Local, moto) are not running');
   const ddb = dynamoDbClient(e);
@@ -261,6 +330,9 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     sqsQueueWithDlq(sqs, ns),
   ]);
   const outputBucket = `${ns}-out`;
+  // The soak's output faults: the output store's own S3 client through a proxy (503 SlowDown, lost answers).
+  const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.moto }) : undefined;
+  const s3Out = outputsProxy ? s3Client({ ...e, moto: outputsProxy.url }) : s3;
   return {
     claims: new DynamoDbClaimStore(claimsDdb, table),
     claimFaults: proxiedClaimFaults(claimsProxy, DYNAMODB_CLAIM_WIRE),
@@ -268,7 +340,11 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
       await ddb.send(new DeleteItemCommand({ TableName: table, Key: { [CLAIMS_PARTITION_KEY]: { S: jobId } } }));
     },
     sources: new S3ObjectStore(s3, `${ns}-src`),
-    outputs: new S3ObjectStore(s3, outputBucket),
+    outputs: new S3ObjectStore(s3Out, outputBucket),
+    outputFaults: outputsProxy
+      ? proxiedObjectFaults(outputsProxy, { method: 'PUT', path: `/${outputBucket}/` }, () => storeFaults.s3SlowDown())
+      : undefined,
+    proxies: outputsProxy ? [claimsProxy, outputsProxy] : [claimsProxy],
     queue: queues.queue,
     pullQueue: queues.queue,
     deleteOutput: async (key) => {
@@ -286,6 +362,8 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
       ddb.destroy();
       claimsDdb.destroy();
       await claimsProxy.stop();
+      if (s3Out !== s3) s3Out.destroy();
+      await outputsProxy?.stop();
       s3.destroy();
       sqs.destroy();
     },
@@ -306,7 +384,7 @@ async function sqsQueueWithDlq(sqs: SQSClient, ns: string): Promise<{ queue: Sqs
 }
 
 /** Firestore emulator claims, fake-gcs-server buckets, Pub/Sub emulator topic + subscription with a dead-letter policy. */
-async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+async function gcpParts(endpoints: EmulatorEndpoints, ns: string, options: ParityBackendOptions): Promise<Parts> {
   const e = endpoints.gcp;
   if (!e) throw new EmulatorUnavailableError('the GCP emulators (fake-gcs-server, Firestore) are not running');
   if (!e.pubsub) {
@@ -335,6 +413,9 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     ...(sslCreds ? { sslCreds } : {}),
   });
   const fanOut = new PubSubJobQueue(pubsub.topic(tileTopic.name, { batching: TILE_TOPIC_BATCHING }));
+  // The soak's output faults: the output store's own Storage client through a proxy (429/503, lost answers).
+  const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.gcs }) : undefined;
+  const storageOut = outputsProxy ? storageClient({ ...e, gcs: outputsProxy.url }) : storage;
   return {
     claims: new FirestoreClaimStore(claimsFirestore.collection(`${ns}-claims`)),
     claimFaults: proxiedClaimFaults(claimsProxy, FIRESTORE_CLAIM_WIRE),
@@ -342,7 +423,11 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
       await firestore.collection(`${ns}-claims`).doc(jobId).delete();
     },
     sources: new GcsObjectStore(storage.bucket(sources.name)),
-    outputs: new GcsObjectStore(storage.bucket(outputs.name)),
+    outputs: new GcsObjectStore(storageOut.bucket(outputs.name)),
+    outputFaults: outputsProxy
+      ? proxiedObjectFaults(outputsProxy, { method: 'POST', path: `/b/${outputs.name}/o` }, () => storeFaults.gcs(429))
+      : undefined,
+    proxies: outputsProxy ? [claimsProxy, outputsProxy] : [claimsProxy],
     queue: fanOut,
     pullQueue: new PubSubPullQueue(fanOut, subscriber, tileSub.name, deadSub.name, new PubSubDeadLetterTopic(pubsub.topic(deadTopic.name))),
     deleteOutput: async (key) => {
@@ -361,12 +446,13 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts
     close: async () => {
       await Promise.all([subscriber.close(), pubsub.close(), firestore.terminate(), claimsFirestore.terminate()]);
       await claimsProxy.stop();
+      await outputsProxy?.stop();
     },
   };
 }
 
 /** Azurite: Table claims, Blob containers, a Storage Queue and its `-poison` queue with the host's dequeue rules. */
-async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Parts> {
+async function azureParts(endpoints: EmulatorEndpoints, ns: string, options: ParityBackendOptions): Promise<Parts> {
   const e = endpoints.azure;
   if (!e) throw new EmulatorUnavailableError('Azurite is not running');
   const clients = azureClients(e.connectionString);
@@ -384,6 +470,11 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
     clients.queue.getQueueClient(poisonQueueName(ns)).create(),
   ]);
   const queue = AzureQueueJobQueue.onAccount(clients.queue, ns, PARITY_MAX_RECEIVE_COUNT);
+  // The soak's output faults: the output container's own client through a proxy (503 ServerBusy, lost answers).
+  const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.blob }) : undefined;
+  const outProxied = outputsProxy
+    ? azureClients(azuriteConnectionString(outputsProxy.url, e.queue, e.table)).blob.getContainerClient(`${ns}-out`)
+    : out;
   return {
     claims: new AzureTableClaimStore(claimsTable),
     claimFaults: proxiedClaimFaults(claimsProxy, AZURE_TABLE_CLAIM_WIRE),
@@ -391,7 +482,11 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
       await table.deleteEntity(jobId.slice(0, PARTITION_PREFIX_LENGTH), jobId);
     },
     sources: new AzureBlobObjectStore(src),
-    outputs: new AzureBlobObjectStore(out),
+    outputs: new AzureBlobObjectStore(outProxied),
+    outputFaults: outputsProxy
+      ? proxiedObjectFaults(outputsProxy, { method: 'PUT', path: `/${ns}-out/` }, () => storeFaults.azureServerBusy('blob'))
+      : undefined,
+    proxies: outputsProxy ? [claimsProxy, outputsProxy] : [claimsProxy],
     queue,
     pullQueue: queue,
     deleteOutput: async (key) => {
@@ -402,6 +497,9 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string): Promise<Par
         if (b.name === key && b.snapshot) await src.getBlobClient(key).withSnapshot(b.snapshot).delete();
       }
     },
-    close: () => claimsProxy.stop(),
+    close: async () => {
+      await claimsProxy.stop();
+      await outputsProxy?.stop();
+    },
   };
 }

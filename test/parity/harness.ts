@@ -1,6 +1,8 @@
 import { assembleMosaic, type MosaicResult } from '../../shared/app/assemble-mosaic.js';
 import type { Backend, WorkerHooks, WorkerSettings } from '../../shared/app/backend.js';
 import { type FanOutRequest, type FanOutResult, fanOutScene, isFanOutChunkBody, parseFanOutChunk } from '../../shared/app/fan-out.js';
+import type { IngestDeps } from '../../shared/app/ingest.js';
+import { HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from '../../shared/app/ingest-fetchers.js';
 import { poisonReason } from '../../shared/app/poison.js';
 import { processTile } from '../../shared/app/process-tile.js';
 import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
@@ -10,12 +12,14 @@ import { outputKeys, type ProcessingParams, repairJobKey, type SourceRef, sceneK
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { type TileGrid, tileGrid, windowAt, windows } from '../../shared/domain/tile-grid.js';
 import type { Delivery, PullQueue } from '../../shared/ports/job-queue.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
 import type { ClaimStoreFaults } from '../support/claim-faults.js';
 import type { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
+import { NO_POSTGIS, type ParityFeatures } from './feature-sink.js';
 import type { ClaimFact, Json, OutcomeRecord } from './outcome.js';
 
 /** A tiny scene and tile size: a 2 x 2 grid (the bottom row half height), so the whole matrix stays fast. */
@@ -54,7 +58,8 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Where a worker dies: right after its claim, or right after its output write. Nothing after that point runs, ever. */
 export interface Fault {
-  readonly crashAfter: 'claim' | 'write';
+  /** `feature`: after the feature sink's insert, before the commit (only where a sink is set). */
+  readonly crashAfter: 'claim' | 'write' | 'feature';
   /** Only for these jobs (default every job the worker takes). */
   readonly when?: ((job: TileJob) => boolean) | undefined;
 }
@@ -149,6 +154,7 @@ export class ScenarioContext {
   readonly #owners = new Map<string, string>();
   readonly #checkpoint = new Map<string, ObjectHead | undefined>();
   #manifestCount: number | null = null;
+  #runIds = 0;
 
   constructor(pb: ParityBackend) {
     this.#pb = pb;
@@ -188,8 +194,36 @@ export class ScenarioContext {
   }
 
   /** Faults between the claim store and its backend (fault proxy; local: a wrapper): lose the next answer, fail the next write. */
+  /** The backend's own ingest manifest (fresh per scenario). */
+  get manifest(): ManifestStore {
+    return this.#pb.manifest;
+  }
+
+  /**
+   * Ingestion on this backend (shared/app/ingest.ts): the source store holds staging and final keys, the
+   * backend's manifest registers, hrefs are `object:KEY` (the source store) or http(s) URLs. Run ids are
+   * `run-1`, `run-2`, ... in the order attempts start, so sequential scenarios can name them.
+   */
+  ingestDeps(): IngestDeps {
+    const sources = this.backend.sources;
+    return {
+      store: sources,
+      manifest: this.#pb.manifest,
+      fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(sources), url: new HttpFetcher() }),
+      clock: this.clock,
+      telemetry: this.backend.telemetry,
+      newRunId: () => `run-${++this.#runIds}`,
+    };
+  }
+
   get claimFaults(): ClaimStoreFaults {
     return this.#pb.claimFaults;
+  }
+
+  /** The PostGIS feature sink every backend shares, and its roll-up; fails (never skips) when no PostgreSQL runs. */
+  get features(): ParityFeatures {
+    if (!this.#pb.features) throw new Error(NO_POSTGIS);
+    return this.#pb.features;
   }
 
   /** Delete a claim row behind the ports' back: what TTL (or the Table sweep) does once its retention passed. */
@@ -541,6 +575,10 @@ function withFault(options: DeliverOptions, onCrash: () => void): WorkerHooks | 
     afterWrite: async (job) => {
       await hooks?.afterWrite?.(job);
       if (crashes('write', job)) await die();
+    },
+    afterFeature: async (job) => {
+      await hooks?.afterFeature?.(job);
+      if (crashes('feature', job)) await die();
     },
   };
 }

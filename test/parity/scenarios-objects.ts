@@ -31,6 +31,7 @@ function losingFirstRepairAnswer(backend: Backend, key: string, lost: { hits: nu
       }
       return r;
     },
+    deleteIfVersion: (...a) => inner.deleteIfVersion(...a),
     pin: (...a) => inner.pin(...a),
     getRange: (...a) => inner.getRange(...a),
     get: (k) => inner.get(k),

@@ -34,6 +34,7 @@ function failingHeartbeats(n: number): (backend: Backend) => Backend {
       commit: (r) => claims.commit(r),
       get: (id) => claims.get(id),
       list: () => claims.list(),
+      deleteIf: (r) => claims.deleteIf(r),
       heartbeat: async (r) => {
         if (failed < n) {
           failed++;

@@ -1,8 +1,11 @@
 import type { Scenario } from './scenario-kit.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { INGEST_SCENARIOS } from './scenarios-ingest.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
+import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
+import { SOAK_SCENARIOS } from './scenarios-soak.js';
 import { TRANSPORT_SCENARIOS } from './scenarios-transports.js';
 import { VERSION_SCENARIOS } from './scenarios-versions.js';
 
@@ -20,6 +23,9 @@ export const SCENARIOS: readonly Scenario[] = [
   ...SCENE_SCENARIOS,
   ...TRANSPORT_SCENARIOS,
   ...CLAIM_SCENARIOS,
+  ...POSTGIS_SCENARIOS,
+  ...INGEST_SCENARIOS,
+  ...SOAK_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

@@ -89,6 +89,7 @@ export function withClaimFaults(
     heartbeat: (r) => through('heartbeat', () => inner.heartbeat(r)),
     get: (id) => inner.get(id),
     list: () => inner.list(),
+    deleteIf: (r) => inner.deleteIf(r),
   };
   return {
     store,

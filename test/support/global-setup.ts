@@ -14,25 +14,27 @@ declare module 'vitest' {
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const wanted = new Set(
-    (process.env.TESSERA_EMULATORS ?? 'aws,gcp,azure')
+    (process.env.TESSERA_EMULATORS ?? 'aws,gcp,azure,postgres')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
   );
   const t0 = Date.now();
-  const [aws, gcp, azure] = await Promise.all([
+  const [aws, gcp, azure, postgres] = await Promise.all([
     // Imported lazily so a run without a cloud does not load its emulator code.
     wanted.has('aws') ? import('./emulators/aws.js').then((m) => m.start()) : undefined,
     wanted.has('gcp') ? import('./emulators/gcp.js').then((m) => m.start()) : undefined,
     wanted.has('azure') ? import('./emulators/azure.js').then((m) => m.start()) : undefined,
+    wanted.has('postgres') ? import('./emulators/postgres.js').then((m) => m.start()) : undefined,
   ]);
   const endpoints: EmulatorEndpoints = {};
   if (aws?.endpoints) endpoints.aws = aws.endpoints;
   if (gcp?.endpoints) endpoints.gcp = gcp.endpoints;
   if (azure?.endpoints) endpoints.azure = azure.endpoints;
+  if (postgres?.endpoints) endpoints.postgres = postgres.endpoints;
   project.provide('emulators', endpoints);
   console.error(`[emulators] started ${Object.keys(endpoints).join(', ') || 'none'} in ${Date.now() - t0} ms`);
-  const stops = [aws, gcp, azure].flatMap((s) => s?.stops ?? []);
+  const stops = [aws, gcp, azure, postgres].flatMap((s) => s?.stops ?? []);
   return async () => {
     await Promise.all(stops.map((s) => s.stop()));
   };

@@ -2,6 +2,7 @@ import { compareContent, contentDigest } from '../../shared/domain/content-diges
 import { ObjectNotFoundError, SourceChangedError } from '../../shared/domain/errors.js';
 import { validateObjectKey } from '../../shared/domain/object-key.js';
 import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -45,6 +46,15 @@ export class MemoryObjectStore implements ObjectStore {
     }
     const stored = this.store(key, body, options);
     return { kind: 'written', version: stored.version };
+  }
+
+  async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    validateObjectKey(key);
+    const current = this.objects.get(key);
+    if (!current) return { kind: 'absent' };
+    if (current.version !== version) return { kind: 'version-mismatch', current: current.version };
+    this.objects.delete(key);
+    return { kind: 'deleted' };
   }
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult> {

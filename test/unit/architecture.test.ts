@@ -34,7 +34,7 @@ function importsOf(file: string): Import[] {
   }));
 }
 
-const CLOUD_SDK = /^(@aws-sdk|@google-cloud|@azure|@pulumi|better-sqlite3|node:sqlite|aws-lambda|@firestore-emulator|azurite)/;
+const CLOUD_SDK = /^(@aws-sdk|@google-cloud|@azure|@pulumi|better-sqlite3|node:sqlite|aws-lambda|@firestore-emulator|azurite|pg$|pg\/)/;
 
 describe('architecture', () => {
   const shared = files('shared');
@@ -81,15 +81,33 @@ describe('architecture', () => {
   });
 
   it('no cloud adapter imports another cloud or the local backend', () => {
-    // One exception, a composition root: functions/verify/ wires `tessera verify` to each cloud (loaded lazily,
-    // per stack), and only the CLI's verify command reaches it from the local backend.
+    // One exception, a composition root: functions/verify/ wires `tessera verify` (and `tessera ingest --cloud`'s
+    // enqueue) to each cloud (loaded lazily, per stack), and only those two CLI commands reach it from the local backend.
+    // And one shared adapter folder: functions/postgres/ (PostgreSQL manifest, PostGIS sink) serves the local
+    // backend and every cloud alike, since a PostgreSQL server is reachable from each; it is checked below to
+    // import no backend itself.
     const allowed = (file: string, from: string | undefined, to: string) =>
-      from === 'verify' || (to === 'verify' && file === 'functions/local/commands/verify.ts');
+      from === 'verify' ||
+      to === 'postgres' ||
+      (to === 'verify' && (file === 'functions/local/commands/verify.ts' || file === 'functions/local/commands/ingest-cloud.ts'));
     const bad = functions.flatMap(importsOf).filter((i) => {
       const from = i.file.split('/')[1];
       const to = i.target?.startsWith('functions/') ? i.target.split('/')[1] : undefined;
       return to !== undefined && to !== from && !allowed(i.file, from, to);
     });
+    expect(bad).toEqual([]);
+  });
+
+  it('functions/postgres/ imports no backend folder and no cloud SDK: only the pg driver and the core', () => {
+    const postgres = functions.filter((f) => f.startsWith('functions/postgres/'));
+    expect(postgres).toContain('functions/postgres/postgres-manifest-store.ts');
+    const bad = postgres
+      .flatMap(importsOf)
+      .filter(
+        (i) =>
+          (i.target?.startsWith('functions/') && !i.target.startsWith('functions/postgres/')) ||
+          /^(@aws-sdk|@google-cloud|@azure|node:sqlite)/.test(i.spec),
+      );
     expect(bad).toEqual([]);
   });
 

@@ -1,6 +1,7 @@
 import {
   type AttributeValue,
   ConditionalCheckFailedException,
+  DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -16,7 +17,14 @@ import {
   isOwnLease,
 } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import type {
+  ClaimRequest,
+  ClaimStore,
+  CommitRequest,
+  DeleteClaimRequest,
+  DeleteClaimResult,
+  HeartbeatRequest,
+} from '../../../shared/ports/claim-store.port.js';
 import { describeAwsFailure, isAwsFailure, isRetryableAws } from './aws-error.js';
 
 /**
@@ -57,6 +65,8 @@ const callerOwnsJob = '#owner = :owner';
 const claimCondition = `${jobIsNew} OR (${jobIsClaimed} AND ${leaseHasLapsed})`;
 const commitCondition = callerOwnsJob;
 const heartbeatCondition = `${callerOwnsJob} AND ${jobIsClaimed} AND ${leaseIsLive}`;
+// Cleanup only (tessera verify): the row is still in the state and with the owner its creator left it.
+const deleteCondition = `#state = :state AND ${callerOwnsJob}`;
 
 /** Only the names an expression mentions: DynamoDB rejects unused ExpressionAttributeNames. */
 function namesFor(...expressions: string[]): Record<string, string> {
@@ -203,6 +213,27 @@ export class DynamoDbClaimStore implements ClaimStore {
       // the retry fails `lease_until >= now` on the row the first attempt wrote): it was extended.
       if (isOwnLease(current, req)) return { kind: 'extended', leaseUntil: req.leaseUntil };
       return { kind: 'lost', current };
+    }
+  }
+
+  /** ONE DeleteItem conditioned on state and owner; a failed condition returns the row (ALL_OLD) or none. */
+  async deleteIf(req: DeleteClaimRequest): Promise<DeleteClaimResult> {
+    try {
+      await this.client.send(
+        new DeleteItemCommand({
+          TableName: this.table,
+          Key: { [CLAIMS_PARTITION_KEY]: S(req.jobId) },
+          ConditionExpression: deleteCondition,
+          ExpressionAttributeNames: namesFor(deleteCondition),
+          ExpressionAttributeValues: { ':state': S(req.state), ':owner': S(req.owner) },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'deleted' };
+    } catch (e) {
+      if (!isConditionFailure(e)) throw this.failed(`conditional delete of job ${req.jobId}`, e);
+      // No row: never there, or this very delete landed and the SDK resent it after a lost answer.
+      return e.Item ? { kind: 'mismatch', current: this.toRow(e.Item) } : { kind: 'absent' };
     }
   }
 

@@ -1,4 +1,5 @@
 import {
+  DeleteObjectCommand,
   GetObjectCommand,
   type GetObjectCommandInput,
   type GetObjectCommandOutput,
@@ -20,6 +21,7 @@ import {
 import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -209,6 +211,48 @@ export class S3ObjectStore implements ObjectStore {
         }
       },
       decideFromHead,
+    );
+  }
+
+  /**
+   * One DeleteObject with `If-Match: <etag>` (S3 conditional deletes): S3
+   * removes the object only while that ETag is current. A versionId token is
+   * resolved to the ETag of that version first, as in `putIfMatch`; the delete
+   * still carries `If-Match`, so a new version written in between is never
+   * removed. On a versioned bucket the delete is a delete marker (the
+   * version itself expires with the bucket's noncurrent-version rule).
+   * 412 is `version-mismatch` (one HeadObject names the current version);
+   * 404 is `absent`, which also answers the SDK's retry of a delete that landed.
+   */
+  async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    validateObjectKey(key);
+    const decide = async (): Promise<DeleteIfVersionResult> => {
+      const current = await this.#stored(key);
+      return current === undefined ? { kind: 'absent' } : { kind: 'version-mismatch', current: current.head.version };
+    };
+    let ifMatch = version;
+    if (!ETAG.test(version)) {
+      const current = await this.#stored(key);
+      if (current === undefined) return { kind: 'absent' };
+      if (current.versionId !== version) return { kind: 'version-mismatch', current: current.head.version };
+      ifMatch = current.etag;
+    } else if (!version.startsWith('"')) {
+      ifMatch = `"${version}"`;
+    }
+    return this.#withConflictRetry<DeleteIfVersionResult>(
+      `conditional delete of ${JSON.stringify(key)} under ${version}`,
+      async () => {
+        try {
+          await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: ifMatch }));
+          return { done: { kind: 'deleted' } };
+        } catch (e) {
+          if (isAwsFailure(e, 404) && !isAwsFailure(e, 404, 'NoSuchBucket')) return { done: { kind: 'absent' } };
+          if (isAwsFailure(e, 412)) return { done: await decide() };
+          if (isConflict(e)) return { conflict: e };
+          throw this.#failed(`conditional delete of ${JSON.stringify(key)}`, e);
+        }
+      },
+      async () => undefined,
     );
   }
 

@@ -9,6 +9,7 @@ import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDig
 import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -47,8 +48,15 @@ const LIST_PAGE_SIZE = 5000;
  * would fail every tile. `pin` takes (or reuses) a SNAPSHOT of the blob,
  * conditional on the ETag named by the job key, and the handle is the snapshot
  * time: a snapshot is read-only and keeps exactly those bytes whatever happens
- * to the base blob. Snapshots are not deleted by Tessera (that would be a delete
- * without a precondition on the data it names); a lifecycle rule expires them.
+ * to the base blob. Snapshots are not deleted on their own by Tessera (that
+ * would be a delete without a precondition on the data it names); a lifecycle
+ * rule expires them, and `deleteIfVersion` takes them with the base blob.
+ *
+ * A delete is one Delete Blob with `If-Match: <etag>` and
+ * `x-ms-delete-snapshots: include`: a blob with snapshots cannot be deleted
+ * alone (409 SnapshotsPresent), and its snapshots are the pins of its
+ * versions; a job still reading one fails with SourceChanged, as it would
+ * for any source removed mid-scene.
  *
  * @example
  * const container = BlobServiceClient.fromConnectionString(cs).getContainerClient('tiles');
@@ -95,6 +103,22 @@ export class AzureBlobObjectStore implements ObjectStore {
         return { kind: 'version-mismatch', current: current.head.version };
       }
       throw this.failed(`repair write of ${JSON.stringify(key)} under ${expectedVersion}`, e);
+    }
+  }
+
+  async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    const blob = this.blob(key);
+    try {
+      await blob.delete({ deleteSnapshots: 'include', conditions: { ifMatch: quoted(version) } });
+      return { kind: 'deleted' };
+    } catch (e) {
+      if (isFailure(e, 404)) return { kind: 'absent' };
+      if (isFailure(e, 412)) {
+        // Another version, or (Azurite) none: one head says which. This request deleted nothing.
+        const current = await this.head(key);
+        return current === undefined ? { kind: 'absent' } : { kind: 'version-mismatch', current: current.version };
+      }
+      throw this.failed(`conditional delete of ${JSON.stringify(key)} under ${version}`, e);
     }
   }
 

@@ -8,7 +8,14 @@ import {
   isOwnLease,
 } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import type {
+  ClaimRequest,
+  ClaimStore,
+  CommitRequest,
+  DeleteClaimRequest,
+  DeleteClaimResult,
+  HeartbeatRequest,
+} from '../../../shared/ports/claim-store.port.js';
 import { isFailure, storageFailure } from './rest-error.js';
 
 /** Hex characters of the job key that form the PartitionKey: 2 gives 256 partitions (docs/azure.md). */
@@ -159,6 +166,25 @@ export class AzureTableClaimStore implements ClaimStore {
       }
     }
     throw this.contended(`heartbeat of job ${request.jobId}`);
+  }
+
+  /** Read, compare state and owner, Delete Entity with `If-Match` on the ETag read; a 412 reads again. */
+  async deleteIf(request: DeleteClaimRequest): Promise<DeleteClaimResult> {
+    const { partitionKey, rowKey } = this.keys(request.jobId);
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const current = await this.read(request.jobId);
+      // No row: never there, or this delete landed and the SDK resent it after a lost answer.
+      if (current === undefined) return { kind: 'absent' };
+      if (current.row.state !== request.state || current.row.owner !== request.owner) return { kind: 'mismatch', current: current.row };
+      try {
+        await this.table.deleteEntity(partitionKey, rowKey, { etag: current.etag });
+        return { kind: 'deleted' };
+      } catch (e) {
+        if (isFailure(e, 404)) return { kind: 'absent' };
+        if (!isFailure(e, 412)) throw this.failed(`conditional delete of job ${request.jobId}`, e);
+      }
+    }
+    throw this.contended(`conditional delete of job ${request.jobId}`);
   }
 
   async get(jobId: string): Promise<ClaimRow | undefined> {

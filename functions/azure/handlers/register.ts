@@ -1,7 +1,8 @@
 import { app } from '@azure/functions';
 import { ENV } from '../../../shared/domain/runtime-config.js';
-import { CLEANUP_SCHEDULE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
+import { CLEANUP_SCHEDULE, INGEST_QUEUE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
 import { makeCleanupHandler } from './cleanup.handler.js';
+import { makeIngestHandler, makeReconcileHandler, RECONCILE_SCHEDULE } from './ingest.handler.js';
 import { MOSAIC_SCHEDULE, makeMosaicHandler } from './mosaic.handler.js';
 import { makeSceneHandler } from './scene.handler.js';
 import { makeTileHandler } from './tile.handler.js';
@@ -32,4 +33,7 @@ export function registerFunctions(registrar: FunctionRegistrar = app): void {
   registrar.storageQueue('tile', { queueName: `%${ENV.tileQueue}%`, connection: TRIGGER_CONNECTION, handler: makeTileHandler() });
   registrar.timer('mosaic', { schedule: MOSAIC_SCHEDULE, handler: makeMosaicHandler() });
   registrar.timer('cleanup', { schedule: CLEANUP_SCHEDULE, handler: makeCleanupHandler() });
+  // Ingestion (design note 2): requests on their own queue (its own poison twin), and the weekly manifest reconcile.
+  registrar.storageQueue('ingest', { queueName: INGEST_QUEUE, connection: TRIGGER_CONNECTION, handler: makeIngestHandler() });
+  registrar.timer('reconcile', { schedule: RECONCILE_SCHEDULE, handler: makeReconcileHandler() });
 }

@@ -8,7 +8,14 @@ import {
   isOwnLease,
 } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import type {
+  ClaimRequest,
+  ClaimStore,
+  CommitRequest,
+  DeleteClaimRequest,
+  DeleteClaimResult,
+  HeartbeatRequest,
+} from '../../../shared/ports/claim-store.port.js';
 
 const STORE = 'firestore';
 
@@ -75,6 +82,7 @@ const lostRace = (error: unknown): boolean => {
  *                                           FAILED_PRECONDITION/ABORTED: read again
  * commit  read; owner must match; update(state=COMMITTED, { lastUpdateTime: <read> })
  * beat    read; owner, CLAIMED and live lease must hold; update(lease_until, { lastUpdateTime })
+ * delete  read; state and owner must match; delete({ lastUpdateTime: <read> })   (cleanup only)
  * ```
  * Compare-and-set writes use the `lastUpdateTime` precondition of the document
  * just read rather than a transaction: one RPC after the read, no server-side
@@ -157,6 +165,29 @@ export class FirestoreClaimStore implements ClaimStore {
         return { answer: { kind: 'lost', current: row } };
       return { write: { lease_until: request.leaseUntil }, written: { kind: 'extended', leaseUntil: request.leaseUntil } };
     });
+  }
+
+  /**
+   * Read, compare state and owner, delete on condition that nobody wrote since
+   * the read (`lastUpdateTime`). A lost race reads again. A delete the SDK
+   * resent after its first attempt landed fails its precondition on the
+   * missing document, and the next read answers `absent`.
+   */
+  async deleteIf(request: DeleteClaimRequest): Promise<DeleteClaimResult> {
+    const ref = this.collection.doc(request.jobId);
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const current = await this.load(request.jobId);
+      if (!current) return { kind: 'absent' };
+      if (current.row.state !== request.state || current.row.owner !== request.owner) return { kind: 'mismatch', current: current.row };
+      try {
+        await ref.delete({ lastUpdateTime: current.version });
+        return { kind: 'deleted' };
+      } catch (error) {
+        if (grpcCode(error) === Code.NOT_FOUND) return { kind: 'absent' };
+        if (!lostRace(error)) throw this.failure(`conditional delete of ${request.jobId}`, error);
+      }
+    }
+    throw this.contention(`conditional delete of ${request.jobId}`);
   }
 
   async get(jobId: string): Promise<ClaimRow | undefined> {

@@ -3,6 +3,7 @@ import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDig
 import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
+  DeleteIfVersionResult,
   ObjectHead,
   ObjectStore,
   PutIfAbsentResult,
@@ -103,6 +104,31 @@ export class GcsObjectStore implements ObjectStore {
       return { kind: 'written', version: generation };
     } catch (error) {
       if (httpStatus(error) !== 412) throw this.failure(`repair upload of ${key} at generation ${expectedVersion}`, error);
+      return decide();
+    }
+  }
+
+  /**
+   * One DELETE with `ifGenerationMatch=<generation>`: GCS removes the live
+   * object only at that generation, atomically. 412 (another generation, or
+   * none) is told apart by one metadata read; 404 is `absent`. The SDK may
+   * retry the DELETE (its precondition makes it idempotent); a retry whose
+   * first attempt landed meets 404 or 412 on a missing object: `absent`.
+   */
+  async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    const file = this.file(key);
+    const decide = async (): Promise<DeleteIfVersionResult> => {
+      const current = await this.head(key);
+      return current ? { kind: 'version-mismatch', current: current.version } : { kind: 'absent' };
+    };
+    if (!GENERATION.test(version)) return decide();
+    try {
+      await file.delete({ ifGenerationMatch: version });
+      return { kind: 'deleted' };
+    } catch (error) {
+      const status = httpStatus(error);
+      if (status === 404) return { kind: 'absent' };
+      if (status !== 412) throw this.failure(`conditional delete of ${key} at generation ${version}`, error);
       return decide();
     }
   }

@@ -1,5 +1,5 @@
 /**
- * The Cloud Functions (2nd gen) entry module. Importing it registers the three
+ * The Cloud Functions (2nd gen) entry module. Importing it registers the
  * functions with the Functions Framework under the names infra/ deploys
  * (`--entry-point`, infra/common/packaging.ts GCP_ENTRY_POINTS); each composes
  * its runtime from the function's environment on its first request, so
@@ -7,7 +7,9 @@
  */
 import { cloudEvent, http } from '@google-cloud/functions-framework';
 import { functionRuntime, type GcpFunctionRole, type GcpRuntime } from '../compose.js';
+import { createIngestHandler } from './ingest.handler.js';
 import { createMosaicHandler } from './mosaic.handler.js';
+import { createReconcileHandler } from './reconcile.handler.js';
 import { createSceneHandler } from './scene.handler.js';
 import { createTileHandler } from './tile.handler.js';
 
@@ -16,6 +18,8 @@ export const GCP_FUNCTIONS: Readonly<Record<GcpFunctionRole, string>> = {
   scene: 'tesseraScene',
   tile: 'tesseraTile',
   mosaic: 'tesseraMosaic',
+  ingest: 'tesseraIngest',
+  reconcile: 'tesseraReconcile',
 };
 
 export type GcpFunctionRuntimes = Readonly<Record<GcpFunctionRole, GcpRuntime | (() => GcpRuntime)>>;
@@ -33,12 +37,17 @@ export function registerGcpFunctions(
   cloudEvent(names.scene, createSceneHandler(runtimes.scene));
   cloudEvent(names.tile, createTileHandler(runtimes.tile));
   http(names.mosaic, createMosaicHandler(runtimes.mosaic));
+  // Ingest requests arrive by a Pub/Sub push, as tile jobs do; the reconcile is Cloud Scheduler's HTTP call, as the sweep is.
+  cloudEvent(names.ingest, createIngestHandler(runtimes.ingest));
+  http(names.reconcile, createReconcileHandler(runtimes.reconcile));
 }
 
 registerGcpFunctions({
   scene: () => functionRuntime('scene'),
   tile: () => functionRuntime('tile'),
   mosaic: () => functionRuntime('mosaic'),
+  ingest: () => functionRuntime('ingest'),
+  reconcile: () => functionRuntime('reconcile'),
 });
 
-export { createMosaicHandler, createSceneHandler, createTileHandler };
+export { createIngestHandler, createMosaicHandler, createReconcileHandler, createSceneHandler, createTileHandler };

@@ -33,8 +33,8 @@ export type TileEventOutcome =
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The tile job text of a Pub/Sub message. Throws InvalidEventError for anything that is not one. */
-function bodyOf(event: CloudEvent<MessagePublishedData>): { body: string; data: Buffer } {
+/** The text of a Pub/Sub message (a tile job; the ingest trigger's request). Throws InvalidEventError for anything that is not text. */
+export function bodyOf(event: CloudEvent<MessagePublishedData>): { body: string; data: Buffer } {
   if (event.type !== PUBSUB_MESSAGE_PUBLISHED)
     throw new InvalidEventError(`event ${event.id} is a ${event.type}, not a ${PUBSUB_MESSAGE_PUBLISHED}`);
   const encoded = event.data?.message?.data;

@@ -19,7 +19,14 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { contentDigest } from '../../../shared/domain/content-digest.js';
 import { AdapterError, ObjectKeyConflictError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
-import type { ObjectHead, ObjectStore, PutIfAbsentResult, PutIfMatchResult, ReadPin } from '../../../shared/ports/object-store.port.js';
+import type {
+  DeleteIfVersionResult,
+  ObjectHead,
+  ObjectStore,
+  PutIfAbsentResult,
+  PutIfMatchResult,
+  ReadPin,
+} from '../../../shared/ports/object-store.port.js';
 
 const isCode = (e: unknown, ...codes: string[]): boolean => codes.includes((e as { code?: string }).code ?? '');
 
@@ -177,6 +184,32 @@ export class FsObjectStore implements ObjectStore {
         await own.close();
       }
       return { kind: 'written', version: ours };
+    } finally {
+      await release();
+    }
+  }
+
+  /**
+   * Compare-and-unlink under the key's lock: a repair (`putIfMatch`) cannot
+   * replace the file between the comparison and the unlink, and a create-only
+   * write cannot land on a key that is still taken.
+   */
+  async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
+    const path = this.pathOf(key);
+    const release = await this.#lock(key);
+    try {
+      const s = await this.#stat(path);
+      if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
+      const current = await this.head(key);
+      if (!current) return { kind: 'absent' };
+      if (current.version !== version) return { kind: 'version-mismatch', current: current.version };
+      try {
+        await unlink(path);
+      } catch (error) {
+        if (isCode(error, 'ENOENT', 'ENOTDIR')) return { kind: 'absent' };
+        throw this.#fail(`delete ${key}`, error);
+      }
+      return { kind: 'deleted' };
     } finally {
       await release();
     }

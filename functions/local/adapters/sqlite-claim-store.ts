@@ -8,7 +8,14 @@ import {
   isOwnLease,
 } from '../../../shared/domain/claim.js';
 import { AdapterError } from '../../../shared/domain/errors.js';
-import type { ClaimRequest, ClaimStore, CommitRequest, HeartbeatRequest } from '../../../shared/ports/claim-store.port.js';
+import type {
+  ClaimRequest,
+  ClaimStore,
+  CommitRequest,
+  DeleteClaimRequest,
+  DeleteClaimResult,
+  HeartbeatRequest,
+} from '../../../shared/ports/claim-store.port.js';
 import { isSqliteBusy, named, openSqlite, prepareNamed } from './sqlite-database.js';
 
 interface Row {
@@ -48,6 +55,7 @@ export class SqliteClaimStore implements ClaimStore {
   readonly #commit: StatementSync;
   readonly #heartbeat: StatementSync;
   readonly #get: StatementSync;
+  readonly #delete: StatementSync;
 
   constructor(file: string, options: { busyTimeoutMs?: number } = {}) {
     try {
@@ -96,6 +104,8 @@ export class SqliteClaimStore implements ClaimStore {
       RETURNING lease_until`,
     );
     this.#get = this.#db.prepare('SELECT * FROM claims WHERE job_id = ?');
+    // Cleanup only (tessera verify): the row must still be in the state and owner its creator left.
+    this.#delete = prepareNamed(this.#db, 'DELETE FROM claims WHERE job_id = @jobId AND state = @state AND owner = @owner RETURNING job_id');
   }
 
   async claim(req: ClaimRequest): Promise<ClaimResult> {
@@ -123,6 +133,13 @@ export class SqliteClaimStore implements ClaimStore {
     const current = await this.get(req.jobId);
     // A retried release (lease set into the past) meets its own row: it was extended.
     return isOwnLease(current, req) ? { kind: 'extended', leaseUntil: req.leaseUntil } : { kind: 'lost', current };
+  }
+
+  async deleteIf(req: DeleteClaimRequest): Promise<DeleteClaimResult> {
+    const gone = this.#run(() => this.#delete.get(named(req)) as { job_id: string } | undefined);
+    if (gone) return { kind: 'deleted' };
+    const current = await this.get(req.jobId);
+    return current ? { kind: 'mismatch', current } : { kind: 'absent' };
   }
 
   async get(jobId: string): Promise<ClaimRow | undefined> {

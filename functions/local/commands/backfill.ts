@@ -11,7 +11,7 @@ import { InvalidParamsError, MissingTilesError } from '../../../shared/domain/er
 import { outputKeys, sceneKey } from '../../../shared/domain/job-key.js';
 import type { CliIo } from '../cli.js';
 import { terminalProgress } from '../progress.js';
-import { runWorkerPool } from '../worker-pool.js';
+import { defaultWorkers, runWorkerProcesses } from '../worker-process.js';
 import { loadLastRun, openBackend, parseWindowId, saveLastRun } from './last-run.js';
 import { DEFAULT_DIR, intOption } from './options.js';
 
@@ -29,7 +29,7 @@ Options:
   --version V         new-key: the new pipeline version (must differ)
   --windows R_C,...   overwrite: the windows to repair (required)
   --expected TOKEN    overwrite of one window: the version you recorded (default: its current one)
-  --workers N         concurrent workers (default 4)
+  --workers N         worker processes (default: the cores this process may use, os.availableParallelism())
   --dir PATH          backend directory (default .tessera)
   --json              print the result as JSON
   --verbose           print the structured logs on stderr`;
@@ -110,9 +110,13 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
     let settled = 0;
     progress.phase('tiles');
-    await runWorkerPool(backend, {
-      workers: intOption('workers', values.workers, 4, 1, 64),
+    await runWorkerProcesses({
+      dir: backend.dir,
+      workers: intOption('workers', values.workers, defaultWorkers(), 1, 64),
+      maxReceiveCount: backend.queue.maxReceiveCount,
       settings: (i) => ({ owner: `backfill-${i}`, leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
+      telemetry,
+      log: values.verbose ? (line) => io.stderr(`${line}\n`) : undefined,
       onSettled: () => progress.update(++settled, fan.enqueued, 'deliveries'),
     });
     progress.done();

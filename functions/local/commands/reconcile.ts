@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { reconcileManifest } from '../../../shared/app/ingest-reconcile.js';
 import { reconcile } from '../../../shared/app/reconcile.js';
 import type { CliIo } from '../cli.js';
 import { loadLastRun, openBackend } from './last-run.js';
@@ -15,6 +16,9 @@ published data), and claims whose lease lapsed (a worker died).
 Options:
   --scene-key KEY   limit to one scene (default: the last run's scene)
   --all             every scene in the backend
+  --manifest        instead: the published scenes (sources, scenes/) vs the ingest manifest, both
+                    ways: objects without a row (a promotion that crashed before its commit: run
+                    the same \`tessera ingest\` again) and rows without an object (deleted data)
   --dir PATH        backend directory (default .tessera)
   --json            print the report as JSON
 
@@ -27,11 +31,13 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
     options: {
       'scene-key': { type: 'string' },
       all: { type: 'boolean', default: false },
+      manifest: { type: 'boolean', default: false },
       dir: { type: 'string', default: DEFAULT_DIR },
       json: { type: 'boolean', default: false },
     },
   });
   const dir = resolve(io.cwd, values.dir);
+  if (values.manifest) return reconcileManifestCommand(dir, values.json, io);
   const scene = values.all ? undefined : (values['scene-key'] ?? loadLastRun(dir).sceneKey);
   const { backend } = openBackend(dir, false, io.stderr);
   try {
@@ -52,6 +58,28 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
       );
     }
     return report.objectsWithoutClaim.length + report.claimsWithoutObject.length === 0 ? 0 : 1;
+  } finally {
+    backend.close();
+  }
+}
+
+/** `--manifest`: the local backend's published prefix vs its SQLite manifest. */
+async function reconcileManifestCommand(dir: string, json: boolean, io: CliIo): Promise<number> {
+  const { backend } = openBackend(dir, false, io.stderr);
+  try {
+    const report = await reconcileManifest({ store: backend.sources, manifest: backend.manifest, telemetry: backend.telemetry });
+    if (json) io.stdout(`${JSON.stringify(report)}\n`);
+    else {
+      const list = (xs: readonly string[]) => xs.map((x) => `    ${x}\n`).join('');
+      io.stdout(
+        `reconciled ${report.prefix} with the ${backend.manifest.name} manifest: ${report.objectsChecked} objects, ${report.rowsChecked} rows\n` +
+          `  objects without a manifest row (crashed promotion: ingest again to register): ${report.objectsWithoutRow.length}\n${list(report.objectsWithoutRow)}` +
+          `  scenes not of the ingest layout (uploaded directly; not an alarm): ${report.notIngested.length}\n` +
+          `  manifest rows without an object (published data was deleted): ${report.rowsWithoutObject.length}\n${list(report.rowsWithoutObject.map((r) => `${r.key} (${r.source}/${r.externalId})`))}` +
+          `  rows whose object has another size (replaced behind ingestion's back): ${report.sizeMismatches.length}\n${list(report.sizeMismatches.map((m) => `${m.key} (${m.rowBytes} -> ${m.objectBytes} bytes)`))}`,
+      );
+    }
+    return report.objectsWithoutRow.length + report.rowsWithoutObject.length + report.sizeMismatches.length === 0 ? 0 : 1;
   } finally {
     backend.close();
   }

@@ -5,7 +5,7 @@ import { makeTileJob, toJobMessage } from '../../../shared/app/tile-job.js';
 import { resolveLease } from '../../../shared/domain/ceilings.js';
 import { windowAt } from '../../../shared/domain/tile-grid.js';
 import type { CliIo } from '../cli.js';
-import { runWorkerPool } from '../worker-pool.js';
+import { runWorkerProcesses } from '../worker-process.js';
 import { loadLastRun, openBackend, parseWindowId } from './last-run.js';
 import { DEFAULT_DIR } from './options.js';
 
@@ -44,9 +44,14 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
     const before = await backend.outputs.head(job.outputKey);
     await backend.queue.sendBatch([toJobMessage(job)]);
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
-    await runWorkerPool(backend, {
+    // One worker process, as every local delivery runs (worker-process.ts); its gates' counters come back here.
+    await runWorkerProcesses({
+      dir: backend.dir,
       workers: 1,
+      maxReceiveCount: backend.queue.maxReceiveCount,
       settings: () => ({ owner: 'replay', leaseMs: lease.leaseSec * 1000, retentionMs: 7 * 24 * 3_600_000 }),
+      telemetry,
+      log: values.verbose ? (line) => io.stderr(`${line}\n`) : undefined,
     });
     const after = await backend.outputs.head(job.outputKey);
     const c = telemetry.counters();

@@ -1,22 +1,31 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_PARAMS, ENV } from '../../../shared/domain/runtime-config.js';
+import { parsePostgresUrl } from '../../postgres/connection.js';
 import type { CliIo } from '../cli.js';
 import { type MainJobSummary, runMainJob, type TileProfile } from '../main-job.js';
 import { terminalProgress } from '../progress.js';
-import { DEFAULT_DIR, intOption, numberOption } from './options.js';
+import { defaultWorkers } from '../worker-process.js';
+import { DEFAULT_DIR, intOption, numberOption, outputProfileOption } from './options.js';
 
 export const runHelp = `tessera run: the main job on the local backend
 
 Generates (or takes) a multi-band scene, fans it out to tile jobs, runs them on
-concurrent workers while injecting duplicate deliveries and one worker that
+worker processes while injecting duplicate deliveries and one worker that
 stalls past its lease, writes NDVI Cloud Optimized GeoTIFF tiles create-only,
 assembles a VRT mosaic and prints a summary.
 
 Options:
   --scene PATH        a GeoTIFF to process (default: a synthetic 2-band B04/B08 scene, EPSG:32631)
+  --source-key KEY    tile an object already in the source store, e.g. the key \`tessera ingest\` published
   --size N            synthetic scene width and height in pixels (default 5120)
   --tile N            tile size in pixels (default 256: 400 windows at 5120)
-  --workers N         concurrent workers (default 4)
+  --compression C     tile compression: deflate, zstd or none (default: the output profile of
+                      DEFAULT_PARAMS, shared/domain/runtime-config.ts); part of every job key
+  --level N           its level: deflate 1-9 (default 6), zstd 1-22 (default 9)
+  --workers N         worker processes, each with its own SQLite connections, pulling from the
+                      queue (default: the cores this process may use, os.availableParallelism(): %CORES%
+                      here); a worker killed mid-job (even kill -9) is survived by the others
   --duplicates R      fraction of jobs delivered twice (default 0.1)
   --no-steal          do not inject the stalled worker whose lease is stolen
   --seed N            seed for the synthetic scene and the duplicate choice (default 42)
@@ -26,10 +35,14 @@ Options:
   --profile           measure one tile job: print its seconds and peak memory, and the \`tessera choose\`
                       flags they give (defaults to 1 worker, no duplicates and no stalled worker, so the
                       tiles run one at a time; the memory is the process's peak, runtime included)
+  --sink URL          also write one feature row per tile (NDVI count/mean/min/max, footprint in the
+                      scene CRS and EPSG:4326) into PostGIS: postgis://user:password@host:5432/db
+                      (table tile_features, created if absent; one row per tile whatever the retries:
+                      docs/postgis.md). Workers get it as TESSERA_FEATURE_SINK
   --json              print the summary as one JSON object on the last line
   --verbose           print the structured logs (JSON lines) on stderr
 
-Exit status: 0 when the mosaic holds exactly grid-count tiles, 1 otherwise.`;
+Exit status: 0 when the mosaic holds exactly grid-count tiles, 1 otherwise.`.replace('%CORES%', String(defaultWorkers()));
 
 export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({
@@ -37,8 +50,11 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     strict: true,
     options: {
       scene: { type: 'string' },
+      'source-key': { type: 'string' },
       size: { type: 'string' },
       tile: { type: 'string' },
+      compression: { type: 'string' },
+      level: { type: 'string' },
       workers: { type: 'string' },
       duplicates: { type: 'string' },
       'no-steal': { type: 'boolean', default: false },
@@ -48,18 +64,28 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
+      sink: { type: 'string' },
     },
   });
+  if (values.sink !== undefined) {
+    // Checked here, so a typo fails before any tile runs; the workers (child processes) inherit the variable.
+    parsePostgresUrl(values.sink);
+    process.env[ENV.featureSink] = values.sink;
+  }
   // Profiling measures tiles one at a time: no parallel workers sharing the CPU, no injected hazards.
   const profile = values.profile;
   const size = intOption('size', values.size, 5120, 16, 65_536);
+  const tilePx = intOption('tile', values.tile, 256, 16, 8192);
+  const output = outputProfileOption(values.compression, values.level);
   const summary = await runMainJob({
     dir: resolve(io.cwd, values.dir),
     scene: values.scene === undefined ? undefined : resolve(io.cwd, values.scene),
+    sourceKey: values['source-key'],
     width: size,
     height: size,
-    tilePx: intOption('tile', values.tile, 256, 16, 8192),
-    workers: intOption('workers', values.workers, profile ? 1 : 4, 1, 64),
+    tilePx,
+    params: output === undefined ? undefined : { ...DEFAULT_PARAMS, tile_px: tilePx, output },
+    workers: intOption('workers', values.workers, profile ? 1 : defaultWorkers(), 1, 64),
     duplicateRate: numberOption('duplicates', values.duplicates, profile ? 0 : 0.1, 0, 1),
     injectSteal: !values['no-steal'] && !profile,
     profile,

@@ -28,30 +28,37 @@ Usage: tessera verify --stack <name> [--stack <name> ...] [options]
 
 Reads the stack's outputs (from \`pulumi stack output --json --show-secrets --stack <name>\`, or
 a file with that JSON) and talks to the stack with the cloud's own credential chain (AWS:
-environment, profile, SSO or web identity; Azure: DefaultAzureCredential); nothing is
-hard-coded. For each stack:
+environment, profile, SSO or web identity; Google Cloud: Application Default Credentials;
+Azure: DefaultAzureCredential); nothing is hard-coded. For each stack:
   smoke   uploads a small synthetic scene under a unique key to the source bucket
           (create-only), waits for its mosaic (timeout from the stack's lease), and checks
           manifest grid count = tiles written and every tile a COG
   replay  re-delivers one tile message of that scene through the stack's tile queue, then a
-          duplicate of the scene event through its scene queue; every tile must keep its
-          version token and modification time, and the claim row stay COMMITTED
+          duplicate of the scene event through its scene queue (Google Cloud: the scene's
+          whole fan-out through the tile topic, as Eventarc takes no event from outside);
+          every tile must keep its version token and modification time, and the claim
+          row stay COMMITTED
   parity  the parity scenarios that run against live stores: 16 concurrent claimers,
-          16 create-only writers of one key, odd keys, a poison message into the DLQ;
-          the others are listed as not run
-Several stacks print one matrix, a column per stack. What it creates is named after the
-run id (verify/<id>/, tessera-verify-<id>.tif, the poison body) and is left in place.
+          16 create-only writers of one key, odd keys, a poison message into the DLQ,
+          and the three backfill policies (skip, new-key, overwrite) on the smoke scene
+          through the stack's tile queue; the others are listed as not run
+  cleanup deletes what the run created (its scene, the tiles, manifest and mosaic made
+          for it, its keys, claim rows and dead letters), each delete conditional on the
+          version or row state verify last read; what it cannot remove is listed
+Several stacks print one matrix, a column per stack.
 
 Options:
   --stack <name>      a Pulumi stack (runs pulumi stack output); repeatable
   --outputs <file>    a file of stack outputs, or - for standard input; repeatable
   --timeout <s>       wait at most this long for the smoke scene (default: 3 x lease + 420 s)
-  --json              { stack, cloud, smoke, replay, parity: [{ scenario, pass, detail }], seconds }
+  --quiet <s>         Google Cloud: how long to watch after a message went through the tile
+                      topic (Pub/Sub has no backlog count; default 15)
+  --json              { stack, cloud, smoke, replay, parity: [{ scenario, pass, detail }], cleanup, seconds }
                       (an array for several stacks)
 
 Testing only: an \`emulator\` object in an outputs file points the clients at local
-emulators (AWS: { s3, sqs, dynamodb } URLs; Azure: { connectionString } of Azurite);
-infra/ never writes it. Google Cloud stacks are not verified yet (refused, exit 2).
+emulators (AWS: { s3, sqs, dynamodb } URLs; Google Cloud: { gcs, firestore, pubsub };
+Azure: { connectionString } of Azurite); infra/ never writes it.
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad input (options, outputs).
 Walk-through: docs/deploy.md.`;
@@ -67,7 +74,7 @@ interface Source {
 }
 
 export async function verifyCommand(argv: string[], io: VerifyIo): Promise<number> {
-  let opts: { sources: Source[]; timeoutMs: number | undefined; json: boolean };
+  let opts: Options;
   try {
     opts = parseOptions(argv, io);
   } catch (e) {
@@ -99,7 +106,7 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   for (const { stack, outputs } of targets) {
     // Loaded here, not at the top: only verify needs the clouds' SDKs (functions/verify/targets.ts).
     const { verifyTargetOf } = await import('../../verify/targets.js');
-    const target = await verifyTargetOf(stack, outputs);
+    const target = await verifyTargetOf(stack, outputs, { quietMs: opts.quietMs });
     const runId = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     io.stderr(`tessera verify: ${stack} (${outputs.cloud}, ${outputs.region}), run ${runId}\n`);
     reports.push(
@@ -115,7 +122,14 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   return reports.every(verifyPassed) ? 0 : 1;
 }
 
-function parseOptions(argv: string[], io: VerifyIo): { sources: Source[]; timeoutMs: number | undefined; json: boolean } {
+interface Options {
+  readonly sources: Source[];
+  readonly timeoutMs: number | undefined;
+  readonly quietMs: number | undefined;
+  readonly json: boolean;
+}
+
+function parseOptions(argv: string[], io: VerifyIo): Options {
   const { values, positionals } = parseArgs({
     args: argv,
     strict: true,
@@ -124,13 +138,14 @@ function parseOptions(argv: string[], io: VerifyIo): { sources: Source[]; timeou
       stack: { type: 'string', short: 's', multiple: true },
       outputs: { type: 'string', multiple: true },
       timeout: { type: 'string' },
+      quiet: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) {
     io.stdout(`${verifyHelp}\n`);
-    return { sources: [], timeoutMs: undefined, json: false };
+    return { sources: [], timeoutMs: undefined, quietMs: undefined, json: false };
   }
   if (positionals.length > 0) throw new VerifyUsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
   const sources: Source[] = [
@@ -143,7 +158,13 @@ function parseOptions(argv: string[], io: VerifyIo): { sources: Source[]; timeou
   ];
   if (sources.length === 0) throw new VerifyUsageError('name a stack with --stack, or its outputs with --outputs');
   const timeout = values.timeout === undefined ? undefined : numberOption('timeout', values.timeout, 0, 1, 86_400);
-  return { sources, timeoutMs: timeout === undefined ? undefined : timeout * 1000, json: values.json };
+  const quiet = values.quiet === undefined ? undefined : numberOption('quiet', values.quiet, 0, 0, 3600);
+  return {
+    sources,
+    timeoutMs: timeout === undefined ? undefined : timeout * 1000,
+    quietMs: quiet === undefined ? undefined : quiet * 1000,
+    json: values.json,
+  };
 }
 
 async function readOutputsFile(path: string): Promise<string> {

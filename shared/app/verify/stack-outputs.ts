@@ -9,7 +9,7 @@ import { TesseraError } from '../../domain/errors.js';
  * are pointed at instead of the cloud. infra/ never writes it, so with real
  * outputs nothing points at localhost.
  */
-export type StackOutputs = AwsStackOutputs | AzureStackOutputs;
+export type StackOutputs = AwsStackOutputs | GcpStackOutputs | AzureStackOutputs;
 
 interface CommonOutputs {
   readonly cloud: string;
@@ -28,6 +28,26 @@ export interface AwsStackOutputs extends CommonOutputs {
   readonly sceneQueueUrl: string;
   readonly functionTimeoutSeconds: number;
   readonly emulator?: { readonly s3: string; readonly sqs: string; readonly dynamodb: string } | undefined;
+}
+
+export interface GcpStackOutputs extends CommonOutputs {
+  readonly cloud: 'gcp';
+  readonly platform: string;
+  readonly project: string;
+  readonly sourceBucket: string;
+  readonly outputBucket: string;
+  readonly claimsCollection: string;
+  /** The stack's named Firestore database (infra/ gives each stack its own); absent: `(default)`. */
+  readonly firestoreDatabase?: string | undefined;
+  /** Topic names, `projects/<p>/topics/<t>` or the short id. */
+  readonly tileTopic: string;
+  readonly deadLetterTopic: string;
+  readonly functionTimeoutSeconds: number;
+  /**
+   * Endpoints of fake-gcs-server, the Firestore emulator (host:port) and the
+   * Pub/Sub emulator (host:port), used instead of Google's APIs and ADC (testing only).
+   */
+  readonly emulator?: { readonly gcs: string; readonly firestore: string; readonly pubsub: string } | undefined;
 }
 
 export interface AzureStackOutputs extends CommonOutputs {
@@ -117,10 +137,29 @@ export function parseStackOutputs(text: string, source: string): StackOutputs {
         emulator: emulator as AzureStackOutputs['emulator'],
       };
     }
-    case 'gcp':
-      throw new StackOutputsError(
-        `${source}: tessera verify runs against aws and azure stacks so far; gcp is not supported yet (docs/deploy.md says why)`,
-      );
+    case 'gcp': {
+      const emulator = raw.emulator;
+      if (emulator !== undefined) {
+        if (!isRecord(emulator) || !['gcs', 'firestore', 'pubsub'].every((k) => typeof emulator[k] === 'string'))
+          throw new StackOutputsError(`${source}: emulator must be { gcs, firestore, pubsub } endpoints (testing only)`);
+      }
+      return {
+        cloud,
+        platform: str('platform'),
+        region: str('region'),
+        project: str('project'),
+        leaseSeconds: num('leaseSeconds'),
+        functionTimeoutSeconds: num('functionTimeoutSeconds'),
+        sourcePrefix: str('sourcePrefix', 'scenes/'),
+        sourceBucket: str('sourceBucket'),
+        outputBucket: str('outputBucket'),
+        claimsCollection: str('claimsCollection'),
+        firestoreDatabase: typeof raw.firestoreDatabase === 'string' && raw.firestoreDatabase !== '' ? raw.firestoreDatabase : undefined,
+        tileTopic: str('tileTopic'),
+        deadLetterTopic: str('deadLetterTopic'),
+        emulator: emulator as GcpStackOutputs['emulator'],
+      };
+    }
     default:
       throw new StackOutputsError(`${source}: cloud ${JSON.stringify(cloud)} is not one of aws, gcp, azure`);
   }

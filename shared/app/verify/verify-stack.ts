@@ -1,14 +1,15 @@
 import { assertNever } from '../../domain/claim.js';
 import { TesseraError } from '../../domain/errors.js';
-import { outputKeys, type SourceRef, tileJobKey } from '../../domain/job-key.js';
-import { windowAt } from '../../domain/tile-grid.js';
-import type { JobMessage } from '../../ports/job-queue.port.js';
+import { BACKFILL_POLICIES, type BackfillPolicy } from '../../domain/backfill-policy.js';
+import { outputKeys, repairJobKey, sceneKey, tileJobKey } from '../../domain/job-key.js';
+import { type Window, windowAt, windows } from '../../domain/tile-grid.js';
+import type { Delivery, JobMessage, PullQueue } from '../../ports/job-queue.port.js';
 import type { ObjectHead } from '../../ports/object-store.port.js';
 import { COG_GHOST_AREA } from '../../raster/cog-writer.js';
 import { openGeoTiff } from '../../raster/geotiff-source.js';
 import type { Backend } from '../backend.js';
-import { readSceneManifest, SCENE_INDEX_PREFIX, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
-import { makeTileJob, toJobMessage } from '../tile-job.js';
+import { indexHourOf, readSceneManifest, SCENE_INDEX_PREFIX, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
+import { makeTileJob, type TileJob, type TileMode, toJobMessage } from '../tile-job.js';
 
 /**
  * A deployed stack as `tessera verify` sees it: the stack's own stores and
@@ -26,13 +27,49 @@ export interface VerifyTarget {
   readonly sourcePrefix: string;
   /** The stack's lease: the smoke timeout is derived from it. */
   readonly leaseSeconds: number;
-  /** Messages not yet settled on the scene and tile queues (visible, in flight, delayed): replay waits for 0. */
-  pendingMessages(): Promise<number>;
-  /** Send a duplicate of the scene's creation event through the stack's own scene trigger. */
-  redeliverSceneEvent(source: SourceRef): Promise<void>;
-  /** The tile queue's dead-letter queue (SQS DLQ, `<queue>-poison`), read without removing anything. */
+  /** How verify tells that what it just sent through the stack's queues has been handled. */
+  readonly settling: Settling;
+  /**
+   * Send a duplicate of the scene's creation event through the stack's own
+   * scene trigger (AWS: the S3 notification on the scene queue; Azure: the
+   * BlobCreated event on the scene queue). Where no trigger can be sent a
+   * duplicate (GCP: Eventarc takes no event from outside), the scene's whole
+   * fan-out, every tile job a duplicate event would publish, goes to the tile
+   * topic instead. Returns the job keys it put on the tile queue directly.
+   */
+  redeliverSceneEvent(manifest: SceneManifest): Promise<readonly string[]>;
+  /** The tile queue's dead-letter queue (SQS DLQ, `<queue>-poison`, GCP: a tap on the dead-letter topic), read without removing anything. */
   deadLetters(): Promise<JobMessage[]>;
+  /**
+   * Remove the dead letters `match` picks (each under the receipt of the receive that saw it: no queue has
+   * another precondition). `left` says what stays, and why, where the cloud cannot remove it.
+   */
+  removeDeadLetters(match: (m: JobMessage) => boolean): Promise<{ readonly removed: number; readonly left?: string | undefined }>;
+  /** Before any check (GCP: the tap subscriptions, which see only what is published after they exist). */
+  open?(): Promise<void>;
+  /** After every check (GCP: deletes the tap subscriptions). */
+  close?(): Promise<void>;
 }
+
+/**
+ * - `backlog`: the queues count their messages (SQS approximate counts, a
+ *   Storage Queue's approximate count): settled is 0 on the scene and tile
+ *   queues, twice, a second apart.
+ * - `tap`: Pub/Sub has no backlog count outside Cloud Monitoring. verify's own
+ *   subscription on the tile topic proves a message went through the topic the
+ *   stack's trigger subscribes to (`mark`: a position in what the tap has seen;
+ *   `seenSince`: the job keys of the messages it saw after it); then a quiet
+ *   period of `quietMs`, in which a handler acting on the message would leave
+ *   its trace (a new version, a changed claim row), which the checks then read.
+ */
+export type Settling =
+  | { readonly kind: 'backlog'; pendingMessages(): Promise<number> }
+  | {
+      readonly kind: 'tap';
+      mark(): Promise<number>;
+      seenSince(mark: number): Promise<readonly string[]>;
+      readonly quietMs: number;
+    };
 
 export interface VerifyIo {
   /** Progress lines (stderr). */
@@ -57,7 +94,17 @@ export interface VerifyReport {
   readonly smoke: CheckResult & { readonly sceneKey?: string | undefined; readonly tiles?: number | undefined };
   readonly replay: CheckResult;
   readonly parity: readonly ParityRow[];
+  readonly cleanup: CleanupReport;
   readonly seconds: number;
+}
+
+/** What verify removed of what it created, each delete conditional on the version or row state it last read. */
+export interface CleanupReport extends CheckResult {
+  readonly objects: number;
+  readonly claimRows: number;
+  readonly deadLetters: number;
+  /** What stays, and why (a version someone else wrote since verify read it; a dead letter a cloud cannot remove). */
+  readonly left: readonly string[];
 }
 
 export interface VerifyOptions {
@@ -82,25 +129,34 @@ export function smokeTimeoutMs(leaseSeconds: number): number {
 export async function verifyStack(target: VerifyTarget, options: VerifyOptions, io: VerifyIo): Promise<VerifyReport> {
   const started = target.backend.clock.now();
   const timeoutMs = options.timeoutMs ?? smokeTimeoutMs(target.leaseSeconds);
-  const smoke: SmokeOutcome = await guarded(() => runSmoke(target, options, timeoutMs, io));
-  const replay =
-    smoke.manifest === undefined
-      ? { pass: false, detail: 'not run: the smoke check found no scene to replay' }
-      : await guarded(() => runReplay(target, smoke.manifest as SceneManifest, timeoutMs, io));
-  const parity: ParityRow[] = [];
-  for (const scenario of LIVE_SCENARIOS) {
-    const r = await guarded(() => scenario.run(target, options.runId, io, timeoutMs));
-    parity.push({ scenario: scenario.name, pass: r.pass, detail: r.detail });
-    io.progress(`${target.stack}: parity ${scenario.name}: ${r.pass ? 'pass' : `FAIL ${r.detail}`}`);
+  const created = new Created(options.runId);
+  await target.open?.();
+  try {
+    const smoke: SmokeOutcome = await guarded(() => runSmoke(target, options, timeoutMs, io, created));
+    const replay =
+      smoke.manifest === undefined
+        ? { pass: false, detail: 'not run: the smoke check found no scene to replay' }
+        : await guarded(() => runReplay(target, smoke.manifest as SceneManifest, timeoutMs, io));
+    const parity: ParityRow[] = [];
+    const live: LiveContext = { t: target, runId: options.runId, io, timeoutMs, scene: smoke.manifest, created };
+    for (const scenario of LIVE_SCENARIOS) {
+      const r = await guarded(() => scenario.run(live));
+      parity.push({ scenario: scenario.name, pass: r.pass, detail: r.detail });
+      io.progress(`${target.stack}: parity ${scenario.name}: ${r.pass ? 'pass' : `FAIL ${r.detail}`}`);
+    }
+    const cleanup = await cleanUp(target, created, io);
+    return {
+      stack: target.stack,
+      cloud: target.cloud,
+      smoke: { pass: smoke.pass, detail: smoke.detail, sceneKey: smoke.manifest?.sceneKey, tiles: smoke.manifest?.grid.count },
+      replay: { pass: replay.pass, detail: replay.detail },
+      parity,
+      cleanup,
+      seconds: Math.round((target.backend.clock.now() - started) / 100) / 10,
+    };
+  } finally {
+    await target.close?.();
   }
-  return {
-    stack: target.stack,
-    cloud: target.cloud,
-    smoke: { pass: smoke.pass, detail: smoke.detail, sceneKey: smoke.manifest?.sceneKey, tiles: smoke.manifest?.grid.count },
-    replay: { pass: replay.pass, detail: replay.detail },
-    parity,
-    seconds: Math.round((target.backend.clock.now() - started) / 100) / 10,
-  };
 }
 
 /** A check that threw failed; its error is the detail (a verifier reports, it does not crash on the first bad stack). */
@@ -142,16 +198,18 @@ export class VerifyTimeoutError extends TesseraError {
 
 type SmokeOutcome = CheckResult & { readonly manifest?: SceneManifest | undefined };
 
-async function runSmoke(t: VerifyTarget, o: VerifyOptions, timeoutMs: number, io: VerifyIo): Promise<SmokeOutcome> {
+async function runSmoke(t: VerifyTarget, o: VerifyOptions, timeoutMs: number, io: VerifyIo, created: Created): Promise<SmokeOutcome> {
   const { sources, outputs, clock } = t.backend;
   const key = `${t.sourcePrefix}tessera-verify-${o.runId}.tif`;
   io.progress(`${t.stack}: smoke: uploading ${key} (${o.sceneBytes.byteLength} bytes, create-only)`);
   const put = await sources.putIfAbsent(key, o.sceneBytes, { contentType: 'image/tiff' });
   if (put.kind !== 'written') return { pass: false, detail: `${key} already exists in the source bucket; the run id must be unique` };
+  created.source = { key, version: put.version };
   // The scene key is derived from the stack's own params (not in the outputs): find the manifest
   // through the sweep's index of this hour and the last, where fan-out records every scene.
   const manifest = await waitFor(`the scene manifest of ${key}`, timeoutMs, io, clock, () => findManifest(t, key));
   const scene = manifest.sceneKey;
+  created.addScene(manifest, clock.now());
   io.progress(`${t.stack}: smoke: scene ${scene}, ${manifest.grid.count} tiles; waiting for the mosaic`);
   await waitFor(`the mosaic ${outputKeys.mosaic(scene)}`, timeoutMs, io, clock, async () =>
     (await outputs.head(outputKeys.mosaic(scene))) === undefined ? undefined : true,
@@ -221,24 +279,20 @@ async function runReplay(t: VerifyTarget, manifest: SceneManifest, timeoutMs: nu
   const claimBefore = await claims.get(tileJobKey(scene, window));
   if (claimBefore?.state !== 'COMMITTED')
     return { pass: false, detail: `claim row ${job.jobKey} is ${claimBefore?.state ?? 'absent'}, not COMMITTED` };
-  // Queue counts are approximate (SQS's lag behind the queue): settled is 0 twice, a second apart.
-  const settled = () =>
-    waitFor('the scene and tile queues to settle', timeoutMs, io, clock, async () => {
-      if ((await t.pendingMessages()) !== 0) return undefined;
-      await io.sleep(1000);
-      return (await t.pendingMessages()) === 0 ? true : undefined;
-    });
-  const steps: { name: string; deliver: () => Promise<void> }[] = [
-    { name: `tile message ${job.jobKey}`, deliver: () => queue.sendBatch([toJobMessage(job)]) },
-    { name: 'scene event', deliver: () => t.redeliverSceneEvent(manifest.source) },
+  const steps: { name: string; deliver: () => Promise<readonly string[]> }[] = [
+    {
+      name: `tile message ${job.jobKey}`,
+      deliver: async () => {
+        await queue.sendBatch([toJobMessage(job)]);
+        return [job.jobKey];
+      },
+    },
+    { name: 'scene event', deliver: () => t.redeliverSceneEvent(manifest) },
   ];
   for (const step of steps) {
     const before = await tileHeads(t, scene);
     io.progress(`${t.stack}: replay: re-delivering the ${step.name} through the stack's queue`);
-    await step.deliver();
-    // Let the trigger pick it up before asking whether the queue is empty again.
-    await io.sleep(1000);
-    await settled();
+    await sentAndSettled(t, io, timeoutMs, step.deliver);
     const changed = changedTiles(before, await tileHeads(t, scene));
     if (changed.length > 0)
       return { pass: false, detail: `after the duplicate ${step.name}: ${changed.join(', ')} changed (version or modification time)` };
@@ -254,27 +308,89 @@ async function runReplay(t: VerifyTarget, manifest: SceneManifest, timeoutMs: nu
   };
 }
 
+/**
+ * Send, then wait until what was sent has been handled, by the target's own
+ * means (see {@link Settling}). `send` returns the job keys it put on the
+ * tile queue directly (a tap counts those); a scene event is counted by the
+ * scene queue's backlog.
+ */
+async function sentAndSettled(t: VerifyTarget, io: VerifyIo, timeoutMs: number, send: () => Promise<readonly string[]>): Promise<void> {
+  const { clock } = t.backend;
+  const settling = t.settling;
+  switch (settling.kind) {
+    case 'backlog':
+      await send();
+      // Let the trigger pick it up before asking whether the queue is empty again; counts are approximate
+      // (SQS's lag behind the queue): settled is 0 twice, a second apart.
+      await io.sleep(1000);
+      await waitFor('the scene and tile queues to settle', timeoutMs, io, clock, async () => {
+        if ((await settling.pendingMessages()) !== 0) return undefined;
+        await io.sleep(1000);
+        return (await settling.pendingMessages()) === 0 ? true : undefined;
+      });
+      return;
+    case 'tap': {
+      // A key may go out more than once in a run (the replayed tile, then the scene's fan-out): count from here.
+      const mark = await settling.mark();
+      const keys = await send();
+      const want = new Map<string, number>();
+      for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
+      await waitFor(`${keys.length} messages on the tile topic`, timeoutMs, io, clock, async () => {
+        const seen = new Map<string, number>();
+        for (const k of await settling.seenSince(mark)) seen.set(k, (seen.get(k) ?? 0) + 1);
+        for (const [k, n] of want) if ((seen.get(k) ?? 0) < n) return undefined;
+        return true;
+      });
+      io.progress(`  seen on the tile topic; watching for ${Math.round(settling.quietMs / 1000)} s (Pub/Sub has no backlog count)`);
+      await io.sleep(settling.quietMs);
+      return;
+    }
+    default:
+      assertNever(settling, 'settling');
+  }
+}
+
+/** What a live scenario runs with: the stack, the run, and the smoke scene (undefined if smoke found none). */
+interface LiveContext {
+  readonly t: VerifyTarget;
+  readonly runId: string;
+  readonly io: VerifyIo;
+  readonly timeoutMs: number;
+  readonly scene: SceneManifest | undefined;
+  /** Everything a scenario makes is registered here, for the cleanup. */
+  readonly created: Created;
+}
+
 interface LiveScenario {
   readonly name: string;
-  run(t: VerifyTarget, runId: string, io: VerifyIo, timeoutMs: number): Promise<CheckResult>;
+  run(ctx: LiveContext): Promise<CheckResult>;
 }
 
 const FAR = 3_600_000;
+
+const BACKFILL_SCENARIO_NAMES: Readonly<Record<BackfillPolicy, string>> = {
+  skip: 'backfill skip fills a gap, leaves committed tiles untouched',
+  'new-key': 'backfill new-key writes beside the old tiles',
+  overwrite: 'backfill overwrite repairs at the seen version, dead-letters a changed tile',
+};
 
 /**
  * The parity scenarios that can run against live stores without killing a
  * cloud process. Their keys are under `verify/<run id>/`; the claim row's id
  * is the job key of the pseudo-scene `tessera-verify-<run id>-claim-race`.
+ * The three backfill policies run on the smoke scene, through the stack's own
+ * tile queue and tile function (shared/domain/backfill-policy.ts).
  * Not run live (docs/deploy.md says why): crashes and stalls mid-job, stolen
- * leases by clock, overwrites of a source mid-scene, backfill policies.
+ * leases by clock, overwrites of a source mid-scene.
  */
 export const LIVE_SCENARIOS: readonly LiveScenario[] = [
   {
     name: '16 concurrent claimers, one winner',
-    async run(t, runId) {
+    async run({ t, runId, created }) {
       const { claims, clock } = t.backend;
       // A claim id is a SHA-256 key like every job key (the Azure table refuses anything else).
       const jobId = tileJobKey(`tessera-verify-${runId}-claim-race`, { row: 0, col: 0 });
+      created.claims.add(jobId);
       const now = clock.now();
       const results = await Promise.all(
         Array.from({ length: 16 }, (_, i) =>
@@ -313,7 +429,7 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
   },
   {
     name: '16 create-only writers of one output key',
-    async run(t, runId) {
+    async run({ t, runId }) {
       const { outputs } = t.backend;
       const key = `verify/${runId}/race.bin`;
       const body = new TextEncoder().encode(`tessera verify ${runId}\n`);
@@ -330,7 +446,7 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
   },
   {
     name: 'odd keys (+, %2F, space, unicode) round-trip',
-    async run(t, runId) {
+    async run({ t, runId }) {
       const { outputs } = t.backend;
       const names = ['a+b.tif', 'a%2Fb.tif', 'with space.tif', 'çà-日本.tif'];
       for (const name of names) {
@@ -351,24 +467,275 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
   },
   {
     name: 'poison tile message settled into the DLQ',
-    async run(t, runId, io, timeoutMs) {
+    async run({ t, runId, io, timeoutMs, created }) {
       // Parses as JSON, is no tile job: the tile function must dead-letter it at once, never retry it.
       const body = JSON.stringify({ v: 1, tesseraVerify: runId, poison: 'not a tile job' });
+      created.deadLetters.push((m) => m.body === body);
       await t.backend.queue.sendBatch([{ jobKey: tileJobKey(`tessera-verify-${runId}-poison`, { row: 0, col: 0 }), body }]);
       const letter = await waitFor('the poison message in the dead-letter queue', timeoutMs, io, t.backend.clock, async () =>
         (await t.deadLetters()).find((m) => m.body.includes(runId)),
       );
-      const pending = await t.pendingMessages();
-      if (pending !== 0) return { pass: false, detail: `dead-lettered, but ${pending} messages are still on the queues` };
+      // Where the queues count their backlog, a poison message must also be gone from them (not left to retry).
+      if (t.settling.kind === 'backlog') {
+        const pending = await t.settling.pendingMessages();
+        if (pending !== 0) return { pass: false, detail: `dead-lettered, but ${pending} messages are still on the queues` };
+      }
       return { pass: true, detail: `dead-lettered (${letter.body.length} bytes, body unchanged: ${letter.body === body})` };
     },
   },
+  ...BACKFILL_POLICIES.map(backfillScenario),
 ];
+
+/** The name of a policy's live scenario (the matrix row). */
+export function backfillScenarioName(policy: BackfillPolicy): string {
+  return BACKFILL_SCENARIO_NAMES[policy];
+}
+
+function backfillScenario(policy: BackfillPolicy): LiveScenario {
+  return {
+    name: backfillScenarioName(policy),
+    async run(ctx) {
+      if (ctx.scene === undefined) return { pass: false, detail: 'not run: the smoke check found no scene to backfill' };
+      switch (policy) {
+        case 'skip':
+          return backfillSkip(ctx, ctx.scene);
+        case 'new-key':
+          return backfillNewKey(ctx, ctx.scene);
+        case 'overwrite':
+          return backfillOverwrite(ctx, ctx.scene);
+        default:
+          return assertNever(policy, 'backfill policy');
+      }
+    },
+  };
+}
+
+/** The tile job of one window of the smoke scene, as fan-out made it (or with other params or a repair mode). */
+function jobOf(m: SceneManifest, w: Window, options: { params?: SceneManifest['params']; mode?: TileMode } = {}): TileJob {
+  const params = options.params ?? m.params;
+  const scene = options.params === undefined ? m.sceneKey : sceneKey(m.source, params);
+  return makeTileJob(scene, m.source, params, m.grid, w, options.mode ?? { kind: 'create' }, m.pin);
+}
+
+/**
+ * skip: make a gap as a crashed first run leaves one (the last tile and its
+ * claim row, each removed conditionally on what verify read), then send the
+ * scene's jobs again with the same keys through the stack's tile queue: the
+ * gap is filled, every committed tile stops at its claim and keeps its
+ * version and modification time.
+ */
+async function backfillSkip({ t, io, timeoutMs }: LiveContext, m: SceneManifest): Promise<CheckResult> {
+  const { outputs, claims, clock } = t.backend;
+  const all = [...windows(m.grid)];
+  const gap = all[all.length - 1] as Window;
+  const gapJob = jobOf(m, gap);
+  const gapHead = await outputs.head(gapJob.outputKey);
+  const gapRow = await claims.get(gapJob.jobKey);
+  if (gapHead === undefined || gapRow?.state !== 'COMMITTED') return { pass: false, detail: `${gapJob.outputKey} is not a committed tile` };
+  const tileGone = await outputs.deleteIfVersion(gapJob.outputKey, gapHead.version);
+  const rowGone = await claims.deleteIf({ jobId: gapJob.jobKey, state: 'COMMITTED', owner: gapRow.owner });
+  if (tileGone.kind !== 'deleted' || rowGone.kind !== 'deleted')
+    return { pass: false, detail: `could not make the gap: tile ${tileGone.kind}, claim row ${rowGone.kind}` };
+  const before = await tileHeads(t, m.sceneKey);
+  const jobs = all.map((w) => jobOf(m, w));
+  io.progress(`${t.stack}: backfill skip: ${gapJob.outputKey} removed; sending the scene's ${jobs.length} jobs again`);
+  await sentAndSettled(t, io, timeoutMs, async () => {
+    await t.backend.queue.sendBatch(jobs.map(toJobMessage));
+    return jobs.map((j) => j.jobKey);
+  });
+  const filled = await waitFor(`the gap ${gapJob.outputKey} to be filled`, timeoutMs, io, clock, async () => {
+    const row = await claims.get(gapJob.jobKey);
+    return row?.state === 'COMMITTED' ? row : undefined;
+  });
+  const problem = await cogProblem(t, gapJob.outputKey);
+  if (problem !== undefined) return { pass: false, detail: `the filled gap ${gapJob.outputKey}: ${problem}` };
+  const changed = changedTiles(before, await tileHeads(t, m.sceneKey)).filter((k) => k !== gapJob.outputKey);
+  if (changed.length > 0) return { pass: false, detail: `committed tiles changed: ${changed.join(', ')}` };
+  return { pass: true, detail: `gap ${gap.row}_${gap.col} filled by ${filled.owner}; ${jobs.length - 1} committed tiles untouched` };
+}
+
+/** new-key: the same scene under a bumped params.version: every key changes, new tiles land beside the old ones. */
+async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
+  const { outputs, claims, clock } = t.backend;
+  const params = { ...m.params, version: `${String(m.params.version ?? '')}+verify-${runId}` };
+  const jobs = [...windows(m.grid)].map((w) => jobOf(m, w, { params }));
+  const newScene = (jobs[0] as TileJob).sceneKey;
+  created.addDerivedScene(newScene, jobs);
+  const before = await tileHeads(t, m.sceneKey);
+  io.progress(`${t.stack}: backfill new-key: scene ${newScene}, ${jobs.length} jobs`);
+  await t.backend.queue.sendBatch(jobs.map(toJobMessage));
+  await waitFor(`${jobs.length} tiles under ${outputKeys.tilePrefix(newScene)}`, timeoutMs, io, clock, async () => {
+    for (const j of jobs) if ((await claims.get(j.jobKey))?.state !== 'COMMITTED') return undefined;
+    return true;
+  });
+  const fresh = await tileHeads(t, newScene);
+  if (fresh.size !== jobs.length) return { pass: false, detail: `${fresh.size} tiles under the new key, want ${jobs.length}` };
+  for (const j of jobs) {
+    const a = new Uint8Array(await outputs.get(j.outputKey));
+    const b = new Uint8Array(await outputs.get(outputKeys.tile(m.sceneKey, j.window)));
+    if (Buffer.compare(a, b) !== 0) return { pass: false, detail: `${j.outputKey} differs from the old tile (same source, same pixels)` };
+  }
+  const changed = changedTiles(before, await tileHeads(t, m.sceneKey));
+  if (changed.length > 0) return { pass: false, detail: `old tiles changed: ${changed.join(', ')}` };
+  return { pass: true, detail: `${jobs.length} new tiles under ${newScene.slice(0, 12)}..., the old ${before.size} untouched` };
+}
+
+/**
+ * overwrite: a repair of tile 0_0 conditional on the version verify read
+ * commits (its repair claim row COMMITTED, the bytes deterministic); a repair
+ * of tile 0_1 under a version that another writer (verify, conditionally)
+ * replaced meanwhile is poison: dead-lettered at once, the other bytes kept.
+ */
+async function backfillOverwrite({ t, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
+  const { outputs, claims, clock } = t.backend;
+  const first = windowAt(m.grid, 0, 0);
+  const repairKey = outputKeys.tile(m.sceneKey, first);
+  const seen = await outputs.head(repairKey);
+  if (seen === undefined) return { pass: false, detail: `${repairKey} is missing` };
+  const bytesBefore = await outputs.get(repairKey);
+  const repair = jobOf(m, first, { mode: { kind: 'overwrite', expectedVersion: seen.version } });
+  const repairClaim = repairJobKey(repair.jobKey, seen.version);
+  created.claims.add(repairClaim);
+  io.progress(`${t.stack}: backfill overwrite: repairing ${repairKey} under ${seen.version}`);
+  await t.backend.queue.sendBatch([toJobMessage(repair)]);
+  await waitFor(`the repair of ${repairKey} to commit`, timeoutMs, io, clock, async () =>
+    (await claims.get(repairClaim))?.state === 'COMMITTED' ? true : undefined,
+  );
+  if (Buffer.compare(new Uint8Array(await outputs.get(repairKey)), new Uint8Array(bytesBefore)) !== 0)
+    return { pass: false, detail: `the repair of ${repairKey} wrote other bytes than the deterministic tile` };
+  // The second half needs a second tile; a one-tile grid repairs the same tile again after a foreign write.
+  const second = m.grid.count > 1 ? windowAt(m.grid, 0, m.grid.cols > 1 ? 1 : 0) : first;
+  const changedKey = outputKeys.tile(m.sceneKey, second);
+  const read = await outputs.head(changedKey);
+  if (read === undefined) return { pass: false, detail: `${changedKey} is missing` };
+  const foreign = new TextEncoder().encode(`tessera verify: another writer replaced this tile after it was read\n`);
+  const other = await outputs.putIfMatch(changedKey, foreign, read.version);
+  if (other.kind !== 'written') return { pass: false, detail: `the other writer's conditional write of ${changedKey} was ${other.kind}` };
+  const stale = jobOf(m, second, { mode: { kind: 'overwrite', expectedVersion: read.version } });
+  created.claims.add(repairJobKey(stale.jobKey, read.version));
+  const isStale = (d: JobMessage) => {
+    try {
+      const body = JSON.parse(d.body) as { jobKey?: unknown; mode?: { expectedVersion?: unknown } };
+      return body.jobKey === stale.jobKey && body.mode?.expectedVersion === read.version;
+    } catch {
+      return false;
+    }
+  };
+  created.deadLetters.push(isStale);
+  await t.backend.queue.sendBatch([toJobMessage(stale)]);
+  await waitFor(`the stale repair of ${changedKey} in the dead-letter queue`, timeoutMs, io, clock, async () =>
+    (await t.deadLetters()).some(isStale) ? true : undefined,
+  );
+  const kept = new TextDecoder().decode(await outputs.get(changedKey));
+  if (kept !== new TextDecoder().decode(foreign)) return { pass: false, detail: `${changedKey} lost the other writer's bytes` };
+  return {
+    pass: true,
+    detail: `${repairKey} repaired under its version (claim COMMITTED); the stale repair of ${changedKey} dead-lettered, the other bytes kept`,
+  };
+}
+
+/**
+ * Everything one run created: the scene it uploaded, the outputs and claim
+ * rows the stack made for it, the keys and rows of the live scenarios, the
+ * dead letters they caused. Cleanup deletes each object at the version it
+ * lists with, and each claim row in the state and owner it reads, so
+ * nothing anyone wrote after verify looked is ever removed.
+ */
+class Created {
+  source: { key: string; version: string } | undefined;
+  /** Output prefixes that hold only this run's objects, and single output keys. */
+  readonly prefixes = new Set<string>();
+  readonly keys = new Set<string>();
+  readonly claims = new Set<string>();
+  readonly deadLetters: ((m: JobMessage) => boolean)[] = [];
+
+  constructor(runId: string) {
+    this.prefixes.add(`verify/${runId}/`);
+  }
+
+  addScene(m: SceneManifest, now: number): void {
+    const scene = m.sceneKey;
+    for (const prefix of [outputKeys.tilePrefix(scene), `scenes/${scene}/`]) this.prefixes.add(prefix);
+    this.keys.add(outputKeys.mosaic(scene));
+    this.keys.add(sceneLifecycleKeys.closedOut(scene));
+    // The mosaic sweep's index entry lives under the UTC hour of the fan-out: this hour or the last.
+    for (const ms of [now, now - 3_600_000]) this.keys.add(sceneLifecycleKeys.indexEntry(indexHourOf(ms), scene));
+    for (const w of windows(m.grid)) this.claims.add(tileJobKey(scene, w));
+  }
+
+  addDerivedScene(scene: string, jobs: readonly TileJob[]): void {
+    this.prefixes.add(outputKeys.tilePrefix(scene));
+    for (const j of jobs) this.claims.add(j.jobKey);
+  }
+}
+
+async function cleanUp(t: VerifyTarget, created: Created, io: VerifyIo): Promise<CleanupReport> {
+  const { sources, outputs, claims } = t.backend;
+  const left: string[] = [];
+  let objects = 0;
+  let claimRows = 0;
+  const remove = async (store: typeof outputs, key: string, version: string) => {
+    const r = await store.deleteIfVersion(key, version);
+    switch (r.kind) {
+      case 'deleted':
+        objects++;
+        break;
+      case 'absent':
+        break;
+      case 'version-mismatch':
+        left.push(`${key}: now at ${r.current}, not the ${version} verify read; left alone`);
+        break;
+      default:
+        assertNever(r, 'delete result');
+    }
+  };
+  try {
+    if (created.source) await remove(sources, created.source.key, created.source.version);
+    for (const prefix of created.prefixes) {
+      const heads: ObjectHead[] = [];
+      for await (const h of outputs.list(prefix)) heads.push(h);
+      for (const h of heads) await remove(outputs, h.key, h.version);
+    }
+    for (const key of created.keys) {
+      const h = await outputs.head(key);
+      if (h !== undefined) await remove(outputs, key, h.version);
+    }
+    for (const jobId of created.claims) {
+      const row = await claims.get(jobId);
+      if (row === undefined) continue;
+      const r = await claims.deleteIf({ jobId, state: row.state, owner: row.owner });
+      switch (r.kind) {
+        case 'deleted':
+          claimRows++;
+          break;
+        case 'absent':
+          break;
+        case 'mismatch':
+          left.push(`claim row ${jobId}: now ${r.current.state} by ${r.current.owner}; left alone`);
+          break;
+        default:
+          assertNever(r, 'claim delete result');
+      }
+    }
+    const letters = await t.removeDeadLetters((m) => created.deadLetters.some((match) => match(m)));
+    if (letters.left !== undefined) left.push(letters.left);
+    const detail =
+      `deleted ${objects} objects, ${claimRows} claim rows, ${letters.removed} dead letters (each conditional on what verify read)` +
+      (left.length > 0 ? `; left: ${left.join('; ')}` : '');
+    io.progress(`${t.stack}: cleanup: ${detail}`);
+    // A dead letter a cloud cannot remove is reported, not failed: the stack is fine.
+    const pass = left.every((l) => l.startsWith('dead letters:'));
+    return { pass, detail, objects, claimRows, deadLetters: letters.removed, left };
+  } catch (e) {
+    const detail = `${(e as Error).name}: ${(e as Error).message}`;
+    return { pass: false, detail, objects, claimRows, deadLetters: 0, left: [...left, detail] };
+  }
+}
 
 /** Scenarios of the parity table not run against a live stack, and why (printed under the matrix). */
 export const NOT_RUN_LIVE: readonly string[] = [
   'crash / stall mid-job, stolen leases: need to kill or pause a cloud function mid-invocation',
-  'source overwritten mid-scene, backfill policies: would overwrite a scene in the stack; not yet run live',
+  'source overwritten mid-scene: would overwrite a scene in the stack while its tiles run; not yet run live',
 ];
 
 /** The matrix `npm run parity` prints, one column per stack. */
@@ -380,6 +747,7 @@ export function formatMatrix(reports: readonly VerifyReport[]): string {
       name: s.name,
       cells: reports.map((r) => mark(r.parity.find((p) => p.scenario === s.name)?.pass ?? false)),
     })),
+    { name: 'cleanup (conditional deletes)', cells: reports.map((r) => mark(r.cleanup.pass)) },
   ];
   const heads = reports.map((r) => `${r.stack} (${r.cloud})`);
   const first = Math.max('scenario'.length, ...rows.map((r) => r.name.length));
@@ -390,12 +758,17 @@ export function formatMatrix(reports: readonly VerifyReport[]): string {
     ...(r.smoke.pass ? [] : [`${r.stack}: smoke: ${r.smoke.detail}`]),
     ...(r.replay.pass ? [] : [`${r.stack}: replay: ${r.replay.detail}`]),
     ...r.parity.filter((p) => !p.pass).map((p) => `${r.stack}: ${p.scenario}: ${p.detail}`),
+    ...(r.cleanup.pass ? [] : [`${r.stack}: cleanup: ${r.cleanup.detail}`]),
   ]);
+  const cleanups = reports.map((r) => `  ${r.stack}: ${r.cleanup.detail}`);
   return [
     line('scenario', heads),
     ...rows.map((r) => line(r.name, r.cells)),
     '',
     ...(failures.length > 0 ? ['failures:', ...failures.map((f) => `  ${f}`), ''] : []),
+    'cleanup:',
+    ...cleanups,
+    '',
     'not run live:',
     ...NOT_RUN_LIVE.map((n) => `  ${n}`),
   ].join('\n');
@@ -404,5 +777,33 @@ export function formatMatrix(reports: readonly VerifyReport[]): string {
 const mark = (pass: boolean): string => (pass ? 'ok' : 'FAIL');
 
 export function verifyPassed(report: VerifyReport): boolean {
-  return report.smoke.pass && report.replay.pass && report.parity.every((p) => p.pass);
+  return report.smoke.pass && report.replay.pass && report.parity.every((p) => p.pass) && report.cleanup.pass;
+}
+
+/**
+ * Remove what `match` picks from a dead-letter queue the process can pull
+ * (an SQS DLQ, a Storage Queue's `<queue>-poison`): each message is received
+ * and deleted under the receipt of that receive, the only precondition a
+ * queue has; every other message is made visible again at once.
+ */
+export async function removeDeadLettersFrom(queue: PullQueue, match: (m: JobMessage) => boolean): Promise<number> {
+  let removed = 0;
+  const seen = new Set<string>();
+  const others: Delivery[] = [];
+  try {
+    for (let round = 0; round < 100; round++) {
+      const got = (await queue.receive(10, 30_000)).filter((d) => !seen.has(d.deliveryId));
+      if (got.length === 0) break;
+      for (const d of got) {
+        seen.add(d.deliveryId);
+        if (match(d)) {
+          await queue.ack(d);
+          removed++;
+        } else others.push(d);
+      }
+    }
+  } finally {
+    await Promise.all(others.map((d) => queue.release(d, 0).catch(() => undefined)));
+  }
+  return removed;
 }

@@ -24,8 +24,16 @@ export interface AzureEndpoints {
   readonly connectionString: string;
 }
 
+/** A throwaway PostgreSQL 15 + PostGIS 3 (test/support/emulators/postgres.ts). */
+export interface PostgresEndpoints {
+  /** postgres://postgres@127.0.0.1:<port>/tessera, trust auth, the postgis extension created. */
+  readonly url: string;
+  readonly port: number;
+}
+
 export interface EmulatorEndpoints {
   aws?: AwsEndpoints;
   gcp?: GcpEndpoints;
   azure?: AzureEndpoints;
+  postgres?: PostgresEndpoints;
 }

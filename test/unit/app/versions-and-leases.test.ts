@@ -34,6 +34,7 @@ function flakyHeartbeats(claims: ClaimStore, n: number): ClaimStore & { readonly
     commit: (r) => claims.commit(r),
     get: (id) => claims.get(id),
     list: () => claims.list(),
+    deleteIf: (r) => claims.deleteIf(r),
     heartbeat: async (r) => {
       if (failed < n) {
         failed++;
@@ -140,7 +141,7 @@ describe('code version, window geometry, output settings and leases', () => {
   });
 
   describe('output settings (every one is in the key, so every one is honoured or refused)', () => {
-    it.each(['DEFLATE', 'NONE'] as const)(
+    it.each(['DEFLATE', 'ZSTD', 'NONE'] as const)(
       'compression %s is honoured: the tile says so and reads back the same pixels',
       async (compression) => {
         const p: ProcessingParams = { ...params, output: { ...(params.output as object), compression } };
@@ -150,10 +151,10 @@ describe('code version, window geometry, output settings and leases', () => {
         expect((await processTile(b, settings('w1'), j)).kind).toBe('written');
         const bytes = await b.outputs.get(j.outputKey);
         const { ifds } = walkTiff(bytes);
-        // TIFF tag 259 Compression (8 Adobe DEFLATE, 1 none) and 317 Predictor (3 floating point; absent is 1, none), on every level.
+        // TIFF tag 259 Compression (8 Adobe DEFLATE, 50000 ZSTD, 1 none) and 317 Predictor (3 floating point; absent is 1, none), on every level.
         for (const ifd of ifds) {
-          expect(ifd.tags.get(259)).toEqual([compression === 'DEFLATE' ? 8 : 1]);
-          expect(ifd.tags.get(317) ?? [1]).toEqual([compression === 'DEFLATE' ? 3 : 1]);
+          expect(ifd.tags.get(259)).toEqual([{ DEFLATE: 8, ZSTD: 50000, NONE: 1 }[compression]]);
+          expect(ifd.tags.get(317) ?? [1]).toEqual([compression === 'NONE' ? 1 : 3]);
         }
         expect(cogLayoutErrors(bytes)).toEqual([]);
         const tile = await openGeoTiff(b.outputs, j.outputKey);
@@ -173,7 +174,7 @@ describe('code version, window geometry, output settings and leases', () => {
 
     it.each([
       ['compression', 'LZW'],
-      ['compression', 'ZSTD'],
+      ['compression', 'LERC'],
       ['compression', 'deflate'],
       ['dtype', 'uint8'],
       ['dtype', 'int16'],
@@ -197,6 +198,48 @@ describe('code version, window geometry, output settings and leases', () => {
       expect(() => tilingParams({ ...params, output: { ...(params.output as object), zlevel: 9 } })).toThrow(
         /output.zlevel is not a setting/,
       );
+    });
+
+    it("each codec's level defaults to GDAL's (DEFLATE 6, ZSTD 9); NONE has none", () => {
+      const level = (output: object) => tilingParams({ ...params, output: { ...(params.output as object), ...output } }).level;
+      expect(level({ compression: 'DEFLATE' })).toBe(6);
+      expect(level({ compression: 'ZSTD' })).toBe(9);
+      expect(level({ compression: 'ZSTD', level: 1 })).toBe(1);
+      expect(level({ compression: 'NONE' })).toBe(0);
+    });
+
+    it.each([
+      [{ compression: 'DEFLATE', level: 0 }, /output.level \(DEFLATE\) must be between 1 and 9, got 0/],
+      [{ compression: 'DEFLATE', level: 10 }, /output.level \(DEFLATE\) must be between 1 and 9, got 10/],
+      [{ compression: 'ZSTD', level: 23 }, /output.level \(ZSTD\) must be between 1 and 22, got 23/],
+      [{ compression: 'ZSTD', level: 3.5 }, /output.level \(ZSTD\) must be an integer, got 3.5/],
+      [{ compression: 'ZSTD', level: '3' }, /output.level \(ZSTD\) must be an integer, got "3"/],
+      [{ compression: 'NONE', level: 6 }, /output.level has no meaning without compression/],
+    ])('output %j is refused at validation with a typed error that says what to do', (output, message) => {
+      const p: ProcessingParams = { ...params, output: { ...(params.output as object), ...output } };
+      expect(() => tilingParams(p)).toThrow(InvalidParamsError);
+      expect(() => tilingParams(p)).toThrow(message);
+    });
+
+    it.each([
+      ['DEFLATE', 1, 9],
+      ['ZSTD', 1, 19],
+    ] as const)('%s level %i and %i: other job keys and other bytes, the same pixels', async (compression, low, high) => {
+      const tiles = await Promise.all(
+        [low, high].map(async (level) => {
+          const p: ProcessingParams = { ...params, output: { ...(params.output as object), compression, level } };
+          const fan = await fanOutScene(b, { source, params: p });
+          const manifest = await readSceneManifest(b.outputs, fan.sceneKey);
+          const j = makeTileJob(fan.sceneKey, source, p, manifest.grid, windowAt(manifest.grid, 0, 0));
+          expect((await processTile(b, settings('w1'), j)).kind).toBe('written');
+          const [pixels] = await (await openGeoTiff(b.outputs, j.outputKey)).readWindow({ x: 0, y: 0, width: 64, height: 64 }, [1]);
+          return { key: j.jobKey, bytes: await b.outputs.get(j.outputKey), pixels: Array.from(pixels as Float32Array) };
+        }),
+      );
+      const [a, z] = tiles as [(typeof tiles)[number], (typeof tiles)[number]];
+      expect(a.key).not.toBe(z.key);
+      expect(Buffer.from(a.bytes).equals(Buffer.from(z.bytes))).toBe(false);
+      expect(a.pixels).toEqual(z.pixels);
     });
   });
 
@@ -263,7 +306,8 @@ describe('code version, window geometry, output settings and leases', () => {
         }),
         repair,
       );
-      expect(takeover).toBe('written');
+      // The render equals the tile at the expected version: the repair's effect is in place, nothing is written.
+      expect(takeover).toBe('already-present');
       expect(r).toMatchObject({ kind: 'lease-lost' });
       expect(telemetry.counters()).toMatchObject({ 'version-mismatch': 0 });
       expect(events('heartbeat-lost')).toMatchObject([{ level: 'WARN' }]);

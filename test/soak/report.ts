@@ -1,0 +1,73 @@
+import type { BackendName } from '../parity/backends.js';
+import { anomalyCount, type SoakBackendReport } from './soak-driver.js';
+
+/** reports/soak.json, in the issue's shape. */
+export interface SoakReport {
+  readonly seed: number;
+  readonly backends: Partial<Record<BackendName, SoakBackendReport>>;
+}
+
+/** `npm run soak`'s default sizes: at least 10,000 deliveries locally and 2,000 per cloud emulator. */
+export const soakDefaults = {
+  deliveries: { local: 10_000, aws: 2_000, gcp: 2_000, azure: 2_000 } as Record<BackendName, number>,
+};
+
+/** The one command that reruns a soak with the same seed, sizes, backends and faults. */
+export function reproduceCommand(
+  seed: number,
+  deliveries: Readonly<Record<BackendName, number>>,
+  backends: readonly BackendName[],
+  faults: string,
+): string {
+  const sizes = backends.map((b) => `${b}=${deliveries[b]}`).join(',');
+  return `npm run soak -- --seed ${seed} --deliveries ${sizes} --backends ${backends.join(',')} --faults ${faults}`;
+}
+
+const COLUMNS: readonly (keyof SoakBackendReport)[] = [
+  'deliveries',
+  'duplicatesDelivered',
+  'tilesExpected',
+  'tilesCorrect',
+  'duplicateWrites',
+  'missingTiles',
+  'divergentTiles',
+  'wedgedJobs',
+  'falseAlarms',
+  'deadLettered',
+  'deadLetteredExplained',
+  'seconds',
+];
+
+/** reports/soak.md: the same table as the JSON, the faults per backend, and every anomaly, one per line. */
+export function renderSoakMarkdown(
+  report: SoakReport,
+  anomalies: Partial<Record<BackendName, readonly string[]>>,
+  run: { readonly command: string; readonly wallSeconds: number; readonly at: Date },
+): string {
+  const names = Object.keys(report.backends) as BackendName[];
+  const lines = [
+    '# Randomized fault soak',
+    '',
+    `Seed ${report.seed}, ${run.at.toISOString()}, ${run.wallSeconds} s wall (backends at once). Reproduce: \`${run.command}\``,
+    '',
+    `| backend | ${COLUMNS.join(' | ')} | anomalies |`,
+    `| --- | ${COLUMNS.map(() => '---:').join(' | ')} | ---: |`,
+  ];
+  for (const b of names) {
+    const r = report.backends[b] as SoakBackendReport;
+    lines.push(`| ${b} | ${COLUMNS.map((c) => String(r[c])).join(' | ')} | ${anomalyCount(r)} |`);
+  }
+  const kinds = [...new Set(names.flatMap((b) => Object.keys((report.backends[b] as SoakBackendReport).faultsByKind)))].sort();
+  lines.push('', '## Faults injected (that fired)', '', `| fault | ${names.join(' | ')} |`, `| --- | ${names.map(() => '---:').join(' | ')} |`);
+  for (const k of kinds) lines.push(`| ${k} | ${names.map((b) => String((report.backends[b] as SoakBackendReport).faultsByKind[k] ?? 0)).join(' | ')} |`);
+  lines.push('', '## Anomalies', '');
+  let any = false;
+  for (const b of names) {
+    for (const a of anomalies[b] ?? []) {
+      lines.push(`- ${b}: ${a}`);
+      any = true;
+    }
+  }
+  if (!any) lines.push('None: every anomaly count is 0 on every backend.');
+  return `${lines.join('\n')}\n`;
+}
