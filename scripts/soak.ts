@@ -15,8 +15,8 @@
 import { randomInt } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { BACKEND_NAMES, type BackendName } from '../test/parity/backends.js';
 import { renderSoakMarkdown, reproduceCommand, type SoakReport, soakDefaults } from '../test/soak/report.js';
 import { anomalyCount, FAULT_KINDS, type FaultKind, runSoak, type SoakOutcome } from '../test/soak/soak-driver.js';

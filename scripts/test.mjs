@@ -29,8 +29,11 @@ const CLOUD_SUITES = {
   gcp: ['test/gcp/', 'test/contract/gcp'],
   azure: ['test/azure/', 'test/contract/azure'],
 };
-/** Run in every pass: the parity matrix (restricted to the pass's clouds) and the check of the Node itself. */
-const EVERY_PASS = ['test/parity/parity.test.ts', 'test/unit/node-runtime.test.ts'];
+/**
+ * Run in every pass: the parity matrix (restricted to the pass's clouds), the fault soak (its backends are
+ * the pass's TESSERA_TEST_CLOUDS, so each cloud soaks on its own Node) and the check of the Node itself.
+ */
+const EVERY_PASS = ['test/parity/parity.test.ts', 'test/soak/soak.test.ts', 'test/unit/node-runtime.test.ts'];
 
 const cloudsOn = (major) => RUNTIME_CLOUDS.filter((c) => DEPLOYED_NODE_MAJORS[c] === major);
 const mainClouds = [...cloudsOn(MAIN_NODE_MAJOR), 'local'];

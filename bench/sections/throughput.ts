@@ -71,6 +71,7 @@ const contenderId = (c: Contender) => `${c.who} ${label(c.profile)}`;
 
 interface TesseraRun {
   elapsedMs: number;
+  cpuMs: number;
   tiles: number;
   perTileMs: number[];
   outputs: string[];
@@ -81,6 +82,8 @@ interface TesseraRun {
 /** What one run of a contender gave: its time, its files and their sizes. */
 interface RunResult {
   readonly ms: number;
+  /** CPU time of the contender's process over the timed tiles; undefined for the command line (many processes). */
+  readonly cpuMs?: number | undefined;
   readonly outputs: string[];
   readonly bytes: number[];
   readonly perTileMs?: number[] | undefined;
@@ -152,8 +155,15 @@ const outName = (w: Window) => `${w.row}_${w.col}.tif`;
 /** One point of the Pareto table: a profile, both contenders' time and size per tile. */
 interface ParetoPoint {
   readonly profile: Profile;
-  readonly tessera: { readonly msPerTile: Summary; readonly bytesPerTile: number };
-  readonly gdal: { readonly msPerTile: Summary; readonly bytesPerTile: number };
+  readonly tessera: ParetoSide;
+  readonly gdal: ParetoSide;
+}
+
+/** Wall time per tile (what tiles/s measures), CPU time per tile (the work, robust to a loaded core), bytes per tile. */
+interface ParetoSide {
+  readonly msPerTile: Summary;
+  readonly cpuMsPerTile: Summary;
+  readonly bytesPerTile: number;
 }
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -191,6 +201,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         );
         return {
           ms: r.elapsedMs,
+          cpuMs: r.cpuMs,
           outputs: r.outputs,
           bytes: r.outputs.map((f) => statSync(f).size),
           perTileMs: r.perTileMs,
@@ -220,8 +231,8 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
           compression: c.profile.compression,
           level: c.profile.level,
         };
-        const r = await runGdalScript<{ elapsedMs: number; bytes: number[] }>(g, 'warm_ndvi.py', spec, true);
-        return { ms: r.elapsedMs, outputs: spec.windows.map((w) => w.out), bytes: r.bytes };
+        const r = await runGdalScript<{ elapsedMs: number; cpuMs: number; bytes: number[] }>(g, 'warm_ndvi.py', spec, true);
+        return { ms: r.elapsedMs, cpuMs: r.cpuMs, outputs: spec.windows.map((w) => w.out), bytes: r.bytes };
       }
       default: {
         const never: never = c.who;
@@ -257,6 +268,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
   async function race(name: string, contenders: readonly Contender[], reps: number) {
     const tilesPerSec = new Map<string, number[]>(contenders.map((c) => [contenderId(c), []]));
     const bytes = new Map<string, number[]>(contenders.map((c) => [contenderId(c), []]));
+    const cpuMsPerTile = new Map<string, number[]>(contenders.map((c) => [contenderId(c), []]));
     const perTileMs: number[] = [];
     const profiles = new Map<string, CodecProfile[]>();
     for (let rep = 0; rep < reps; rep++) {
@@ -270,10 +282,12 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         const tps = windows.length / (r.ms / 1000);
         tilesPerSec.get(id)?.push(tps);
         bytes.get(id)?.push(...r.bytes);
+        if (r.cpuMs !== undefined) cpuMsPerTile.get(id)?.push(r.cpuMs / windows.length);
         if (r.perTileMs) perTileMs.push(...r.perTileMs);
         if (r.profile?.length) profiles.set(id, r.profile);
         outputs.set(id, r.outputs);
-        log(`  ${name} rep ${rep + 1}/${reps} ${id}: ${fmt(tps)} tiles/s, ${kb(mean(r.bytes))} per tile`);
+        const cpu = r.cpuMs === undefined ? '' : `, CPU ${fmt(r.cpuMs / windows.length)} ms per tile`;
+        log(`  ${name} rep ${rep + 1}/${reps} ${id}: ${fmt(tps)} tiles/s${cpu}, ${kb(mean(r.bytes))} per tile`);
       }
       if (rep === 0) {
         for (const profile of new Set(contenders.map((c) => c.profile))) {
@@ -286,7 +300,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         }
       }
     }
-    return { tilesPerSec, bytes, perTileMs, profiles };
+    return { tilesPerSec, bytes, cpuMsPerTile, perTileMs, profiles };
   }
 
   // The equal-settings races: DEFLATE 6 against GDAL's command line and library, ZSTD against the library.
@@ -306,14 +320,18 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
 
   // The Pareto table: the raced profiles, then the other levels, Tessera and GDAL's library each.
   const points: ParetoPoint[] = [];
-  const pointOf = (p: Profile, tps: Map<string, number[]>, sizes: Map<string, number[]>): ParetoPoint => {
-    const side = (who: Who) => ({
-      msPerTile: summarize((tps.get(contenderId({ who, profile: p })) ?? []).map((t) => 1000 / t)),
-      bytesPerTile: mean(sizes.get(contenderId({ who, profile: p })) ?? []),
-    });
+  const pointOf = (p: Profile, r: Awaited<ReturnType<typeof race>>): ParetoPoint => {
+    const side = (who: Who): ParetoSide => {
+      const id = contenderId({ who, profile: p });
+      return {
+        msPerTile: summarize((r.tilesPerSec.get(id) ?? []).map((t) => 1000 / t)),
+        cpuMsPerTile: summarize(r.cpuMsPerTile.get(id) ?? []),
+        bytesPerTile: mean(r.bytes.get(id) ?? []),
+      };
+    };
     return { profile: p, tessera: side('tessera'), gdal: side('gdal-warm') };
   };
-  points.push(pointOf(EQUAL_DEFLATE, deflate.tilesPerSec, deflate.bytes), pointOf(EQUAL_ZSTD, deflate.tilesPerSec, deflate.bytes));
+  points.push(pointOf(EQUAL_DEFLATE, deflate), pointOf(EQUAL_ZSTD, deflate));
   for (const compression of ['DEFLATE', 'ZSTD'] as const) {
     for (const level of cfg.pareto.levels[compression]) {
       if (points.some((p) => p.profile.compression === compression && p.profile.level === level)) continue;
@@ -326,17 +344,14 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         ],
         cfg.pareto.reps,
       );
-      points.push(pointOf(profile, r.tilesPerSec, r.bytes));
+      points.push(pointOf(profile, r));
     }
   }
   points.sort((a, b) => a.profile.compression.localeCompare(b.profile.compression) || a.profile.level - b.profile.level);
-  log('  Pareto (median ms per tile, mean KiB per tile):');
-  for (const p of points) {
-    log(
-      `    ${label(p.profile).padEnd(10)} Tessera ${fmt(p.tessera.msPerTile.median).padStart(6)} ms ${kb(p.tessera.bytesPerTile).padStart(10)}` +
-        `   GDAL ${fmt(p.gdal.msPerTile.median).padStart(6)} ms ${kb(p.gdal.bytesPerTile).padStart(10)}`,
-    );
-  }
+  log('  Pareto (median wall and CPU ms per tile, mean KiB per tile):');
+  const cell = (x: ParetoSide) =>
+    `${fmt(x.msPerTile.median).padStart(6)} ms (CPU ${fmt(x.cpuMsPerTile.median).padStart(5)}) ${kb(x.bytesPerTile).padStart(10)}`;
+  for (const p of points) log(`    ${label(p.profile).padEnd(10)} Tessera ${cell(p.tessera)}   GDAL ${cell(p.gdal)}`);
 
   // Where a Tessera tile goes under each raced profile (the untimed profile of the first repetition).
   const stagesOf = (p: Profile) => {
@@ -348,6 +363,13 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       compressMs: summarize(prof.map((x) => x.compressMs)).median,
       blocks: prof[0]?.blocks ?? 0,
     };
+  };
+  /** CPU time per tile, GDAL's over Tessera's, per repetition: the same race with the core's other load taken out. */
+  const cpuRatio = (p: Profile) => {
+    const ours = deflate.cpuMsPerTile.get(contenderId({ who: 'tessera', profile: p })) ?? [];
+    const theirs = deflate.cpuMsPerTile.get(contenderId({ who: 'gdal-warm', profile: p })) ?? [];
+    const r = summarize(ours.map((t, i) => (theirs[i] as number) / t));
+    return `CPU time per tile ${fmt(summarize(ours).median)} ms vs ${fmt(summarize(theirs).median)} ms: ${times(r.median)} (${times(r.min)}-${times(r.max)})`;
   };
   const rowsOf = (p: Profile, vs: Who, metric: string, target: string): Row => {
     const r = summarize(ratios(p, vs));
@@ -398,6 +420,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       ...warmDeflate,
       note:
         `GDAL's Python bindings in one warm process (no start-up per tile, libdeflate): the strongest GDAL baseline. ` +
+        `${cpuRatio(EQUAL_DEFLATE)}. ` +
         `A Tessera tile: ${stageNote(deflateStages)}. ` +
         (warmDeflate.status === 'PASS'
           ? 'Tessera keeps up with it.'
@@ -407,7 +430,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
     },
     {
       ...warmZstd,
-      note: `the same libzstd on both sides; a Tessera tile: ${stageNote(zstdStages)}${label(DEFAULT_PROFILE) === label(EQUAL_ZSTD) ? '. This is the default profile (DEFAULT_PARAMS)' : ''}`,
+      note: `the same libzstd on both sides; ${cpuRatio(EQUAL_ZSTD)}; a Tessera tile: ${stageNote(zstdStages)}${label(DEFAULT_PROFILE) === label(EQUAL_ZSTD) ? '. This is the default profile (DEFAULT_PARAMS)' : ''}`,
     },
     {
       section: SECTION,
@@ -426,11 +449,11 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         backend: 'local',
         target: 'context',
         measured:
-          `Tessera ${fmt(p.tessera.msPerTile.median)} ms, ${kb(p.tessera.bytesPerTile)}; ` +
-          `GDAL ${fmt(p.gdal.msPerTile.median)} ms, ${kb(p.gdal.bytesPerTile)} (n=${p.tessera.msPerTile.n})`,
+          `Tessera ${fmt(p.tessera.msPerTile.median)} ms (CPU ${fmt(p.tessera.cpuMsPerTile.median)}), ${kb(p.tessera.bytesPerTile)}; ` +
+          `GDAL ${fmt(p.gdal.msPerTile.median)} ms (CPU ${fmt(p.gdal.cpuMsPerTile.median)}), ${kb(p.gdal.bytesPerTile)} (n=${p.tessera.msPerTile.n})`,
         ratio: times(p.gdal.msPerTile.median / p.tessera.msPerTile.median),
         status: 'INFO',
-        note: 'ratio: GDAL time per tile over Tessera time per tile (above 1x Tessera is faster)',
+        note: 'ratio: GDAL wall time per tile over Tessera wall time per tile (above 1x Tessera is faster); CPU: the same in CPU time',
       }),
     ),
     {

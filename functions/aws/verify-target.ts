@@ -1,11 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
-import type { AwsStackOutputs } from '../../shared/app/verify/stack-outputs.js';
 import type { SceneManifest } from '../../shared/app/scene-manifest.js';
+import type { AwsStackOutputs } from '../../shared/app/verify/stack-outputs.js';
 import { removeDeadLettersFrom, type VerifyTarget } from '../../shared/app/verify/verify-stack.js';
-import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
+import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { SqsJobQueue } from './adapters/sqs-job-queue.js';
 import { composeAws } from './compose.js';

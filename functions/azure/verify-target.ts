@@ -1,8 +1,8 @@
-import type { AzureStackOutputs } from '../../shared/app/verify/stack-outputs.js';
 import type { SceneManifest } from '../../shared/app/scene-manifest.js';
+import type { AzureStackOutputs } from '../../shared/app/verify/stack-outputs.js';
 import { removeDeadLettersFrom, type VerifyTarget } from '../../shared/app/verify/verify-stack.js';
-import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
+import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { AzureQueueJobQueue, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { azureClients, composeAzure, formatTimeSpan, HOST_TIMEOUT_SETTING } from './compose.js';

@@ -49,7 +49,12 @@ export const GCP_VERIFY_QUIET_MS = 15_000;
  *   tile topic instead; the scene handler's own duplicate path is covered by
  *   test/gcp/handlers.test.ts.
  */
-export function gcpVerifyTarget(stack: string, outputs: GcpStackOutputs, telemetry: Telemetry, options: GcpVerifyOptions = {}): VerifyTarget {
+export function gcpVerifyTarget(
+  stack: string,
+  outputs: GcpStackOutputs,
+  telemetry: Telemetry,
+  options: GcpVerifyOptions = {},
+): VerifyTarget {
   const e = outputs.emulator;
   const projectId = outputs.project;
   const database = outputs.firestoreDatabase ? { databaseId: outputs.firestoreDatabase } : {};

@@ -68,9 +68,9 @@ function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyState
  *   fan-out chunks to the tile queue.
  * - scene and tile: send a poison record to their own trigger queue's DLQ.
  * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists `tiles/`, writes `mosaics/`.
- * - ingest: reads and writes `staging/` of the source bucket (the attempt's download), reads and create-only writes
- *   the source prefix (the promoted scene: a copy from staging, `If-None-Match: *`), reads an href under the
- *   source prefix or staging only, and gets / conditionally puts / queries the manifest table. No delete anywhere:
+ * - ingest: reads any key of the source bucket (an `object:KEY` href) and lists it, writes `staging/` (the
+ *   attempt's download) and create-only writes the source prefix (the promoted scene: a copy from staging,
+ *   `If-None-Match: *`), and gets / conditionally puts / queries the manifest table. No delete anywhere:
  *   staging expires by the bucket's lifecycle rule, and nothing it published can be removed by it.
  * - reconcile: lists and heads the source prefix, reads (Query/Scan/GetItem) the manifest table. Read-only.
  *
@@ -153,10 +153,13 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
       break;
     case 'ingest':
       statements.push(
+        // An `object:KEY` href may name any key of the source bucket (an upload under uploads/, say): read-only, and
+        // ListBucket so a missing key is a 404 (ArtefactNotFound, poison) rather than a 403.
+        { Sid: 'ReadIngestHrefs', Effect: 'Allow', Action: 's3:GetObject', Resource: `${arns.sourceBucket}/*` },
+        { Sid: 'ListSourceBucket', Effect: 'Allow', Action: 's3:ListBucket', Resource: arns.sourceBucket },
         writeUnder(arns.sourceBucket, STAGING_PREFIX, 'StageDownloads'),
         // The promoted key: a create-only copy (CopyObject reads staging, puts under the prefix with If-None-Match).
         writeUnder(arns.sourceBucket, sourcePrefix, 'PromoteScenes'),
-        listUnder(arns.sourceBucket, [STAGING_PREFIX, sourcePrefix], 'ListStagingAndScenes'),
         {
           Sid: 'PublishManifestRows',
           Effect: 'Allow',

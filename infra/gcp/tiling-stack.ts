@@ -724,6 +724,24 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       ],
       `Tile jobs failed ${cfg.maxReceiveCount} deliveries. Inspect them in the dead-letter subscription, fix the cause, then republish.`,
     );
+    alert(
+      'ingest-dead-letters',
+      'ingest requests dead-lettered',
+      [
+        {
+          displayName: 'ingest requests dead-lettered',
+          conditionThreshold: {
+            filter: pulumi.interpolate`metric.type="pubsub.googleapis.com/subscription/num_undelivered_messages" AND resource.type="pubsub_subscription" AND resource.labels.subscription_id="${ingestDeadLetterSubscription.name}"`,
+            comparison: 'COMPARISON_GT',
+            thresholdValue: 0,
+            duration: '0s',
+            aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_MAX' }],
+            trigger: { count: 1 },
+          },
+        },
+      ],
+      'An ingest request was refused (a malformed request or an artefact that failed validation: settled at once) or failed every delivery. Inspect it in the ingest-dead-letter subscription (attribute tessera-reason), fix the cause, then run tessera ingest --cloud gcp again.',
+    );
 
     this.registerOutputs({
       sourceBucket: this.sourceBucket.name,

@@ -398,3 +398,37 @@ describe('tessera verify against the GCP emulators as a deployed stack', () => {
     }
   }, 120_000);
 });
+
+describe('tessera verify over three stacks', () => {
+  beforeEach(() => {
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'tesseratest');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'tesseratest');
+    vi.stubEnv('AWS_PROFILE', '');
+  });
+  afterEach(() => vi.unstubAllEnvs());
+
+  it('prints one matrix, a column per stack (AWS, GCP, Azure), every row ok, exit 0', async () => {
+    const aws = await createTestStack();
+    const awsFns = deployedFunctions(aws);
+    const gcp = await gcpEmulatorStack();
+    const azure = await azureEmulatorStack();
+    try {
+      const r = await verify([
+        ...['--outputs', writeOutputs(outputsOf(aws), 'aws-emulator.json')],
+        ...['--outputs', writeOutputs(gcp.outputsFile, 'gcp-emulator.json')],
+        ...['--outputs', writeOutputs(azure.outputsFile, 'azure-emulator.json')],
+        ...['--timeout', '60', '--quiet', '2'],
+      ]);
+      const lines = r.stdout.split('\n');
+      expect(lines[0], r.stderr).toMatch(/^scenario\s+aws-emulator \(aws\)\s+gcp-emulator \(gcp\)\s+azure-emulator \(azure\)$/);
+      const rows = lines.slice(1, lines.indexOf(''));
+      // smoke, replay, every live scenario, cleanup: a row each, ok in all three columns.
+      expect(rows).toHaveLength(2 + LIVE_SCENARIOS.length + 1);
+      for (const row of rows) expect(row).toMatch(/\sok\s+ok\s+ok$/);
+      expect(r.stdout).not.toContain('failures:');
+      expect(r.code).toBe(0);
+    } finally {
+      await Promise.all([awsFns.stop(), gcp.stop(), azure.stop()]);
+    }
+  }, 180_000);
+});

@@ -415,6 +415,8 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     const stmts = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-ingest').inputs.policy);
     const writes = stmts.filter((s) => list(s.Action).includes('s3:PutObject')).flatMap((s) => list(s.Resource));
     expect(writes.sort()).toEqual([`${sources}/scenes/*`, `${sources}/staging/*`]);
+    // Reads: any key of the source bucket (an object:KEY href), nothing of the output bucket.
+    expect(stmts.filter((s) => list(s.Action).includes('s3:GetObject')).flatMap((s) => list(s.Resource))).toContain(`${sources}/*`);
     const actions = stmts.flatMap((s) => list(s.Action));
     // (sqs:DeleteMessage is the trigger's own ack, granted on its queue only.)
     expect(actions.filter((a) => /Delete/.test(a) && a !== 'sqs:DeleteMessage')).toEqual([]);
@@ -490,7 +492,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 const SECRET_SIG = '4dabf18193072939515e22adb298388d';
 const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
   typeof v === 'object' && v !== null && SECRET_SIG in v
-    ? { secret: true, value: (v as { value: unknown }).value }
+    ? { secret: true, value: (v as unknown as { value: unknown }).value }
     : { secret: false, value: v };
 
 describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {

@@ -360,7 +360,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
 const SECRET_SIG = '4dabf18193072939515e22adb298388d';
 const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
   typeof v === 'object' && v !== null && SECRET_SIG in v
-    ? { secret: true, value: (v as { value: unknown }).value }
+    ? { secret: true, value: (v as unknown as { value: unknown }).value }
     : { secret: false, value: v };
 
 describe('the Azure stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {

@@ -300,7 +300,8 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('names no log-based metric of its own in an alert policy (404 for up to 10 minutes after the metric is created)', () => {
     const alerts = run.ofType('gcp:monitoring/alertPolicy:AlertPolicy');
-    expect(alerts).toHaveLength(2);
+    // Lease stolen, tile dead letters, ingest dead letters.
+    expect(alerts).toHaveLength(3);
     for (const a of alerts) expect(JSON.stringify(a.inputs.conditions), a.name).not.toContain('logging.googleapis.com/user/');
   });
 
@@ -472,6 +473,10 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       .filter((m) => m.inputs.topic === deadLetter.state.name)
       .map((m) => m.inputs.member);
     expect(publishers.sort()).toEqual([byName(run, '-ingest').state.member, agent?.state.member].sort());
+    // And an alert when its dead-letter subscription holds a message, as for tile jobs.
+    const ingestDeadLetterSub = run.one('gcp:pubsub/subscription:Subscription', '-ingest-dead-letter').state.name;
+    const alertPolicy = run.one('gcp:monitoring/alertPolicy:AlertPolicy', '-ingest-dead-letters');
+    expect(JSON.stringify(alertPolicy.inputs.conditions)).toContain(`resource.labels.subscription_id=\\"${ingestDeadLetterSub}\\"`);
   });
 
   it('lets ingest create only under staging/ and the scene prefix of the source bucket, and reconcile only read', () => {
@@ -530,7 +535,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 const SECRET_SIG = '4dabf18193072939515e22adb298388d';
 const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown } =>
   typeof v === 'object' && v !== null && SECRET_SIG in v
-    ? { secret: true, value: (v as { value: unknown }).value }
+    ? { secret: true, value: (v as unknown as { value: unknown }).value }
     : { secret: false, value: v };
 
 describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {

@@ -8,8 +8,8 @@
  * the process wrote to SQLite or the filesystem before it is all that is left.
  *
  * stdout: JSON lines, `{"ready":true}` once open, `{"at":point}` at the crash
- * point, `{"log":line}` for each of its log lines (the soak's oracle reads
- * them with its own).
+ * point, `{"log":line}` for each of its log lines and `{"landed":key}` for each
+ * write the store applied (the soak's oracle reads them with its own).
  */
 import { createInterface } from 'node:readline';
 import { createLocalBackend } from '../../functions/local/compose.js';
@@ -42,7 +42,22 @@ const telemetry = new JsonTelemetry((line) => say({ log: line }), { clock });
 const dir = process.argv[2];
 if (!dir) throw new Error('usage: local-worker.ts <data folder>');
 const local = createLocalBackend(dir, { clock });
-const backend = { claims: local.claims, sources: local.sources, outputs: local.outputs, queue: local.queue, clock, telemetry };
+// Each write the store applied is reported before the worker goes on (so before any crash point after it):
+// the soak's "written once" counts this process's writes with its own.
+const outputs = new Proxy(local.outputs, {
+  get(target, prop) {
+    if (prop === 'putIfAbsent' || prop === 'putIfMatch') {
+      return async (...args: unknown[]) => {
+        const r = (await (target[prop] as (...a: unknown[]) => Promise<{ kind: string }>).apply(target, args)) as { kind: string };
+        if (r.kind === 'written') say({ landed: args[0] });
+        return r;
+      };
+    }
+    const value: unknown = Reflect.get(target, prop, target);
+    return typeof value === 'function' ? value.bind(target) : value;
+  },
+});
+const backend = { claims: local.claims, sources: local.sources, outputs, queue: local.queue, clock, telemetry };
 
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {

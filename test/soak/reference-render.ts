@@ -14,8 +14,8 @@ import { readFileSync } from 'node:fs';
 import { renderTile } from '../../shared/app/render-tile.js';
 import { makeTileJob } from '../../shared/app/tile-job.js';
 import { type ProcessingParams, sceneKey } from '../../shared/domain/job-key.js';
-import { tilingParams } from '../../shared/domain/tiling-params.js';
 import { type TileGrid, windows } from '../../shared/domain/tile-grid.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import { parseExpression } from '../../shared/raster/index.js';
 import { MemoryObjectStore } from '../support/memory-object-store.js';
 

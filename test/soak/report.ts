@@ -58,8 +58,15 @@ export function renderSoakMarkdown(
     lines.push(`| ${b} | ${COLUMNS.map((c) => String(r[c])).join(' | ')} | ${anomalyCount(r)} |`);
   }
   const kinds = [...new Set(names.flatMap((b) => Object.keys((report.backends[b] as SoakBackendReport).faultsByKind)))].sort();
-  lines.push('', '## Faults injected (that fired)', '', `| fault | ${names.join(' | ')} |`, `| --- | ${names.map(() => '---:').join(' | ')} |`);
-  for (const k of kinds) lines.push(`| ${k} | ${names.map((b) => String((report.backends[b] as SoakBackendReport).faultsByKind[k] ?? 0)).join(' | ')} |`);
+  lines.push(
+    '',
+    '## Faults injected (that fired)',
+    '',
+    `| fault | ${names.join(' | ')} |`,
+    `| --- | ${names.map(() => '---:').join(' | ')} |`,
+  );
+  for (const k of kinds)
+    lines.push(`| ${k} | ${names.map((b) => String((report.backends[b] as SoakBackendReport).faultsByKind[k] ?? 0)).join(' | ')} |`);
   lines.push('', '## Anomalies', '');
   let any = false;
   for (const b of names) {

@@ -19,7 +19,7 @@
  * a lease. A message the driver gives back is released at once on the real
  * queue and not processed again before its due time on the FakeClock.
  */
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,14 +27,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Backend, WorkerHooks } from '../../shared/app/backend.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
+import type { FanOutResult } from '../../shared/app/fan-out.js';
 import { claimIdOf } from '../../shared/app/process-tile.js';
-import {
-  azureHostSchedule,
-  localSchedule,
-  pubSubSchedule,
-  type RedeliverySchedule,
-  sqsSchedule,
-} from '../../shared/app/redelivery.js';
+import { azureHostSchedule, localSchedule, pubSubSchedule, type RedeliverySchedule, sqsSchedule } from '../../shared/app/redelivery.js';
 import { isSceneSuperseded, readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { makeTileJob, parseTileJob, type TileJob, type TileMode, toJobMessage } from '../../shared/app/tile-job.js';
 import type { BackfillPolicy } from '../../shared/domain/backfill-policy.js';
@@ -44,12 +39,13 @@ import { type TileGrid, windows } from '../../shared/domain/tile-grid.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import type { ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
-import { type BackendName, createParityBackend, PARITY_MAX_RECEIVE_COUNT, type ParityBackend } from '../parity/backends.js';
-import { type DeliverResult, DRAIN_VISIBILITY_MS, deferred, LEASE_MS, PARITY_PARAMS, ScenarioContext } from '../parity/harness.js';
 import { unconditionalWrites } from '../contract/precondition-guard.js';
+import { type BackendName, createParityBackend, PARITY_MAX_RECEIVE_COUNT, type ParityBackend } from '../parity/backends.js';
+import { type DeliverResult, deferred, LEASE_MS, PARITY_PARAMS, ScenarioContext } from '../parity/harness.js';
 import type { FaultShot } from '../support/claim-faults.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
+import type { WorkerOrder } from './local-worker.js';
 import type { ReferenceAnswer, ReferenceRequest } from './reference-render.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -301,6 +297,14 @@ interface Zombie {
   readonly done: Promise<DeliverResult>;
 }
 
+/**
+ * How long a received message stays hidden: longer than any batch takes, so a message never comes back
+ * on its own while it waits in a batch (real seconds on the clouds, FakeClock ms locally, where the
+ * transports' gaps advance the clock). The driver settles every delivery itself: ack, dead-letter, or
+ * give it back with its transport's gap (a crash, a retry, a zombie's timed-out invocation).
+ */
+const RECEIVE_VISIBILITY_MS = 600_000;
+
 const POISON_KINDS = ['not-json', 'wrong-shape', 'other-build', 'tampered-key', 'bad-expression'] as const;
 
 /**
@@ -338,10 +342,22 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const poisonVerdicts: { body: string; error: string }[] = [];
   const anomalies: string[] = [];
   let deliveries = 0;
+  /** Messages put on the queue (fan-out, duplicates, poison) and messages settled for good (acked, dead-lettered). */
+  let sent = 0;
+  let finished = 0;
   let duplicatesDelivered = 0;
   let sceneSeq = 0;
   let workerSeq = 0;
   const tmp = mkdtempSync(join(tmpdir(), 'tessera-soak-'));
+  // The local backend's crashes are real worker processes killed with SIGKILL (their log lines join ours).
+  const childLanded = new Map<string, number>();
+  const processes = pb.dataDir
+    ? new WorkerProcesses(
+        pb.dataDir,
+        (line) => (pb.logs as string[]).push(line),
+        (key) => childLanded.set(key, (childLanded.get(key) ?? 0) + 1),
+      )
+    : undefined;
 
   const ports =
     (clock: WorkerClock) =>
@@ -453,13 +469,15 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
           const v = expected.get(`${row}_${col}`);
           return v === undefined ? undefined : { kind: 'overwrite', expectedVersion: v };
         };
-        await sceneEvent(() => ctx.fanOut(label, {
-          source: manifest.source,
-          params: manifest.params,
-          recorded: manifest,
-          only: (row, col) => expected.has(`${row}_${col}`),
-          modeFor,
-        }));
+        await sceneEvent(() =>
+          ctx.fanOut(label, {
+            source: manifest.source,
+            params: manifest.params,
+            recorded: manifest,
+            only: (row, col) => expected.has(`${row}_${col}`),
+            modeFor,
+          }),
+        );
         break;
       }
       default: {
@@ -474,10 +492,12 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
    * A scene event's handler, retried as its trigger retries a failed event (S3/GCS/Event Grid
    * notifications are at-least-once): a transient store error fails the attempt, never the scene.
    */
-  async function sceneEvent<T>(run: () => Promise<T>): Promise<T> {
+  async function sceneEvent(run: () => Promise<FanOutResult>): Promise<FanOutResult> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await run();
+        const fan = await run();
+        sent += fan.enqueued;
+        return fan;
       } catch (error) {
         if (!(error instanceof TesseraError && error.retryable) || attempt >= PARITY_MAX_RECEIVE_COUNT) throw error;
       }
@@ -502,7 +522,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         body = JSON.stringify({ ...raw, jobKey: createHash('sha256').update(`tampered ${n}`).digest('hex') });
         break;
       case 'bad-expression':
-        body = JSON.stringify({ ...raw, params: { ...(raw.params as object), expression: `(B08 - B04) / ${'('.repeat(n % 3 + 1)}` } });
+        body = JSON.stringify({ ...raw, params: { ...(raw.params as object), expression: `(B08 - B04) / ${'('.repeat((n % 3) + 1)}` } });
         break;
       default: {
         const never: never = kind;
@@ -533,11 +553,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     }
     const worker = `w${++workerSeq}`;
     const roll = draw();
-    // A worker dies at most once per message and never on its last deliveries: the soak tests
-    // survival, and a message that died on every delivery the transport allows is dead-lettered by
-    // the platform, by design.
+    // A worker dies at most once per message, on its first delivery: the soak tests survival, and a
+    // message that failed on every delivery its transport allows is dead-lettered by the platform, by
+    // design (a crash can cost two: the death, then a delivery that waits out the dead attempt's lease).
     const crashes = crashesOf.get(d.deliveryId) ?? 0;
     const mayCrash = jobId !== undefined && crashes === 0 && d.receiveCount <= 1;
+    // A transient error fails a delivery where no SDK retries below the adapter (SQLite, the filesystem):
+    // drawn only on a message's first two deliveries, so faults never use up its transport's budget.
+    const mayFail = d.receiveCount <= 2;
     const offsetMs = skewAllowed && on('clock-skew') && draw() < 0.15 ? Math.round((draw() * 2 - 1) * SKEW_WITHIN * SKEW_MARGIN_MS) : 0;
     if (offsetMs !== 0) count('clock-skew');
     const clock = new WorkerClock(ctx.clock, offsetMs);
@@ -545,9 +568,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       dueAt.set(d.deliveryId, ctx.clock.now() + gapMs);
       await ctx.queue.release(d, 0);
     };
-    const fault = chooseFault(roll, mayCrash);
+    const fault = chooseFault(roll, mayCrash, mayFail);
     if (fault !== undefined) count(fault);
-    if (fault !== undefined && fault.startsWith('crash')) crashesOf.set(d.deliveryId, crashes + 1);
+    trace(
+      d,
+      `delivery ${deliveries} receive ${d.receiveCount} worker ${worker} fault ${fault ?? '-'} skew ${offsetMs} at ${ctx.clock.now()}`,
+    );
+    if (fault?.startsWith('crash')) crashesOf.set(d.deliveryId, crashes + 1);
     switch (fault) {
       case 'crash-before-claim':
         // Died on receipt: nothing ran; the message comes back after the platform's visibility.
@@ -604,6 +631,23 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       hooks = { afterClaim: () => clock.runFor(LEASE_MS * 2) };
     }
     const crashAfter = fault === 'crash-after-claim' ? 'claim' : fault === 'crash-after-write' ? 'write' : undefined;
+    if (processes && (crashAfter !== undefined || fault === 'crash-after-commit')) {
+      const killed = await processes.crash({
+        body: d.body,
+        deliveryId: d.deliveryId,
+        receiveCount: d.receiveCount,
+        owner: worker,
+        nowMs: ctx.clock.now(),
+        leaseMs: LEASE_MS,
+        retentionMs: ctx.settings(worker).retentionMs,
+        maxReceiveCount: PARITY_MAX_RECEIVE_COUNT,
+        crashAt: crashAfter ?? 'commit',
+      });
+      if (killed) {
+        count('worker-sigkilled' as FaultKind);
+        return release(transport.crashGapMs);
+      }
+    }
     const r = await ctx.deliver(d, worker, { ...options, hooks, fault: crashAfter ? { crashAfter } : undefined });
     judgeVerdict(d, r);
     return settleVerdict(r, fault);
@@ -616,10 +660,12 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         case 'ack':
           // Died after the commit, before the ack: the message comes back and meets `done`.
           if (f === 'crash-after-commit') return release(transport.crashGapMs);
+          finished++;
           return ctx.queue.ack(d);
         case 'retry':
           return release(v.delayMs ?? transport.retryGapMs);
         case 'poison':
+          finished++;
           return ctx.settle(d, v, 'dead-letter');
         default: {
           const never: never = v;
@@ -629,7 +675,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     }
   }
 
-  function chooseFault(roll: number, mayCrash: boolean): FaultKind | undefined {
+  function chooseFault(roll: number, mayCrash: boolean, mayFail: boolean): FaultKind | undefined {
     // Cumulative probabilities: about half the deliveries get a fault.
     const table: [FaultKind, number, boolean][] = [
       ['crash-before-claim', 0.03, mayCrash],
@@ -641,9 +687,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       ['lost-claim-answer', 0.05, true],
       ['lost-commit-answer', 0.05, true],
       ['lost-write-answer', 0.05, true],
-      ['throttled-claim', 0.04, true],
-      ['throttled-commit', 0.04, true],
-      ['throttled-write', 0.04, true],
+      ['throttled-claim', 0.04, mayFail],
+      ['throttled-commit', 0.04, mayFail],
+      ['throttled-write', 0.04, mayFail],
     ];
     let acc = 0;
     for (const [kind, p, allowed] of table) {
@@ -653,7 +699,19 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     return undefined;
   }
 
+  /** TESSERA_SOAK_TRACE=<job label prefix>: one line per delivery of the matching jobs (debugging a seed). */
+  function trace(d: Delivery, line: string): void {
+    const want = process.env.TESSERA_SOAK_TRACE;
+    if (!want) return;
+    const label = ctx.jobLabel(safeJobKey(d.body));
+    if (label.startsWith(want)) say(`${name} ${label} ${d.deliveryId.slice(0, 8)}: ${line}`);
+  }
+
   function judgeVerdict(d: Delivery, r: DeliverResult): void {
+    trace(
+      d,
+      `verdict ${r.kind}${r.kind === 'ack' ? ` ${r.outcome.kind}${'reason' in r.outcome ? ` ${String(r.outcome.reason)}` : ''}` : ''}${r.kind === 'retry' || r.kind === 'poison' ? ` ${r.error.message}` : ''}`,
+    );
     if (r.kind === 'poison') poisonVerdicts.push({ body: d.body, error: r.error.message });
     if (r.kind === 'ack' && r.outcome.kind === 'source-changed') {
       try {
@@ -677,6 +735,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     for (const x of delayed.filter((y) => y.at <= limit)) {
       delayed.splice(delayed.indexOf(x), 1);
       await ctx.queue.sendBatch(x.bodies.map((body) => ({ jobKey: bodyKey(body), body })));
+      sent += x.bodies.length;
       fired = true;
     }
     for (const p of planned.filter((y) => y.at <= limit)) {
@@ -700,12 +759,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   let sceneDue = 0;
   let empty = 0;
   for (;;) {
-    if (deliveries >= sceneDue && deliveries < options.deliveries) {
+    // A new scene while the deliveries made, plus one per message still out, fall short of the size;
+    // if the drain ends short of it after all (retries are extra deliveries, not extra messages), more come.
+    if (deliveries >= sceneDue && deliveries + (sent - finished) < options.deliveries) {
       await newScene();
       sceneDue = deliveries + int(plan, 4, 16);
     }
     await fireDue(false);
-    const batch = await ctx.queue.receive(10, DRAIN_VISIBILITY_MS);
+    const batch = await ctx.queue.receive(10, RECEIVE_VISIBILITY_MS);
     if (batch.length === 0) {
       if (deliveries < options.deliveries) {
         sceneDue = deliveries;
@@ -727,6 +788,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   // Past every lease and skew margin: a CLAIMED row now is wedged unless explained.
   ctx.clock.advance(LEASE_MS + 2 * SKEW_MARGIN_MS + 1);
 
+  await processes?.close();
   const report = await judge();
   rmSync(tmp, { recursive: true, force: true });
   await pb.close();
@@ -776,13 +838,16 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         // Written once: the store applied one create-only write, plus one per repair that asked for it
         // (judged on the wire, below every SDK retry), and the object there is the last write that landed.
         const repairs = writes.filter((x) => x.key === key && x.kind === 'written' && x.mode === 'repair');
-        const landed = pb.outputFaults.landedWrites(key);
+        const landed = pb.outputFaults.landedWrites(key) + (childLanded.get(key) ?? 0);
         if (landed !== 1 + repairs.length) {
           duplicateWrites += Math.max(1, landed - 1 - repairs.length);
           const seen = pb
             .wire()
             .filter((q) => q.path.includes(key.split('/').at(-1) as string) && q.path.includes(s.sceneKey))
-            .map((q) => `${q.method} ${q.status ?? '-'}${q.fault ? ` (${q.fault})` : ''}${q.headers['if-match'] ? ` if-match ${String(q.headers['if-match'])}` : ''}`);
+            .map(
+              (q) =>
+                `${q.method} ${q.status ?? '-'}${q.fault ? ` (${q.fault})` : ''}${q.headers['if-match'] ? ` if-match ${String(q.headers['if-match'])}` : ''}`,
+            );
           anomalies.push(`${id}: the store applied ${landed} writes (1 create + ${repairs.length} repairs expected): ${seen.join(', ')}`);
         }
         const last = writes.filter((x) => x.key === key && x.kind === 'written').at(-1);
@@ -893,6 +958,71 @@ function safeJobKey(body: string): string {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * Local worker processes to kill (test/soak/local-worker.ts): one spare is kept warm, so a crash of
+ * the local backend is a real worker process killed with SIGKILL at its crash point whenever the
+ * spare is ready (starting one takes about a second of CPU; a crash that finds none is aborted in
+ * process, at the same point, and counted apart).
+ */
+class WorkerProcesses {
+  #spare: { child: ChildProcess; ready: boolean } | undefined;
+  kills = 0;
+  constructor(
+    private readonly dir: string,
+    private readonly onLog: (line: string) => void,
+    private readonly onLanded: (key: string) => void,
+  ) {
+    this.#warm();
+  }
+
+  #warm(): void {
+    const child = spawn(process.execPath, ['--import', 'tsx', resolve(here, 'local-worker.ts'), this.dir], {
+      cwd: resolve(here, '..', '..'),
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const spare = { child, ready: false };
+    this.#spare = spare;
+    let buffered = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        const message = JSON.parse(line) as { ready?: boolean; at?: string; log?: string; landed?: string };
+        if (message.ready) spare.ready = true;
+        if (message.landed !== undefined) this.onLanded(message.landed);
+        if (message.log !== undefined) this.onLog(message.log);
+        if (message.at !== undefined) child.emit('crash-point', message.at);
+      }
+    });
+  }
+
+  /** Run `order` in the warm spare and SIGKILL it at its crash point; false (nothing ran) if no spare is ready. */
+  async crash(order: WorkerOrder): Promise<boolean> {
+    const spare = this.#spare;
+    if (!spare?.ready) return false;
+    this.#warm();
+    const { child } = spare;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    const reached = new Promise<void>((r) => child.once('crash-point', () => r()));
+    child.stdin?.write(`${JSON.stringify(order)}\n`);
+    await Promise.race([reached, exited]);
+    child.kill('SIGKILL');
+    await exited;
+    this.kills++;
+    return true;
+  }
+
+  async close(): Promise<void> {
+    const spare = this.#spare;
+    this.#spare = undefined;
+    if (spare && spare.child.exitCode === null) {
+      const exited = new Promise<void>((r) => spare.child.once('exit', () => r()));
+      spare.child.kill('SIGKILL');
+      await exited;
+    }
+  }
+}
 
 /** The reference render of every scene version, in a clean child process (test/soak/reference-render.ts). */
 function referenceRender(scenes: readonly SceneVersion[], tmp: string): Map<string, ReferenceAnswer> {

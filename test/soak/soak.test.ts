@@ -33,7 +33,10 @@ describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
       // (clock skew is not a local fault: the local backend runs every worker on one clock.)
       const expectedKinds = FAULT_KINDS.filter((k) => !(name === 'local' && k === 'clock-skew'));
       const silent = expectedKinds.filter((k) => !(report.faultsByKind[k] ?? 0));
-      expect(silent.filter((k) => !RARE.has(k)), `fault kinds that never fired (seed ${SEED})`).toEqual([]);
+      expect(
+        silent.filter((k) => !RARE.has(k)),
+        `fault kinds that never fired (seed ${SEED})`,
+      ).toEqual([]);
       expect(anomalies, `seed ${SEED}; reproduce with: ${rerun}`).toEqual([]);
       expect(anomalyCount(report)).toBe(0);
       expect(report.tilesCorrect).toBe(report.tilesExpected);
@@ -57,14 +60,14 @@ describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
 /** Kinds drawn per scene rather than per delivery: a short run may draw none of them. */
 const RARE = new Set<string>(['duplicate-scene-event', 'source-overwritten', 'backfill-skip', 'backfill-new-key', 'backfill-overwrite']);
 
-/** A worker bug the oracle must catch: every third tile it creates has one byte flipped. */
+/** A worker bug the oracle must catch: every third tile the workers create has one byte flipped. */
+let tilesCreated = 0;
 function corruptingEveryThirdTile(backend: Backend): Backend {
-  let n = 0;
   const outputs = new Proxy(backend.outputs, {
     get(target, prop) {
       if (prop === 'putIfAbsent')
         return (key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> => {
-          if (!key.startsWith('tiles/') || ++n % 3 !== 0) return target.putIfAbsent(key, body, options);
+          if (!key.startsWith('tiles/') || ++tilesCreated % 3 !== 0) return target.putIfAbsent(key, body, options);
           const bad = Uint8Array.from(body);
           bad[bad.length - 1] = (bad[bad.length - 1] ?? 0) ^ 0xff;
           return target.putIfAbsent(key, bad, options);

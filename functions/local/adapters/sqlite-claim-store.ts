@@ -105,7 +105,10 @@ export class SqliteClaimStore implements ClaimStore {
     );
     this.#get = this.#db.prepare('SELECT * FROM claims WHERE job_id = ?');
     // Cleanup only (tessera verify): the row must still be in the state and owner its creator left.
-    this.#delete = prepareNamed(this.#db, 'DELETE FROM claims WHERE job_id = @jobId AND state = @state AND owner = @owner RETURNING job_id');
+    this.#delete = prepareNamed(
+      this.#db,
+      'DELETE FROM claims WHERE job_id = @jobId AND state = @state AND owner = @owner RETURNING job_id',
+    );
   }
 
   async claim(req: ClaimRequest): Promise<ClaimResult> {
