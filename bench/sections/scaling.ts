@@ -1,3 +1,4 @@
+import { mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,7 @@ import { REPO_ROOT } from '../lib/child.js';
 import { type Gdal, gdalScript, runGdalScript } from '../lib/gdal.js';
 import { measureTree, type TreeCost } from '../lib/measure.js';
 import { type Row, type SectionResult, times } from '../lib/report.js';
-import { ensureScene, freshRunDir, SCENE } from '../lib/scenes.js';
+import { BENCH_DIR, ensureScene, SCENE } from '../lib/scenes.js';
 import { fmt, type Summary, summarize } from '../lib/stats.js';
 
 export interface ScalingConfig {
@@ -107,143 +108,159 @@ export async function scaling(cfg: ScalingConfig, gdal: Gdal, log: (line: string
   const started = performance.now();
   const broken: string[] = [];
   const cores = availableParallelism();
-
-  // --- scaling: 1 vs 2 workers, alternating so drift in the machine's load hits both alike
-  const scalingScene = await ensureScene(cfg.scalingScene, cfg.scalingScene, log);
-  const runs: ScalingRun[] = [];
-  for (let rep = 0; rep < cfg.scalingReps; rep++) {
-    for (const workers of rep % 2 === 0 ? [1, 2] : [2, 1]) {
-      const dir = freshRunDir(`scaling-${workers}`);
-      const cost = await measureTree(gdal.python, tesseraCommand(scalingScene, cfg.scalingTilePx, workers, dir), { cwd: REPO_ROOT });
-      const s = summaryOf(cost);
-      if (!s.ok || !s.profile) broken.push(`tessera run --workers ${workers}: manifest ${s.manifestCount} / grid ${s.gridCount}`);
-      const tilePhaseMs = s.profile?.tilePhaseMs ?? Number.NaN;
-      runs.push({
-        workers,
-        tiles: s.tilesWritten,
-        tilePhaseMs,
-        tilesPerSec: s.tilesWritten / (tilePhaseMs / 1000),
-        wallMs: cost.wallMs,
-        cpuSec: cost.cpuSec,
-      });
-      log(`  scaling rep ${rep + 1}, ${workers} worker(s): ${s.tilesWritten} tiles in ${fmt(tilePhaseMs)} ms`);
-    }
-  }
-  const rate = (w: number): Summary => summarize(runs.filter((r) => r.workers === w).map((r) => r.tilesPerSec));
-  const one = rate(1);
-  const two = rate(2);
-  const speedup = two.median / one.median;
-
-  // --- whole scene on all cores: Tessera against GDAL's pooled library, alternating
-  const scene = await ensureScene(cfg.wholeScene, cfg.wholeScene, log);
-  const output = DEFAULT_PARAMS.output as { compression: string; blocksize: number; nodata: number };
-  const whole: WholeRun[] = [];
-  let tesseraDir = '';
-  let tesseraSceneKey = '';
-  let gdalDir = '';
-  for (let rep = 0; rep < cfg.wholeReps; rep++) {
-    for (const contender of rep % 2 === 0 ? (['tessera', 'gdal'] as const) : (['gdal', 'tessera'] as const)) {
-      if (contender === 'tessera') {
-        tesseraDir = freshRunDir('whole-tessera');
-        const cost = await measureTree(gdal.python, tesseraCommand(scene, cfg.wholeTilePx, cores, tesseraDir), { cwd: REPO_ROOT });
-        const s = summaryOf(cost);
-        if (!s.ok) broken.push(`whole scene, tessera: manifest ${s.manifestCount} / grid ${s.gridCount}`);
-        tesseraSceneKey = s.sceneKey;
-        whole.push({ contender, tiles: s.tilesWritten, ...costOf(cost) });
-      } else {
-        gdalDir = freshRunDir('whole-gdal');
-        const spec = {
-          scene,
-          outDir: join(gdalDir, 'tiles'),
-          processes: cores,
-          tilePx: cfg.wholeTilePx,
-          blockSize: output.blocksize,
-          compression: output.compression,
-          level: DEFLATE_LEVEL,
-          noDataIn: SCENE.noData,
-          noDataOut: output.nodata,
-        };
-        const cost = await measureTree(gdal.python, [gdal.python, gdalScript('scene_ndvi_mp.py'), JSON.stringify(spec)]);
-        const r = JSON.parse(cost.stdout.trim().split('\n').pop() ?? '{}') as { tiles: number };
-        whole.push({ contender, tiles: r.tiles, ...costOf(cost) });
-      }
-      const last = whole.at(-1) as WholeRun;
-      log(
-        `  whole scene rep ${rep + 1}, ${contender}: ${last.tiles} tiles, wall ${fmt(last.wallMs / 1000)} s, ` +
-          `CPU ${fmt(last.cpuSec)} s, peak RSS ${fmt(last.peakTreeRssMb)} MB (tree) / ${fmt(last.peakProcessRssMb)} MB (largest process)`,
-      );
-    }
-  }
-  const tess = whole.filter((w) => w.contender === 'tessera');
-  const gd = whole.filter((w) => w.contender === 'gdal');
-  if (tess[0] && gd[0] && tess[0].tiles !== gd[0].tiles)
-    broken.push(`whole scene: tessera made ${tess[0].tiles} tiles, GDAL ${gd[0].tiles}`);
-  const med = (xs: readonly WholeRun[], f: (w: WholeRun) => number) => summarize(xs.map(f)).median;
-  const wallRatio = med(gd, (w) => w.wallMs) / med(tess, (w) => w.wallMs);
-
-  // --- the two outputs are the same tiles
-  const cols = Math.ceil(cfg.wholeScene / cfg.wholeTilePx);
-  const names = pickTiles(cols, COMPARED);
-  const pairs = names.map((name) => ({
-    name,
-    reference: join(gdalDir, 'tiles', `${name}.tif`),
-    candidate: join(tesseraDir, 'outputs', 'objects', 'tiles', tesseraSceneKey, `${name}.tif`),
-  }));
-  const verification = (await runGdalScript<{ pairs: ComparePair[] }>(gdal, 'compare_tiles.py', { pairs })).pairs;
-  for (const p of verification) {
-    const cog = [...p.cogErrors.reference, ...p.cogErrors.candidate];
-    if (p.layoutDiffers.length || p.maskMismatches !== 0 || p.maxAbsDiff > 1e-6 || cog.length) {
-      broken.push(
-        `whole scene tile ${p.name}: Tessera's and GDAL's differ (layout: ${p.layoutDiffers.join(',') || 'same'}, ` +
-          `mask mismatches ${p.maskMismatches}, max |diff| ${p.maxAbsDiff}, COG errors ${cog.join('; ') || 'none'})`,
-      );
-    }
-  }
-
-  const t = (f: (w: WholeRun) => number, xs: readonly WholeRun[]) => med(xs, f);
-  const rows: Row[] = [
-    {
-      section: '6 scaling',
-      metric: `tiles per second, 1 -> 2 worker processes (${cfg.scalingScene}^2 scene, ${cfg.scalingTilePx} px tiles)`,
-      backend: 'local',
-      target: `>= ${SCALING_TARGET}x`,
-      measured: `${fmt(one.median)} -> ${fmt(two.median)} tiles/s (efficiency ${fmt((speedup / 2) * 100)} %)`,
-      ratio: times(speedup),
-      status: speedup >= SCALING_TARGET ? 'PASS' : 'MISS',
-      note:
-        speedup >= SCALING_TARGET
-          ? `median of ${cfg.scalingReps} runs each, alternating; tile phase incl. forking the workers`
-          : `the machine's other load shares the 2 cores (load average in the report); tile phase incl. forking the workers, median of ${cfg.scalingReps}`,
-    },
-    {
-      section: '6 scaling',
-      metric: `whole scene ${cfg.wholeScene}^2 x 2 bands -> NDVI COG tiles on ${cores} cores, wall time vs GDAL (pooled library)`,
-      backend: 'local',
-      target: `>= ${fmt(WHOLE_TARGET)}x`,
-      measured:
-        `tessera ${fmt(t((w) => w.wallMs, tess) / 1000)} s, CPU ${fmt(t((w) => w.cpuSec, tess))} s, ` +
-        `peak RSS ${fmt(t((w) => w.peakTreeRssMb, tess))} MB; GDAL ${fmt(t((w) => w.wallMs, gd) / 1000)} s, ` +
-        `CPU ${fmt(t((w) => w.cpuSec, gd))} s, peak RSS ${fmt(t((w) => w.peakTreeRssMb, gd))} MB`,
-      ratio: times(wallRatio),
-      status: wallRatio >= WHOLE_TARGET ? 'PASS' : 'MISS',
-      note:
-        wallRatio >= WHOLE_TARGET
-          ? `GDAL wall / Tessera wall; Tessera's run includes staging, fan-out, gates and the mosaic`
-          : `GDAL wall / Tessera wall: Tessera's single-core tile speed (section 1) sets this; its run also stages the scene ` +
-            '(copy + SHA-256 version), fans out, claims, commits and writes the mosaic; peak RSS is the process tree total',
-    },
-  ];
-  return {
-    name: 'scaling',
-    rows,
-    broken,
-    details: {
-      cores,
-      scaling: { runs, oneWorker: one, twoWorkers: two, speedup },
-      whole: { runs: whole, gdalRoute: 'bench/gdal/scene_ndvi_mp.py: GDAL Python bindings, multiprocessing pool of <cores>', verification },
-    },
-    durationSec: (performance.now() - started) / 1000,
+  // Its own scratch folder, not .tessera-bench/runs/: another benchmark run's clearRuns() there would
+  // delete a scene's manifest under a run in progress (seen when two ran at once on this machine).
+  const scratch = join(BENCH_DIR, `scaling-${process.pid}`);
+  const freshRunDir = (name: string): string => {
+    const dir = join(scratch, name);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    return dir;
   };
+  try {
+    // --- scaling: 1 vs 2 workers, alternating so drift in the machine's load hits both alike
+    const scalingScene = await ensureScene(cfg.scalingScene, cfg.scalingScene, log);
+    const runs: ScalingRun[] = [];
+    for (let rep = 0; rep < cfg.scalingReps; rep++) {
+      for (const workers of rep % 2 === 0 ? [1, 2] : [2, 1]) {
+        const dir = freshRunDir(`scaling-${workers}`);
+        const cost = await measureTree(gdal.python, tesseraCommand(scalingScene, cfg.scalingTilePx, workers, dir), { cwd: REPO_ROOT });
+        const s = summaryOf(cost);
+        if (!s.ok || !s.profile) broken.push(`tessera run --workers ${workers}: manifest ${s.manifestCount} / grid ${s.gridCount}`);
+        const tilePhaseMs = s.profile?.tilePhaseMs ?? Number.NaN;
+        runs.push({
+          workers,
+          tiles: s.tilesWritten,
+          tilePhaseMs,
+          tilesPerSec: s.tilesWritten / (tilePhaseMs / 1000),
+          wallMs: cost.wallMs,
+          cpuSec: cost.cpuSec,
+        });
+        log(`  scaling rep ${rep + 1}, ${workers} worker(s): ${s.tilesWritten} tiles in ${fmt(tilePhaseMs)} ms`);
+      }
+    }
+    const rate = (w: number): Summary => summarize(runs.filter((r) => r.workers === w).map((r) => r.tilesPerSec));
+    const one = rate(1);
+    const two = rate(2);
+    const speedup = two.median / one.median;
+
+    // --- whole scene on all cores: Tessera against GDAL's pooled library, alternating
+    const scene = await ensureScene(cfg.wholeScene, cfg.wholeScene, log);
+    const output = DEFAULT_PARAMS.output as { compression: string; blocksize: number; nodata: number };
+    const whole: WholeRun[] = [];
+    let tesseraDir = '';
+    let tesseraSceneKey = '';
+    let gdalDir = '';
+    for (let rep = 0; rep < cfg.wholeReps; rep++) {
+      for (const contender of rep % 2 === 0 ? (['tessera', 'gdal'] as const) : (['gdal', 'tessera'] as const)) {
+        if (contender === 'tessera') {
+          tesseraDir = freshRunDir('whole-tessera');
+          const cost = await measureTree(gdal.python, tesseraCommand(scene, cfg.wholeTilePx, cores, tesseraDir), { cwd: REPO_ROOT });
+          const s = summaryOf(cost);
+          if (!s.ok) broken.push(`whole scene, tessera: manifest ${s.manifestCount} / grid ${s.gridCount}`);
+          tesseraSceneKey = s.sceneKey;
+          whole.push({ contender, tiles: s.tilesWritten, ...costOf(cost) });
+        } else {
+          gdalDir = freshRunDir('whole-gdal');
+          const spec = {
+            scene,
+            outDir: join(gdalDir, 'tiles'),
+            processes: cores,
+            tilePx: cfg.wholeTilePx,
+            blockSize: output.blocksize,
+            compression: output.compression,
+            level: DEFLATE_LEVEL,
+            noDataIn: SCENE.noData,
+            noDataOut: output.nodata,
+          };
+          const cost = await measureTree(gdal.python, [gdal.python, gdalScript('scene_ndvi_mp.py'), JSON.stringify(spec)]);
+          const r = JSON.parse(cost.stdout.trim().split('\n').pop() ?? '{}') as { tiles: number };
+          whole.push({ contender, tiles: r.tiles, ...costOf(cost) });
+        }
+        const last = whole.at(-1) as WholeRun;
+        log(
+          `  whole scene rep ${rep + 1}, ${contender}: ${last.tiles} tiles, wall ${fmt(last.wallMs / 1000)} s, ` +
+            `CPU ${fmt(last.cpuSec)} s, peak RSS ${fmt(last.peakTreeRssMb)} MB (tree) / ${fmt(last.peakProcessRssMb)} MB (largest process)`,
+        );
+      }
+    }
+    const tess = whole.filter((w) => w.contender === 'tessera');
+    const gd = whole.filter((w) => w.contender === 'gdal');
+    if (tess[0] && gd[0] && tess[0].tiles !== gd[0].tiles)
+      broken.push(`whole scene: tessera made ${tess[0].tiles} tiles, GDAL ${gd[0].tiles}`);
+    const med = (xs: readonly WholeRun[], f: (w: WholeRun) => number) => summarize(xs.map(f)).median;
+    const wallRatio = med(gd, (w) => w.wallMs) / med(tess, (w) => w.wallMs);
+
+    // --- the two outputs are the same tiles
+    const cols = Math.ceil(cfg.wholeScene / cfg.wholeTilePx);
+    const names = pickTiles(cols, COMPARED);
+    const pairs = names.map((name) => ({
+      name,
+      reference: join(gdalDir, 'tiles', `${name}.tif`),
+      candidate: join(tesseraDir, 'outputs', 'objects', 'tiles', tesseraSceneKey, `${name}.tif`),
+    }));
+    const verification = (await runGdalScript<{ pairs: ComparePair[] }>(gdal, 'compare_tiles.py', { pairs })).pairs;
+    for (const p of verification) {
+      const cog = [...p.cogErrors.reference, ...p.cogErrors.candidate];
+      if (p.layoutDiffers.length || p.maskMismatches !== 0 || p.maxAbsDiff > 1e-6 || cog.length) {
+        broken.push(
+          `whole scene tile ${p.name}: Tessera's and GDAL's differ (layout: ${p.layoutDiffers.join(',') || 'same'}, ` +
+            `mask mismatches ${p.maskMismatches}, max |diff| ${p.maxAbsDiff}, COG errors ${cog.join('; ') || 'none'})`,
+        );
+      }
+    }
+
+    const t = (f: (w: WholeRun) => number, xs: readonly WholeRun[]) => med(xs, f);
+    const rows: Row[] = [
+      {
+        section: '6 scaling',
+        metric: `tiles per second, 1 -> 2 worker processes (${cfg.scalingScene}^2 scene, ${cfg.scalingTilePx} px tiles)`,
+        backend: 'local',
+        target: `>= ${SCALING_TARGET}x`,
+        measured: `${fmt(one.median)} -> ${fmt(two.median)} tiles/s (efficiency ${fmt((speedup / 2) * 100)} %)`,
+        ratio: times(speedup),
+        status: speedup >= SCALING_TARGET ? 'PASS' : 'MISS',
+        note:
+          speedup >= SCALING_TARGET
+            ? `median of ${cfg.scalingReps} runs each, alternating; tile phase incl. forking the workers`
+            : `the machine's other load shares the 2 cores (load average in the report); tile phase incl. forking the workers, median of ${cfg.scalingReps}`,
+      },
+      {
+        section: '6 scaling',
+        metric: `whole scene ${cfg.wholeScene}^2 x 2 bands -> NDVI COG tiles on ${cores} cores, wall time vs GDAL (pooled library)`,
+        backend: 'local',
+        target: `>= ${fmt(WHOLE_TARGET)}x`,
+        measured:
+          `tessera ${fmt(t((w) => w.wallMs, tess) / 1000)} s, CPU ${fmt(t((w) => w.cpuSec, tess))} s, ` +
+          `peak RSS ${fmt(t((w) => w.peakTreeRssMb, tess))} MB; GDAL ${fmt(t((w) => w.wallMs, gd) / 1000)} s, ` +
+          `CPU ${fmt(t((w) => w.cpuSec, gd))} s, peak RSS ${fmt(t((w) => w.peakTreeRssMb, gd))} MB`,
+        ratio: times(wallRatio),
+        status: wallRatio >= WHOLE_TARGET ? 'PASS' : 'MISS',
+        note:
+          wallRatio >= WHOLE_TARGET
+            ? `GDAL wall / Tessera wall; Tessera's run includes staging, fan-out, gates and the mosaic`
+            : `GDAL wall / Tessera wall: Tessera's single-core tile speed (section 1) sets this; its run also stages the scene ` +
+              '(copy + SHA-256 version), fans out, claims, commits and writes the mosaic; peak RSS is the process tree total',
+      },
+    ];
+    return {
+      name: 'scaling',
+      rows,
+      broken,
+      details: {
+        cores,
+        scaling: { runs, oneWorker: one, twoWorkers: two, speedup },
+        whole: {
+          runs: whole,
+          gdalRoute: 'bench/gdal/scene_ndvi_mp.py: GDAL Python bindings, multiprocessing pool of <cores>',
+          verification,
+        },
+      },
+      durationSec: (performance.now() - started) / 1000,
+    };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }
 
 function costOf(c: TreeCost): Omit<WholeRun, 'contender' | 'tiles'> {

@@ -1,4 +1,4 @@
-import { assertNever, type ClaimResult } from '../domain/claim.js';
+import { assertNever, type ClaimResult, type CommitResult } from '../domain/claim.js';
 import { codeVersion } from '../domain/code-version.js';
 import { contentDigest } from '../domain/content-digest.js';
 import {
@@ -93,7 +93,8 @@ export interface ProcessTileOptions {
  *    before the commit, so a crash in between leaves a CLAIMED row whose redelivery re-runs the
  *    idempotent insert (`already-present` is success, counted). A sink failure gives the claim back.
  *    (crash after the insert: the row exists; the redelivery's insert is `already-present`, then commits)
- * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm.
+ * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm. A commit that
+ *    throws (transient) gives the claim back first, so the redelivery claims at once.
  *    (crash after commit, before ack: a redelivery is rejected at the claim with `done`)
  *
  * `claimOwner` is the owner written to the row (the delivery and the worker, see deliveries.ts).
@@ -258,7 +259,17 @@ export async function processTile(
     await settings.hooks?.afterFeature?.(job);
   }
 
-  const commit = await claims.commit({ jobId: claimId, owner: claimOwner, outputUri: job.outputKey, now: clock.now() });
+  let commit: CommitResult;
+  try {
+    commit = await claims.commit({ jobId: claimId, owner: claimOwner, outputUri: job.outputKey, now: clock.now() });
+  } catch (error) {
+    // The commit failed (throttling past the SDK's retries): give the claim back, as after every failure
+    // past the claim, so the redelivery claims at once instead of spending a delivery of its transport's
+    // budget waiting out this attempt's lease (soak seed 16). If the commit did land, the row is COMMITTED
+    // and this owner-conditional release changes nothing.
+    await releaseClaim(backend, claimId, claimOwner);
+    throw error;
+  }
   switch (commit.kind) {
     case 'committed':
       telemetry.count('committed');

@@ -11,6 +11,7 @@ import {
   undoHorizontalPredictor,
   zstdDecompressAsync,
 } from './codecs.js';
+import { jpegDecode, unpackBits, widenInt8 } from './decoders.js';
 import { parseGdalMetadata } from './gdal-metadata.js';
 import { crsFromGeoKeys, type GeoTransform, geoTransformFromTags, parseGeoKeys, type RasterCrs } from './georeferencing.js';
 import { type Ifd, RangeReader, TiffDirectoryReader } from './tiff-directory.js';
@@ -20,10 +21,12 @@ import {
   DATA_TYPES,
   dataTypeOf,
   GeoKey,
+  Photometric,
   PlanarConfiguration,
   Predictor,
   parseNoData,
   type RasterDataType,
+  SubfileType,
   Tag,
   type TypedArray,
 } from './tiff-format.js';
@@ -68,6 +71,29 @@ export interface RasterSource {
   /** Band descriptions from GDAL_METADATA (e.g. `B04`), by band, `undefined` where a band has none. */
   readonly bandDescriptions: readonly (string | undefined)[];
   /**
+   * GDAL's band scale and offset (GDAL_METADATA items with role "scale" and
+   * "offset"), by band, `undefined` where a band has none: the physical value
+   * is `raw * scale + offset`. `readWindow` returns raw values, as GDAL's
+   * ReadAsArray does; applying them is the expression's business.
+   */
+  readonly bandScales: readonly (number | undefined)[];
+  readonly bandOffsets: readonly (number | undefined)[];
+  /**
+   * The internal overviews (reduced-resolution copies in the same file, as
+   * gdaladdo and the COG driver write them), largest first. Each reads like
+   * this source, on a grid as many times coarser as it is smaller, with the
+   * same CRS and nodata. The first call walks the IFD chain (for a COG, in
+   * the header already read; otherwise one range read per IFD).
+   */
+  overviews(): Promise<RasterSource[]>;
+  /**
+   * The per-dataset mask stored in the file (an IFD with the mask subfile
+   * type: GDAL's internal mask, `GDAL_TIFF_INTERNAL_MASK`) at this source's
+   * size, as one uint8 band of 255 (valid) and 0 (masked), as GDAL's
+   * GetMaskBand reads it; `undefined` when the file has none.
+   */
+  mask(): Promise<RasterSource | undefined>;
+  /**
    * The pixels of `window` for each of `bands` (1-based), row-major, in the
    * raster's own data type. The window must lie inside the raster.
    */
@@ -102,9 +128,14 @@ const SUPPORTED_COMPRESSIONS: ReadonlySet<number> = new Set([
   Compression.DEFLATE,
   Compression.PACKBITS,
   Compression.ZSTD,
+  Compression.JPEG,
 ]);
 
+/** No real file has more images than this; a longer IFD chain is a loop or corruption, and is not walked further. */
+const MAX_IFDS = 256;
+
 const HEADER_TAGS = [
+  Tag.NewSubfileType,
   Tag.ImageWidth,
   Tag.ImageLength,
   Tag.BitsPerSample,
@@ -116,6 +147,7 @@ const HEADER_TAGS = [
   Tag.StripByteCounts,
   Tag.PlanarConfiguration,
   Tag.Predictor,
+  Tag.JPEGTables,
   Tag.TileWidth,
   Tag.TileLength,
   Tag.TileOffsets,
@@ -135,9 +167,10 @@ const HEADER_TAGS = [
  * Opens a GeoTIFF (tiled or stripped, classic or BigTIFF, either byte order)
  * held in an object store, reading only its header by range.
  *
- * Supported: uint8/uint16/int16/uint32/int32/float32/float64 samples; no
- * compression, DEFLATE, ZSTD, LZW or PackBits, with or without predictor 2 or 3;
- * pixel-interleaved or band-planar. Errors: NotARasterError (not a TIFF,
+ * Supported: uint8/uint16/int16/uint32/int32/float32/float64 samples, and
+ * int8 (read as int16); no compression, DEFLATE, ZSTD, LZW, PackBits or JPEG
+ * (grey, RGB or YCbCr), with or without predictor 2 or 3; pixel-interleaved
+ * or band-planar; internal overviews and masks (see docs/geotiff.md). Errors: NotARasterError (not a TIFF,
  * empty, truncated), UnsupportedRasterError (names the layout),
  * RasterWithoutCrsError (no GeoKeys or no georeferencing), InvalidGridError
  * (absurd size), ObjectNotFoundError (from the store).
@@ -155,7 +188,63 @@ export async function openGeoTiff(store: ObjectStore, key: string, opts: OpenGeo
   return GeoTiffSource.create(dir, ifd, values, {
     blockCacheBytes: opts.blockCacheBytes ?? DEFAULT_CACHE_BYTES,
     maxBlockBytes: opts.maxBlockBytes ?? DEFAULT_MAX_BLOCK_BYTES,
+    chain: new IfdChain(dir, ifd),
   });
+}
+
+/** One image of the file: an IFD and its header tag values. */
+interface TiffImage {
+  readonly ifd: Ifd;
+  readonly values: Map<number, Uint8Array>;
+}
+
+/**
+ * The images after the first (overviews, masks), walked once, when first
+ * asked for: a plain GeoTIFF keeps them at its end, so opening must not pay for them.
+ */
+class IfdChain {
+  private walked: Promise<TiffImage[]> | undefined;
+
+  constructor(
+    readonly dir: TiffDirectoryReader,
+    readonly first: Ifd,
+  ) {}
+
+  images(): Promise<TiffImage[]> {
+    // A failed walk (a store error) is forgotten, so the next call tries again.
+    this.walked ??= this.walk().catch((e: unknown) => {
+      this.walked = undefined;
+      throw e;
+    });
+    return this.walked;
+  }
+
+  private async walk(): Promise<TiffImage[]> {
+    const out: TiffImage[] = [];
+    const seen = new Set<number>([this.first.offset]);
+    let next = this.first.nextIfdOffset;
+    while (next !== 0 && !seen.has(next) && out.length < MAX_IFDS) {
+      seen.add(next);
+      const ifd = await this.dir.readIfd(next);
+      out.push({ ifd, values: await this.dir.loadValues(ifd, HEADER_TAGS) });
+      next = ifd.nextIfdOffset;
+    }
+    return out;
+  }
+}
+
+/** What an overview or mask image inherits from the full-resolution image: GeoTIFF keeps it in the first IFD only. */
+interface BaseImage {
+  readonly width: number;
+  readonly height: number;
+  readonly crs: RasterCrs;
+  readonly geoTransform: GeoTransform;
+  readonly noData: number | undefined;
+  readonly bandDescriptions: readonly (string | undefined)[];
+  readonly bandScales: readonly (number | undefined)[];
+  readonly bandOffsets: readonly (number | undefined)[];
+  /** The image is a mask: one uint8 band, no nodata of its own. */
+  readonly isMask: boolean;
 }
 
 function positive(name: string, v: number): number {
@@ -180,6 +269,16 @@ interface Layout {
   readonly planar: boolean;
   readonly compression: number;
   readonly predictor: number;
+  /** Bits of one stored sample: 1 for a bilevel mask, else the data type's (8 for int8, widened to int16 on decode). */
+  readonly storedBits: number;
+  /** Bytes of one stored row of a block (a 1-bit row is padded to whole bytes). */
+  readonly storedRowBytes: number;
+  /** SampleFormat int, 8 bits: decoded as int8, handed out as int16. */
+  readonly int8: boolean;
+  /** JPEGTables (347), for JPEG blocks written as abbreviated streams. */
+  readonly jpegTables: Uint8Array | undefined;
+  /** PhotometricInterpretation YCbCr: JPEG blocks are converted to RGB. */
+  readonly ycbcr: boolean;
   readonly blockWidth: number;
   /** Rows of a stored block (tile length, or rows per strip). */
   readonly blockHeight: number;
@@ -196,6 +295,7 @@ class GeoTiffSource implements RasterSource {
   private readonly cache: BlockCache<TypedArray>;
   private readonly inFlight = new Map<number, Promise<TypedArray>>();
   private counters = { rangeReads: 1, bytesRead: 0, blocksDecoded: 0, cacheHits: 0 };
+  /** Bytes of one stored sample (1 for int8, though it is handed out as int16). */
   private readonly bytesPerSample: number;
   /** Samples in one row of a stored block: block width x samples per pixel (chunky) or x 1 (planar). */
   private readonly rowSamples: number;
@@ -213,12 +313,16 @@ class GeoTiffSource implements RasterSource {
     readonly noData: number | undefined,
     readonly tiled: boolean,
     readonly bandDescriptions: readonly (string | undefined)[],
+    readonly bandScales: readonly (number | undefined)[],
+    readonly bandOffsets: readonly (number | undefined)[],
     private readonly layout: Layout,
-    cacheBytes: number,
+    private readonly chain: IfdChain | undefined,
+    private readonly isMask: boolean,
+    private readonly opts: { blockCacheBytes: number; maxBlockBytes: number },
   ) {
     this.littleEndian = littleEndian;
-    this.cache = new BlockCache(cacheBytes);
-    this.bytesPerSample = DATA_TYPES[dataType].bytes;
+    this.cache = new BlockCache(opts.blockCacheBytes);
+    this.bytesPerSample = Math.max(1, layout.storedBits / 8);
     this.rowSamples = layout.blockWidth * (layout.planar ? 1 : layout.samplesPerPixel);
     this.counters.bytesRead = reader.head.byteLength;
   }
@@ -243,11 +347,62 @@ class GeoTiffSource implements RasterSource {
     return { ...this.counters };
   }
 
+  async overviews(): Promise<RasterSource[]> {
+    if (!this.chain || this.isMask) return [];
+    const found: GeoTiffSource[] = [];
+    for (const image of await this.chain.images()) {
+      if (this.kind(image) !== 'overview') continue;
+      const ovr = this.subImage(image, false);
+      if (ovr.width < this.width && ovr.bandCount === this.bandCount) found.push(ovr);
+    }
+    return found.sort((a, b) => b.width - a.width);
+  }
+
+  async mask(): Promise<RasterSource | undefined> {
+    if (!this.chain || this.isMask) return undefined;
+    for (const image of await this.chain.images()) {
+      if (this.kind(image) !== 'mask') continue;
+      const m = this.subImage(image, true);
+      if (m.width === this.width && m.height === this.height) return m;
+    }
+    return undefined;
+  }
+
+  private kind(image: TiffImage): 'overview' | 'mask' | 'other' {
+    const e = image.ifd.entries.get(Tag.NewSubfileType);
+    const b = image.values.get(Tag.NewSubfileType);
+    const subfile = e && b ? (this.chain?.dir.numbers(e, b)[0] ?? 0) : 0;
+    const pe = image.ifd.entries.get(Tag.PhotometricInterpretation);
+    const pb = image.values.get(Tag.PhotometricInterpretation);
+    const photometric = pe && pb ? this.chain?.dir.numbers(pe, pb)[0] : undefined;
+    // GDAL marks a mask with both the subfile bit and the photometric value; either alone is something else.
+    if (subfile & SubfileType.MASK) return photometric === Photometric.MASK ? 'mask' : 'other';
+    return subfile & SubfileType.REDUCED ? 'overview' : 'other';
+  }
+
+  /** An overview or mask image, georeferenced from this one: its grid is this one's, scaled by the ratio of the sizes, as GDAL does. */
+  private subImage(image: TiffImage, isMask: boolean): GeoTiffSource {
+    const chain = this.chain as IfdChain;
+    const base: BaseImage = {
+      width: this.width,
+      height: this.height,
+      crs: this.crs,
+      geoTransform: this.geoTransform,
+      noData: isMask ? undefined : this.noData,
+      bandDescriptions: isMask ? [undefined] : this.bandDescriptions,
+      bandScales: isMask ? [undefined] : this.bandScales,
+      bandOffsets: isMask ? [undefined] : this.bandOffsets,
+      isMask,
+    };
+    return GeoTiffSource.create(chain.dir, image.ifd, image.values, { ...this.opts, chain }, base);
+  }
+
   static create(
     dir: TiffDirectoryReader,
     ifd: Ifd,
     values: Map<number, Uint8Array>,
-    opts: { blockCacheBytes: number; maxBlockBytes: number },
+    opts: { blockCacheBytes: number; maxBlockBytes: number; chain: IfdChain },
+    base?: BaseImage,
   ): GeoTiffSource {
     const key = dir.reader.key;
     const name = JSON.stringify(key);
@@ -286,14 +441,18 @@ class GeoTiffSource implements RasterSource {
     const format = formatAll[0] as number;
     if (bitsAll.some((b) => b !== bits)) throw unsupported(`bands of different bit depths (${Array.from(bitsAll).join(', ')})`);
     if (formatAll.some((f) => f !== format)) throw unsupported('bands of different sample formats');
-    const dataType = dataTypeOf(format, bits);
+    const photometric = one(Tag.PhotometricInterpretation);
+    // A bilevel mask (GDAL writes its internal masks at 1 bit) is read as uint8 0 / 255; int8 is read as int16.
+    const bilevelMask = base?.isMask === true && bits === 1 && spp === 1;
+    const int8 = format === 2 && bits === 8;
+    const dataType = bilevelMask ? 'uint8' : int8 ? 'int16' : dataTypeOf(format, bits);
     if (!dataType) {
       const kind = (
         { 1: 'unsigned integer', 2: 'signed integer', 3: 'floating-point', 5: 'complex integer', 6: 'complex floating-point' } as const
       )[format as 1];
       throw unsupported(
         `${bits}-bit ${kind ?? `sample format ${format}`} samples`,
-        'Tessera reads uint8, uint16, int16, uint32, int32, float32 and float64',
+        'Tessera reads uint8, int8, uint16, int16, uint32, int32, float32 and float64',
       );
     }
 
@@ -311,13 +470,27 @@ class GeoTiffSource implements RasterSource {
     if (predictor !== Predictor.NONE && predictor !== Predictor.HORIZONTAL && predictor !== Predictor.FLOATING_POINT) {
       throw unsupported(`predictor ${predictor}`);
     }
-    const photometric = one(Tag.PhotometricInterpretation);
-    if (photometric === 6) throw unsupported('YCbCr photometric interpretation (subsampled colour)');
     const planarConfig = one(Tag.PlanarConfiguration, PlanarConfiguration.CHUNKY) as number;
     if (planarConfig !== PlanarConfiguration.CHUNKY && planarConfig !== PlanarConfiguration.PLANAR) {
       throw new NotARasterError(`${name} is not a valid TIFF: PlanarConfiguration is ${planarConfig}`);
     }
     const planar = planarConfig === PlanarConfiguration.PLANAR && spp > 1;
+    const jpeg = compression === Compression.JPEG;
+    // YCbCr outside JPEG is subsampled raw data; inside JPEG the codec carries the subsampling and converts it back.
+    const ycbcr = photometric === Photometric.YCBCR;
+    if (ycbcr && !(jpeg && spp === 3 && !planar)) {
+      throw unsupported('YCbCr photometric interpretation outside a three-band pixel-interleaved JPEG (subsampled colour)');
+    }
+    if (jpeg) {
+      if (dataType !== 'uint8' || int8)
+        throw unsupported(`JPEG compression of ${int8 ? 'int8' : dataType} samples`, 'Tessera reads 8-bit JPEG only');
+      if (!planar && spp !== 1 && spp !== 3) {
+        throw unsupported(
+          `JPEG blocks of ${spp} interleaved bands`,
+          'Tessera reads grey, RGB and YCbCr JPEG blocks: rewrite it band-interleaved (gdal_translate -co INTERLEAVE=BAND) or with three bands',
+        );
+      }
+    }
 
     const tileOffsets = nums(Tag.TileOffsets);
     const tiled = tileOffsets !== undefined;
@@ -354,8 +527,7 @@ class GeoTiffSource implements RasterSource {
           `but it lists ${Math.min(offsets.length, byteCounts.length)}`,
       );
     }
-    const bytesPerSample = DATA_TYPES[dataType].bytes;
-    const rowBytes = blockWidth * (planar ? 1 : spp) * bytesPerSample;
+    const rowBytes = Math.ceil((blockWidth * (planar ? 1 : spp) * bits) / 8);
     const blockBytes = rowBytes * blockHeight;
     let sliceRows = blockHeight;
     if (compression === Compression.NONE) {
@@ -374,6 +546,54 @@ class GeoTiffSource implements RasterSource {
       }
     }
 
+    const layout: Layout = {
+      samplesPerPixel: spp,
+      planar,
+      compression,
+      predictor,
+      storedBits: bits,
+      storedRowBytes: rowBytes,
+      int8,
+      jpegTables: jpeg ? values.get(Tag.JPEGTables) : undefined,
+      ycbcr,
+      blockWidth,
+      blockHeight,
+      across,
+      down,
+      sliceRows,
+      slicesPerBlock: Math.ceil(blockHeight / sliceRows),
+      offsets,
+      byteCounts,
+    };
+    const cacheOpts = { blockCacheBytes: opts.blockCacheBytes, maxBlockBytes: opts.maxBlockBytes };
+    if (base) {
+      // GeoTIFF georeferences the first image only; GDAL gives an overview or mask the same footprint.
+      const rx = base.width / width;
+      const ry = base.height / height;
+      const g = base.geoTransform;
+      const gt: GeoTransform = [g[0], g[1] * rx, g[2] * ry, g[3], g[4] * rx, g[5] * ry];
+      return new GeoTiffSource(
+        dir.reader,
+        dir.littleEndian,
+        width,
+        height,
+        spp,
+        dataType,
+        base.crs,
+        gt,
+        base.noData,
+        tiled,
+        base.bandDescriptions,
+        base.bandScales,
+        base.bandOffsets,
+        layout,
+        opts.chain,
+        base.isMask,
+        cacheOpts,
+      );
+    }
+    if (bits === 1) throw unsupported('1-bit samples outside a mask', 'Tessera reads 1-bit data only as a per-dataset mask');
+
     // Georeferencing comes last: a layout we cannot read is the more useful error.
     const geoDir = nums(Tag.GeoKeyDirectory);
     const geoAscii = text(Tag.GeoAsciiParams);
@@ -387,12 +607,17 @@ class GeoTiffSource implements RasterSource {
     const noDataText = text(Tag.GdalNoData);
     const noData = noDataText === undefined ? undefined : parseNoData(noDataText);
     const descriptions: (string | undefined)[] = new Array(spp).fill(undefined);
+    const scales: (number | undefined)[] = new Array(spp).fill(undefined);
+    const offsetsByBand: (number | undefined)[] = new Array(spp).fill(undefined);
     const md = text(Tag.GdalMetadata);
     if (md) {
       for (const item of parseGdalMetadata(md)) {
-        if (item.name === 'DESCRIPTION' && item.role === 'description' && item.sample !== undefined && item.sample < spp) {
-          descriptions[item.sample] = item.value;
-        }
+        if (item.sample === undefined || item.sample < 0 || item.sample >= spp) continue;
+        if (item.name === 'DESCRIPTION' && item.role === 'description') descriptions[item.sample] = item.value;
+        // GDAL writes these as <Item name="SCALE" sample="0" role="scale">; a value that is not a number is not a scale.
+        const n = Number(item.value);
+        if (item.role === 'scale' && item.value.trim() !== '' && Number.isFinite(n)) scales[item.sample] = n;
+        if (item.role === 'offset' && item.value.trim() !== '' && Number.isFinite(n)) offsetsByBand[item.sample] = n;
       }
     }
 
@@ -408,21 +633,12 @@ class GeoTiffSource implements RasterSource {
       noData,
       tiled,
       descriptions,
-      {
-        samplesPerPixel: spp,
-        planar,
-        compression,
-        predictor,
-        blockWidth,
-        blockHeight,
-        across,
-        down,
-        sliceRows,
-        slicesPerBlock: Math.ceil(blockHeight / sliceRows),
-        offsets,
-        byteCounts,
-      },
-      opts.blockCacheBytes,
+      scales,
+      offsetsByBand,
+      layout,
+      opts.chain,
+      false,
+      cacheOpts,
     );
   }
 
@@ -500,7 +716,7 @@ class GeoTiffSource implements RasterSource {
     const top = by * L.blockHeight;
     // Strips end at the image's last row; tiles are always full (padded).
     const storedRows = this.tiled ? L.blockHeight : Math.min(L.blockHeight, this.height - top);
-    const rowBytes = this.rowSamples * this.bytesPerSample;
+    const rowBytes = L.storedRowBytes;
     const id = ((plane * L.down + by) * L.slicesPerBlock + slice) * L.across + bx;
     const sparse = offset === 0 && count === 0;
     if (L.compression !== Compression.NONE) {
@@ -592,12 +808,12 @@ class GeoTiffSource implements RasterSource {
     return block;
   }
 
-  /** Decodes one block; DEFLATE runs on libuv's thread pool so concurrent readers use every core. */
+  /** Decodes one block; DEFLATE and ZSTD run on libuv's thread pool so concurrent readers use every core. */
   private async decode(loc: BlockLocation, stored: Uint8Array): Promise<TypedArray> {
     const L = this.layout;
     const bps = this.bytesPerSample;
     const samples = loc.rows * this.rowSamples;
-    const expected = samples * bps;
+    const expected = loc.rows * L.storedRowBytes;
     let raw: Uint8Array;
     try {
       switch (L.compression) {
@@ -617,6 +833,14 @@ class GeoTiffSource implements RasterSource {
         case Compression.PACKBITS:
           raw = packBitsDecode(stored, expected);
           break;
+        case Compression.JPEG:
+          raw = jpegDecode(stored, L.jpegTables, {
+            components: L.planar || L.samplesPerPixel === 1 ? 1 : 3,
+            ycbcr: L.ycbcr,
+            width: L.blockWidth,
+            rows: loc.rows,
+          });
+          break;
         default:
           throw new UnsupportedRasterError(`compression ${L.compression}`);
       }
@@ -628,6 +852,8 @@ class GeoTiffSource implements RasterSource {
         `${JSON.stringify(this.key)}: block ${loc.id} decodes to ${raw.byteLength} bytes, not the ${expected} its size needs`,
       );
     }
+    this.counters.blocksDecoded++;
+    if (L.storedBits === 1) return unpackBits(raw, loc.rows, this.rowSamples, L.storedRowBytes);
     const stride = L.planar ? 1 : L.samplesPerPixel;
     if (L.predictor === Predictor.FLOATING_POINT) {
       raw = undoFloatingPointPredictor(raw, loc.rows, this.rowSamples, bps, stride, !this.littleEndian);
@@ -636,9 +862,13 @@ class GeoTiffSource implements RasterSource {
       if (raw.byteOffset % bps !== 0 || raw.buffer.byteLength > expected * 2) raw = raw.slice(0, expected);
       if (!this.littleEndian && bps > 1) swapBytes(raw.subarray(0, expected), bps);
     }
+    if (L.int8) {
+      // The predictor's sums wrap at 8 bits, so undo it before widening (on bytes: the same bits as on int8).
+      if (L.predictor === Predictor.HORIZONTAL) undoHorizontalPredictor(raw, loc.rows, this.rowSamples, stride);
+      return widenInt8(raw, samples);
+    }
     const block = DATA_TYPES[this.dataType].view(raw.buffer, raw.byteOffset, samples);
     if (L.predictor === Predictor.HORIZONTAL) undoHorizontalPredictor(block, loc.rows, this.rowSamples, stride);
-    this.counters.blocksDecoded++;
     return block;
   }
 }

@@ -19,6 +19,8 @@ export const Tag = {
   StripByteCounts: 279,
   PlanarConfiguration: 284,
   Predictor: 317,
+  /** Quantisation and Huffman tables shared by every JPEG block (TIFF Technical Note 2). */
+  JPEGTables: 347,
   TileWidth: 322,
   TileLength: 323,
   TileOffsets: 324,
@@ -114,6 +116,9 @@ export const COMPRESSION_NAMES: Readonly<Record<number, string>> = {
 export const Predictor = { NONE: 1, HORIZONTAL: 2, FLOATING_POINT: 3 } as const;
 export const SampleFormat = { UINT: 1, INT: 2, IEEEFP: 3, VOID: 4 } as const;
 export const PlanarConfiguration = { CHUNKY: 1, PLANAR: 2 } as const;
+export const Photometric = { MIN_IS_BLACK: 1, RGB: 2, MASK: 4, YCBCR: 6 } as const;
+/** NewSubfileType bits: a reduced-resolution image (an overview) and a transparency mask. */
+export const SubfileType = { REDUCED: 1, MASK: 4 } as const;
 
 /** GeoKey ids (OGC GeoTIFF 1.1, Annex). */
 export const GeoKey = {

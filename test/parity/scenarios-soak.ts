@@ -1,7 +1,9 @@
 import type { Backend } from '../../shared/app/backend.js';
+import { AdapterError } from '../../shared/domain/errors.js';
+import type { ClaimStore } from '../../shared/ports/claim-store.port.js';
 import type { ObjectStore, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
 import { PARITY_PARAMS, tileKey } from './harness.js';
-import { committed, firstRun, outcome, type Scenario, sceneOutputs } from './scenario-kit.js';
+import { committed, enqueueOneTile, firstRun, outcome, receiveOne, type Scenario, sceneOutputs, tiles } from './scenario-kit.js';
 
 // What the randomized fault soak (issue 13, test/soak/, docs/soak.md) found: each row pins one fix on every
 // backend, named by the soak seed that found it.
@@ -24,6 +26,26 @@ function resendingRepairs(backend: Backend, sent: { writes: number }): Backend {
     },
   }) as ObjectStore;
   return { ...backend, outputs };
+}
+
+/**
+ * A worker whose first commit fails with the store's transient error after the SDK gave up retrying it
+ * (throttling that outlasted the retries), before anything was applied: a retryable AdapterError.
+ */
+function failingFirstCommit(backend: Backend, failed: { hits: number }): Backend {
+  const claims = new Proxy(backend.claims, {
+    get(target, prop) {
+      if (prop === 'commit')
+        return (...args: Parameters<ClaimStore['commit']>) => {
+          if (failed.hits++ === 0)
+            throw new AdapterError(`[claim-store:${target.name}] commit throttled past the SDK's retries (injected)`, { retryable: true });
+          return target.commit(...args);
+        };
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as ClaimStore;
+  return { ...backend, claims };
 }
 
 export const SOAK_SCENARIOS: readonly Scenario[] = [
@@ -69,6 +91,32 @@ export const SOAK_SCENARIOS: readonly Scenario[] = [
         committed('A/1_1', 'A/1_1#m1@w1'),
       ],
       facts: { repairWritesSent: 0, deadLetters: [] },
+    }),
+  },
+  {
+    id: '61',
+    title:
+      'a commit that fails transiently gives its claim back: the redelivery claims at once and commits, without spending a delivery waiting out the lease (soak seed 16)',
+    async run(ctx) {
+      await enqueueOneTile(ctx);
+      const first = await receiveOne(ctx);
+      const failed = { hits: 0 };
+      const r1 = await ctx.deliver(first, 'w1', { ports: (b) => failingFirstCommit(b, failed) });
+      await ctx.settle(first, r1);
+      // The same message again, at once (a queue's immediate redelivery), to another worker.
+      const second = await receiveOne(ctx);
+      const r2 = await ctx.deliver(second, 'w2');
+      await ctx.settle(second, r2);
+      ctx.fact('commitFailures', failed.hits > 0 ? 1 : 0);
+      return ctx.record();
+    },
+    expected: outcome({
+      // Before the fix: the failed attempt kept its live lease, so the redelivery met it (`retry`, waiting).
+      calls: { retry: 1, 'ack:already-present': 1 },
+      outputs: tiles('A', '0_0'),
+      counters: { claimed: 2, 'lease-taken-over': 1, written: 1, 'write-already-present': 1, committed: 1, failed: 1 },
+      claims: [committed('A/0_0', 'A/0_0#m1@w2')],
+      facts: { commitFailures: 1 },
     }),
   },
 ];

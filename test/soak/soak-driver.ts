@@ -536,6 +536,17 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
 
   /** Hand one delivery to a worker with this draw's faults, and settle it as its platform would. */
   async function handle(d: Delivery): Promise<void> {
+    const armedBefore = shots.length;
+    try {
+      await deliverOnce(d);
+    } finally {
+      // A fault armed for this delivery that it never reached (a duplicate stopped at its claim writes
+      // nothing) is disarmed: it must not hit a later delivery, past that one's budget.
+      for (const { shot } of shots.slice(armedBefore)) if (shot.hits === 0) shot.remove?.();
+    }
+  }
+
+  async function deliverOnce(d: Delivery): Promise<void> {
     const due = dueAt.get(d.deliveryId);
     // The transport's gap runs on the FakeClock: the message is not seen before it.
     if (due !== undefined && due > ctx.clock.now()) ctx.clock.advance(due - ctx.clock.now());

@@ -8,6 +8,8 @@ export type ClaimWrite = 'claim' | 'takeover' | 'commit' | 'heartbeat';
 /** How often an armed fault fired (0: the write it waited for never came). */
 export interface FaultShot {
   readonly hits: number;
+  /** Disarm it if it has not fired yet (the soak: a fault meant for one delivery must not hit a later one). */
+  remove?(): void;
 }
 
 /**
@@ -66,7 +68,15 @@ export function withClaimFaults(
     const list = armed.get(method(write)) ?? [];
     list.push(shot);
     armed.set(method(write), list);
-    return shot;
+    return {
+      get hits() {
+        return shot.hits;
+      },
+      remove: () => {
+        const at = list.indexOf(shot);
+        if (at >= 0) list.splice(at, 1);
+      },
+    };
   };
   const through = async <T>(name: 'claim' | 'commit' | 'heartbeat', call: () => Promise<T>): Promise<T> => {
     const shot = armed.get(name)?.shift();

@@ -59,7 +59,15 @@ export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faul
   const arm = (kind: Armed['kind']): FaultShot => {
     const shot: Armed = { kind, hits: 0 };
     armed.push(shot);
-    return shot;
+    return {
+      get hits() {
+        return shot.hits;
+      },
+      remove: () => {
+        const at = armed.indexOf(shot);
+        if (at >= 0) armed.splice(at, 1);
+      },
+    };
   };
   const through = async <T>(call: () => Promise<T>): Promise<T> => {
     const shot = armed.shift();
