@@ -7,6 +7,7 @@ import { HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from '../../shared/ap
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FsArtefactFetcher } from './adapters/fs-artefact-fetcher.js';
@@ -82,10 +83,10 @@ export function createLocalBackend(dir: string, options: LocalBackendOptions = {
  * and final keys, the SQLite manifest, and every href kind (local paths
  * resolved against `cwd`, `object:KEY` in the source store, http(s) URLs).
  */
-export function localIngestDeps(backend: LocalBackend, cwd: string): IngestDeps {
+export function localIngestDeps(backend: LocalBackend, cwd: string, manifest: ManifestStore = backend.manifest): IngestDeps {
   return {
     store: backend.sources,
-    manifest: backend.manifest,
+    manifest,
     fetcher: new RoutingFetcher({
       path: new FsArtefactFetcher(cwd),
       object: new ObjectStoreFetcher(backend.sources),

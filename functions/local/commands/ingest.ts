@@ -6,6 +6,7 @@ import { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import type { CliIo } from '../cli.js';
 import { createLocalBackend, localIngestDeps } from '../compose.js';
+import { openManifest } from '../manifest-option.js';
 import { terminalProgress } from '../progress.js';
 import { ingestOnCloud } from './ingest-cloud.js';
 import { DEFAULT_DIR, intOption } from './options.js';
@@ -30,6 +31,8 @@ Options:
                     after the run, delete staging objects older than N days (default 7), each
                     conditionally on the version listed: the local counterpart of the clouds'
                     lifecycle rules
+  --manifest URL    register in PostgreSQL (postgres://user:password@host:5432/db; table
+                    ingest_manifest, created if absent) instead of the SQLite manifest in --dir
   --dir PATH        backend directory (default .tessera)
   --json            print {published, reason, key, checksum, manifest} (one line per artefact)
   --verbose         print the structured logs (JSON lines) on stderr
@@ -101,6 +104,7 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
       sha256: { type: 'string' },
       'max-bytes': { type: 'string' },
       'staging-retention-days': { type: 'string' },
+      manifest: { type: 'string' },
       dir: { type: 'string', default: DEFAULT_DIR },
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
@@ -118,11 +122,16 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
   const maxBytes = intOption('max-bytes', values['max-bytes'], 1024 ** 3, 1, Number.MAX_SAFE_INTEGER);
   const retentionDays = intOption('staging-retention-days', values['staging-retention-days'], 7, 0, 3650);
   const telemetry = new JsonTelemetry(values.verbose ? (line) => io.stderr(`${line}\n`) : () => {});
+  if (values.manifest !== undefined && (values.cloud !== undefined || values.stack !== undefined)) {
+    throw new InvalidParamsError('--manifest is for a local run; a stack registers in its own manifest table');
+  }
   const backend = createLocalBackend(resolve(io.cwd, values.dir), { telemetry });
   const progress = terminalProgress();
+  let opened: Awaited<ReturnType<typeof openManifest>> | undefined;
   try {
+    opened = await openManifest(values.manifest, backend);
     progress.phase('fetch');
-    const outcomes = await ingest(localIngestDeps(backend, io.cwd), request, {
+    const outcomes = await ingest(localIngestDeps(backend, io.cwd, opened.manifest), request, {
       maxBytes,
       onProgress: (received, total) => progress.update(Math.floor(received / 2 ** 20), Math.ceil((total ?? received) / 2 ** 20), 'MiB'),
     });
@@ -137,6 +146,7 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
     return outcomes.some((o) => o.reason === 'invalid') ? 1 : 0;
   } finally {
     progress.done();
+    await opened?.close();
     backend.close();
   }
 }

@@ -2,7 +2,9 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { reconcileManifest } from '../../../shared/app/ingest-reconcile.js';
 import { reconcile } from '../../../shared/app/reconcile.js';
+import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import type { CliIo } from '../cli.js';
+import { openManifest } from '../manifest-option.js';
 import { loadLastRun, openBackend } from './last-run.js';
 import { DEFAULT_DIR } from './options.js';
 
@@ -19,6 +21,8 @@ Options:
   --manifest        instead: the published scenes (sources, scenes/) vs the ingest manifest, both
                     ways: objects without a row (a promotion that crashed before its commit: run
                     the same \`tessera ingest\` again) and rows without an object (deleted data)
+  --manifest-url URL
+                    with --manifest: the PostgreSQL manifest \`tessera ingest --manifest URL\` registered in
   --dir PATH        backend directory (default .tessera)
   --json            print the report as JSON
 
@@ -32,12 +36,14 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
       'scene-key': { type: 'string' },
       all: { type: 'boolean', default: false },
       manifest: { type: 'boolean', default: false },
+      'manifest-url': { type: 'string' },
       dir: { type: 'string', default: DEFAULT_DIR },
       json: { type: 'boolean', default: false },
     },
   });
   const dir = resolve(io.cwd, values.dir);
-  if (values.manifest) return reconcileManifestCommand(dir, values.json, io);
+  if (values['manifest-url'] !== undefined && !values.manifest) throw new InvalidParamsError('--manifest-url goes with --manifest');
+  if (values.manifest) return reconcileManifestCommand(dir, values['manifest-url'], values.json, io);
   const scene = values.all ? undefined : (values['scene-key'] ?? loadLastRun(dir).sceneKey);
   const { backend } = openBackend(dir, false, io.stderr);
   try {
@@ -64,15 +70,18 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
 }
 
 /** `--manifest`: the local backend's published prefix vs its SQLite manifest. */
-async function reconcileManifestCommand(dir: string, json: boolean, io: CliIo): Promise<number> {
+async function reconcileManifestCommand(dir: string, url: string | undefined, json: boolean, io: CliIo): Promise<number> {
   const { backend } = openBackend(dir, false, io.stderr);
+  let opened: Awaited<ReturnType<typeof openManifest>> | undefined;
   try {
-    const report = await reconcileManifest({ store: backend.sources, manifest: backend.manifest, telemetry: backend.telemetry });
+    opened = await openManifest(url, backend);
+    const manifest = opened.manifest;
+    const report = await reconcileManifest({ store: backend.sources, manifest, telemetry: backend.telemetry });
     if (json) io.stdout(`${JSON.stringify(report)}\n`);
     else {
       const list = (xs: readonly string[]) => xs.map((x) => `    ${x}\n`).join('');
       io.stdout(
-        `reconciled ${report.prefix} with the ${backend.manifest.name} manifest: ${report.objectsChecked} objects, ${report.rowsChecked} rows\n` +
+        `reconciled ${report.prefix} with the manifest in ${opened.display}: ${report.objectsChecked} objects, ${report.rowsChecked} rows\n` +
           `  objects without a manifest row (crashed promotion: ingest again to register): ${report.objectsWithoutRow.length}\n${list(report.objectsWithoutRow)}` +
           `  scenes not of the ingest layout (uploaded directly; not an alarm): ${report.notIngested.length}\n` +
           `  manifest rows without an object (published data was deleted): ${report.rowsWithoutObject.length}\n${list(report.rowsWithoutObject.map((r) => `${r.key} (${r.source}/${r.externalId})`))}` +
@@ -81,6 +90,7 @@ async function reconcileManifestCommand(dir: string, json: boolean, io: CliIo): 
     }
     return report.objectsWithoutRow.length + report.rowsWithoutObject.length + report.sizeMismatches.length === 0 ? 0 : 1;
   } finally {
+    await opened?.close();
     backend.close();
   }
 }

@@ -138,7 +138,7 @@ export async function verifyStack(target: VerifyTarget, options: VerifyOptions, 
         ? { pass: false, detail: 'not run: the smoke check found no scene to replay' }
         : await guarded(() => runReplay(target, smoke.manifest as SceneManifest, timeoutMs, io));
     const parity: ParityRow[] = [];
-    const live: LiveContext = { t: target, runId: options.runId, io, timeoutMs, scene: smoke.manifest, created };
+    const live: LiveContext = { t: target, runId: options.runId, io, timeoutMs, scene: smoke.manifest, replayed: replay.pass, created };
     for (const scenario of LIVE_SCENARIOS) {
       const r = await guarded(() => scenario.run(live));
       parity.push({ scenario: scenario.name, pass: r.pass, detail: r.detail });
@@ -357,6 +357,8 @@ interface LiveContext {
   readonly io: VerifyIo;
   readonly timeoutMs: number;
   readonly scene: SceneManifest | undefined;
+  /** Whether the replay passed: the backfills build on a scene whose tiles and claims were just proven. */
+  readonly replayed: boolean;
   /** Everything a scenario makes is registered here, for the cleanup. */
   readonly created: Created;
 }
@@ -504,6 +506,8 @@ function backfillScenario(policy: BackfillPolicy): LiveScenario {
     name: backfillScenarioName(policy),
     async run(ctx) {
       if (ctx.scene === undefined) return { pass: false, detail: 'not run: the smoke check found no scene to backfill' };
+      // A stack whose duplicates already misbehave (or whose outputs name other stores) would only time out here.
+      if (!ctx.replayed) return { pass: false, detail: 'not run: the replay failed, so the scene it would backfill is not proven' };
       switch (policy) {
         case 'skip':
           return backfillSkip(ctx, ctx.scene);
