@@ -148,6 +148,7 @@ const HEADER_TAGS = [
   Tag.PlanarConfiguration,
   Tag.Predictor,
   Tag.JPEGTables,
+  Tag.YCbCrSubSampling,
   Tag.TileWidth,
   Tag.TileLength,
   Tag.TileOffsets,
@@ -279,6 +280,8 @@ interface Layout {
   readonly jpegTables: Uint8Array | undefined;
   /** PhotometricInterpretation YCbCr: JPEG blocks are converted to RGB. */
   readonly ycbcr: boolean;
+  /** YCbCrSubSampling, across and down. */
+  readonly subsampling: readonly [number, number];
   readonly blockWidth: number;
   /** Rows of a stored block (tile length, or rows per strip). */
   readonly blockHeight: number;
@@ -556,6 +559,7 @@ class GeoTiffSource implements RasterSource {
       int8,
       jpegTables: jpeg ? values.get(Tag.JPEGTables) : undefined,
       ycbcr,
+      subsampling: [nums(Tag.YCbCrSubSampling)?.[0] ?? 2, nums(Tag.YCbCrSubSampling)?.[1] ?? 2],
       blockWidth,
       blockHeight,
       across,
@@ -818,7 +822,7 @@ class GeoTiffSource implements RasterSource {
     try {
       switch (L.compression) {
         case Compression.NONE:
-          raw = stored.slice(); // own the bytes: the coalesced read buffer may be large
+          raw = new Uint8Array(stored); // a copy that owns its bytes: the coalesced read buffer may be large
           break;
         case Compression.ADOBE_DEFLATE:
         case Compression.DEFLATE:
@@ -837,6 +841,7 @@ class GeoTiffSource implements RasterSource {
           raw = jpegDecode(stored, L.jpegTables, {
             components: L.planar || L.samplesPerPixel === 1 ? 1 : 3,
             ycbcr: L.ycbcr,
+            subsampling: L.subsampling,
             width: L.blockWidth,
             rows: loc.rows,
           });
@@ -858,8 +863,9 @@ class GeoTiffSource implements RasterSource {
     if (L.predictor === Predictor.FLOATING_POINT) {
       raw = undoFloatingPointPredictor(raw, loc.rows, this.rowSamples, bps, stride, !this.littleEndian);
     } else {
-      // A typed view needs an aligned, exactly-sized buffer of its own.
-      if (raw.byteOffset % bps !== 0 || raw.buffer.byteLength > expected * 2) raw = raw.slice(0, expected);
+      // A typed view needs an aligned, exactly-sized buffer of its own. Copied by the constructor: a
+      // Node Buffer's slice() is a view of the same (possibly misaligned) memory, not a copy.
+      if (raw.byteOffset % bps !== 0 || raw.buffer.byteLength > expected * 2) raw = new Uint8Array(raw.subarray(0, expected));
       if (!this.littleEndian && bps > 1) swapBytes(raw.subarray(0, expected), bps);
     }
     if (L.int8) {

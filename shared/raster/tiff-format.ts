@@ -21,6 +21,7 @@ export const Tag = {
   Predictor: 317,
   /** Quantisation and Huffman tables shared by every JPEG block (TIFF Technical Note 2). */
   JPEGTables: 347,
+  YCbCrSubSampling: 530,
   TileWidth: 322,
   TileLength: 323,
   TileOffsets: 324,

@@ -401,6 +401,41 @@ describe('tessera verify against the GCP emulators as a deployed stack', () => {
   }, 120_000);
 });
 
+describe('tessera verify against a GCP stack it cannot open taps on', () => {
+  it('fails every check with the reason (exit 1) and writes nothing when the tile topic does not exist', async () => {
+    const gcp = await createGcpStack();
+    try {
+      const outputs = {
+        cloud: 'gcp',
+        region: 'europe-west1',
+        platform: 'gcf2-event',
+        project: gcp.endpoints.projectId,
+        functionTimeoutSeconds: 540,
+        leaseSeconds: 840,
+        sourcePrefix: 'incoming/',
+        sourceBucket: gcp.sourceBucket,
+        outputBucket: gcp.outputBucket,
+        claimsCollection: gcp.claimsCollection,
+        tileTopic: `projects/${gcp.endpoints.projectId}/topics/no-such-topic`,
+        deadLetterTopic: gcp.env[ENV.deadLetterQueue],
+        emulator: { gcs: gcp.endpoints.gcs, firestore: gcp.endpoints.firestore, pubsub: gcp.endpoints.pubsub },
+      };
+      const r = await verify(['--outputs', writeOutputs(outputs, 'gcp-broken.json'), '--json', '--timeout', '5']);
+      expect(r.code).toBe(1);
+      const report = JSON.parse(r.stdout) as VerifyReport;
+      expect(report.smoke).toMatchObject({
+        pass: false,
+        detail: expect.stringMatching(/^not run: verify could not prepare its checks: .*/),
+      });
+      expect(report.parity.every((p) => !p.pass)).toBe(true);
+      const [sources] = await gcp.clients.storage.bucket(gcp.sourceBucket).getFiles();
+      expect(sources).toEqual([]);
+    } finally {
+      await gcp.close();
+    }
+  });
+});
+
 describe('tessera verify over three stacks', () => {
   beforeEach(() => {
     vi.stubEnv('AWS_ACCESS_KEY_ID', 'tesseratest');

@@ -895,16 +895,23 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         anomalies.push(`${ctx.jobLabel(jobId)}: tile present but no claim row`);
       }
     }
-    // 0 false alarms: lease-stolen only where a lease was really taken over (a zombie's), version-mismatch
-    // and write-occupied never (no foreign write is injected), poison only for poison inputs.
-    const takenOver = new Set<string>();
-    for (const l of ctx.logs() as { event?: string; jobKey?: string; claimId?: string }[]) {
-      if (l.event === 'lease-taken-over' || l.event === 'own-lease-taken-over') takenOver.add(l.claimId ?? l.jobKey ?? '');
-    }
-    for (const l of ctx.logs() as { level?: string; event?: string; jobKey?: string; claimId?: string; message?: string }[]) {
+    // 0 false alarms: lease-stolen only where a lease was really taken over (a zombie's: frozen past its
+    // lease by construction, and another owner holds the row), version-mismatch and write-occupied never
+    // (no foreign write is injected), poison only for poison inputs. (Not "a lease-taken-over line exists":
+    // a takeover whose answer was lost is recognised by the SDK's resend as this caller's own claim, and
+    // the previous owner is no longer known to log.)
+    for (const l of ctx.logs() as {
+      level?: string;
+      event?: string;
+      jobKey?: string;
+      claimId?: string;
+      owner?: string;
+      holder?: string;
+      message?: string;
+    }[]) {
       if (l.level !== 'ERROR') continue;
       const id = l.claimId ?? l.jobKey ?? '';
-      if (l.event === 'lease-stolen' && zombieJobs.has(id) && takenOver.has(id)) continue;
+      if (l.event === 'lease-stolen' && zombieJobs.has(id) && l.holder !== undefined && l.holder !== l.owner) continue;
       if (l.event === 'poison-message') continue; // judged one by one below, from the verdicts
       falseAlarms++;
       anomalies.push(`false alarm ${l.event} on ${ctx.jobLabel(id)}: ${l.message ?? ''}`);

@@ -125,13 +125,29 @@ export function smokeTimeoutMs(leaseSeconds: number): number {
   return (3 * leaseSeconds + 300 + 120) * 1000;
 }
 
-/** Smoke, replay and the live parity scenarios against one stack; never throws for a failed check. */
+/** Smoke, replay, the live parity scenarios and the cleanup against one stack; never throws for a failed check. */
 export async function verifyStack(target: VerifyTarget, options: VerifyOptions, io: VerifyIo): Promise<VerifyReport> {
   const started = target.backend.clock.now();
   const timeoutMs = options.timeoutMs ?? smokeTimeoutMs(target.leaseSeconds);
   const created = new Created(options.runId);
-  await target.open?.();
+  const unopened = await guarded(async () => {
+    await target.open?.();
+    return { pass: true, detail: '' };
+  });
   try {
+    if (!unopened.pass) {
+      // Nothing was sent or written: every check fails with the reason (e.g. GCP: no right to create a subscription).
+      const why = `not run: verify could not prepare its checks: ${unopened.detail}`;
+      return {
+        stack: target.stack,
+        cloud: target.cloud,
+        smoke: { pass: false, detail: why },
+        replay: { pass: false, detail: why },
+        parity: LIVE_SCENARIOS.map((sc) => ({ scenario: sc.name, pass: false, detail: why })),
+        cleanup: { pass: true, detail: 'nothing was created', objects: 0, claimRows: 0, deadLetters: 0, left: [] },
+        seconds: 0,
+      };
+    }
     const smoke: SmokeOutcome = await guarded(() => runSmoke(target, options, timeoutMs, io, created));
     const replay =
       smoke.manifest === undefined

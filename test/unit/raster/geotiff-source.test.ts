@@ -441,8 +441,15 @@ describe('openGeoTiff refuses what it cannot read, with the reason', () => {
     await expect(openGeoTiff(store, key)).rejects.toThrow(/no ModelTiepoint/);
   });
 
+  it('reads signed 8-bit samples (GDAL Int8) as int16 with the same values (once refused)', async () => {
+    const key = await put('int8/gdal-int8.tif', await gdalGeoTiff(scratch.dir, 'int8', [band], W, H, [...GEO, '-ot', 'Int8']));
+    const src = await openGeoTiff(store, key);
+    expect(src.dataType).toBe('int16');
+    const [got] = await src.readWindow({ x: 0, y: 0, width: W, height: H }, [1]);
+    expect(Array.from(got as Int16Array)).toEqual(Array.from(band, (v) => Math.min(127, v)));
+  });
+
   it.each([
-    ['signed 8-bit samples', () => gdalGeoTiff(scratch.dir, 'int8', [band], W, H, [...GEO, '-ot', 'Int8']), /8-bit signed integer samples/],
     ['complex samples', () => gdalGeoTiff(scratch.dir, 'cint16', [band], W, H, [...GEO, '-ot', 'CInt16']), /complex integer samples/],
     ['12-bit samples', () => gdalGeoTiff(scratch.dir, 'nbits12', [band], W, H, [...GEO, '-co', 'NBITS=12']), /12-bit unsigned integer/],
     ['1-bit samples', () => gdalGeoTiff(scratch.dir, 'nbits1', [new Uint8Array(W * H)], W, H, [...GEO, '-co', 'NBITS=1']), /1-bit/],
