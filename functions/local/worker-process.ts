@@ -53,6 +53,8 @@ export interface WorkerProcessPoolOptions {
   readonly entry?: URL | string | undefined;
   /** Passed to every child as config.data (for a test entry). */
   readonly data?: unknown;
+  /** A worker is up: its backend is open and its loop starts now (e.g. start the next only once the first runs). */
+  readonly onReady?: ((worker: WorkerProcess) => void) | undefined;
   /** A test entry's `report` messages. */
   readonly onReport?: ((payload: unknown, worker: WorkerProcess) => void) | undefined;
 }
@@ -151,6 +153,7 @@ export class WorkerProcessPool {
     child.on('message', (m: WorkerChildMessage) => {
       switch (m.kind) {
         case 'ready':
+          o.onReady?.(worker);
           break;
         case 'count':
           o.telemetry?.count(m.counter, m.n);

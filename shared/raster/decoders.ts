@@ -86,7 +86,7 @@ for (let i = 0; i < 256; i++) {
   CR_G[i] = -FIX(0.71414) * x;
   CB_G[i] = -FIX(0.34414) * x + ONE_HALF;
 }
-const clamp8 = (v: number) => (v < 0 ? 0 : v > 255 ? 255 : v);
+const clamp8 = (v: number) => Math.min(255, Math.max(0, v));
 
 /**
  * In place, Y Cb Cr (chroma as jpeg-js replicates it) to RGB as libjpeg

@@ -463,7 +463,7 @@ class GeoTiffSource implements RasterSource {
     if (!SUPPORTED_COMPRESSIONS.has(compression)) {
       throw unsupported(
         `${COMPRESSION_NAMES[compression] ?? `unknown (${compression})`} compression`,
-        'Tessera reads uncompressed, DEFLATE, ZSTD, LZW and PACKBITS: recompress it (gdal_translate -co COMPRESS=DEFLATE)',
+        'Tessera reads uncompressed, DEFLATE, ZSTD, LZW, PACKBITS and JPEG: recompress it (gdal_translate -co COMPRESS=DEFLATE)',
       );
     }
     const predictor = one(Tag.Predictor, Predictor.NONE) as number;

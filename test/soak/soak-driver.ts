@@ -444,7 +444,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   }
 
   /** A backfill racing live ingest, as `tessera backfill` runs it: fan out from the manifest's pin. */
-  async function backfill(policy: BackfillPolicy, label: string, scene: string): Promise<void> {
+  async function backfill(policy: BackfillPolicy, label: string, scene: string, tries = 0): Promise<void> {
     const manifest = await readSceneManifest(ctx.backend.outputs, scene);
     switch (policy) {
       case 'skip':
@@ -464,7 +464,17 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
           const head = await ctx.backend.outputs.head(outputKeys.tile(scene, w));
           if (head) expected.set(`${w.row}_${w.col}`, head.version);
         }
-        if (expected.size === 0) return;
+        if (expected.size === 0) {
+          // Nothing to repair yet (the scene's jobs are still queued): the operator comes back later.
+          if (tries < 40) {
+            planned.push({
+              at: deliveries + 25,
+              what: `backfill overwrite ${label} (try ${tries + 2})`,
+              run: () => backfill(policy, label, scene, tries + 1),
+            });
+          }
+          return;
+        }
         const modeFor = (row: number, col: number): TileMode | undefined => {
           const v = expected.get(`${row}_${col}`);
           return v === undefined ? undefined : { kind: 'overwrite', expectedVersion: v };

@@ -242,7 +242,9 @@ beforeAll(() => {
     return out;
   };
   const paths = CASES.map((c, i) => (c.translate ? write(c, c.translate, join(scratch.dir, `case-${i}.tif`)) : c.from));
-  const references = CASES.map((c, i) => (c.reference ? write(c, c.reference, join(scratch.dir, `reference-${i}.tif`)) : paths[i]));
+  const references = CASES.map((c, i) =>
+    c.reference ? write(c, c.reference, join(scratch.dir, `reference-${i}.tif`)) : (paths[i] as string),
+  );
   CASES.forEach((c, i) => {
     files.set(c.name, paths[i] as string);
     referenceOf.set(paths[i] as string, references[i] as string);
