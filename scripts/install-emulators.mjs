@@ -5,6 +5,7 @@
 import { install as installAws } from './emulators/aws.mjs';
 import { install as installAzure } from './emulators/azure.mjs';
 import { install as installGcp } from './emulators/gcp.mjs';
+import { install as installGdal } from './emulators/gdal.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
 
 const started = Date.now();
@@ -13,11 +14,12 @@ for (const [name, install] of [
   ['gcp', installGcp],
   ['azure', installAzure],
   ['postgres', installPostgres],
+  ['gdal', installGdal],
 ]) {
   try {
     await install();
   } catch (error) {
-    console.error(`[emulators] installing the ${name} emulators failed: ${error instanceof Error ? error.message : error}`);
+    console.error(`[emulators] installing the ${name} test prerequisites failed: ${error instanceof Error ? error.message : error}`);
     process.exit(1);
   }
 }
