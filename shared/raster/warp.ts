@@ -1,0 +1,497 @@
+import { InvalidGridError } from '../domain/errors.js';
+import { type Crs, crsTransform } from './crs.js';
+import type { GeoTransform } from './georeferencing.js';
+
+/**
+ * Resampling of one source band onto a target grid, following gdalwarp's (GDAL 3.6) warp kernel so that
+ * Tessera's tiles can be checked pixel by pixel against `gdalwarp -r <method>` (test/unit/raster/warp.test.ts,
+ * figures in docs/reprojection.md).
+ *
+ * Conventions, all GDAL's:
+ * - A target pixel (i, j) is sampled at its centre (i + 0.5, j + 0.5), mapped to source pixel/line
+ *   coordinates (u, v) in which source pixel (k, l) covers [k, k+1) x [l, l+1).
+ * - A target pixel whose centre falls outside the source raster is nodata, whatever the method
+ *   (GWKCheckAndComputeSrcOffsets): edges are never extrapolated.
+ * - nearest: source pixel (trunc(u + 1e-10), trunc(v + 1e-10)); nodata there gives nodata.
+ * - bilinear: the four pixels around (u - 0.5, v - 0.5); nodata and outside pixels are dropped and the
+ *   weights renormalised over the valid ones (GWKBilinearResample4Sample).
+ * - cubic: Keys cubic convolution with a = -0.5 (Catmull-Rom) on the 4 x 4 neighbourhood; where any of the
+ *   16 is nodata or outside, GDAL 3.6 falls back to the renormalised bilinear above, and so does this.
+ * - bilinear and cubic when downsampling (target pixels more than ~1.05 source pixels wide: GDAL's
+ *   `dfXScale < 0.95`): the kernel is stretched by 1/scale, so it averages the footprint instead of aliasing,
+ *   with weights renormalised over valid pixels (GWKResample). The scale is one number for the whole
+ *   target grid, as gdalwarp computes it for a grid it warps in one chunk.
+ * - average: the target pixel's corners (i, j) and (i + 1, j + 1) are mapped to the source; every source
+ *   pixel the box between them touches is weighted by the fraction of it inside the box, nodata skipped
+ *   (GWKAverageOrModeThread).
+ *
+ * The transform target pixel -> source pixel is evaluated exactly at the ends and middle of each target
+ * row and interpolated linearly where that stays within `maxErrorPixels` (0.125 source pixel, gdalwarp's
+ * default `-et`), splitting the row in halves where it does not: GDAL's approximate transformer
+ * (GDALApproxTransform). `maxErrorPixels: 0` transforms every pixel exactly.
+ */
+
+export type Resampling = 'nearest' | 'bilinear' | 'cubic' | 'average';
+export const RESAMPLINGS: readonly Resampling[] = ['nearest', 'bilinear', 'cubic', 'average'];
+
+/** A raster grid: its CRS, GDAL geotransform and size in pixels. */
+export interface RasterGrid {
+  readonly crs: Crs;
+  readonly geoTransform: GeoTransform;
+  readonly width: number;
+  readonly height: number;
+}
+
+export interface WarpSourceBand extends RasterGrid {
+  /** Row-major pixel values, already scaled (scale/offset applied) if the file asks for it. */
+  readonly values: ArrayLike<number>;
+  /** The nodata value (NaN for NaN nodata), or undefined for none. NaN pixels are never valid. */
+  readonly noData?: number | undefined;
+  /** Optional per-pixel validity (non-zero = valid), e.g. from a GeoTIFF mask, ANDed with `noData`. */
+  readonly mask?: ArrayLike<number> | undefined;
+}
+
+export interface WarpOptions {
+  /** The approximate transformer's error budget in source pixels; gdalwarp's `-et` (default 0.125). */
+  readonly maxErrorPixels?: number;
+}
+
+/** The target band: values in float64 (no rounding: an integer output rounds them, as GDAL does) and validity. */
+export interface WarpedBand {
+  readonly width: number;
+  readonly height: number;
+  readonly values: Float64Array;
+  /** 1 where the pixel has a value, 0 where it is nodata (its value is then NaN). */
+  readonly valid: Uint8Array;
+}
+
+const EPSILON = 1e-10;
+/** GDAL's SRC_DENSITY_THRESHOLD-equivalent for a renormalised weight sum: below it, no valid source. */
+const MIN_WEIGHT = 0.00001;
+
+/** Resamples one source band onto `target` with `resampling`. */
+export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling: Resampling, options: WarpOptions = {}): WarpedBand {
+  checkGrid('source', source);
+  checkGrid('target', target);
+  if (source.values.length !== source.width * source.height) {
+    throw new InvalidGridError(
+      `warp source has ${source.values.length} values for a ${source.width} x ${source.height} grid; pass one value per pixel, row-major`,
+    );
+  }
+  const maxError = options.maxErrorPixels ?? 0.125;
+  const toSource = pixelTransform(target, source, maxError);
+  const valid = sourceValidity(source);
+  const out: WarpedBand = {
+    width: target.width,
+    height: target.height,
+    values: new Float64Array(target.width * target.height).fill(Number.NaN),
+    valid: new Uint8Array(target.width * target.height),
+  };
+  const sampler = new Sampler(source.values, valid, source.width, source.height);
+  switch (resampling) {
+    case 'nearest':
+    case 'bilinear':
+    case 'cubic': {
+      const scale = resampling === 'nearest' ? { x: 1, y: 1 } : kernelScale(toSource, target, source);
+      const use4 = scale.x >= 0.95 && scale.y >= 0.95;
+      const us = new Float64Array(target.width);
+      const vs = new Float64Array(target.width);
+      for (let j = 0; j < target.height; j++) {
+        toSource(j + 0.5, 0.5, us, vs);
+        for (let i = 0; i < target.width; i++) {
+          const u = us[i] as number;
+          const v = vs[i] as number;
+          // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets).
+          if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
+          let value: number;
+          if (resampling === 'nearest' || source.width === 1 || source.height === 1) {
+            value = sampler.nearest(u, v);
+          } else if (use4) {
+            value = resampling === 'bilinear' ? sampler.bilinear(u, v) : sampler.cubic(u, v);
+          } else {
+            value = sampler.stretched(u, v, resampling, scale.x, scale.y);
+          }
+          if (Number.isNaN(value)) continue;
+          out.values[j * target.width + i] = value;
+          out.valid[j * target.width + i] = 1;
+        }
+      }
+      return out;
+    }
+    case 'average': {
+      const u0 = new Float64Array(target.width);
+      const v0 = new Float64Array(target.width);
+      const u1 = new Float64Array(target.width);
+      const v1 = new Float64Array(target.width);
+      for (let j = 0; j < target.height; j++) {
+        toSource(j, 0, u0, v0);
+        toSource(j + 1, 1, u1, v1);
+        for (let i = 0; i < target.width; i++) {
+          const value = sampler.average(u0[i] as number, v0[i] as number, u1[i] as number, v1[i] as number);
+          if (Number.isNaN(value)) continue;
+          out.values[j * target.width + i] = value;
+          out.valid[j * target.width + i] = 1;
+        }
+      }
+      return out;
+    }
+    default:
+      return assertNever(resampling);
+  }
+}
+
+function assertNever(value: never): never {
+  throw new InvalidGridError(`unknown resampling ${JSON.stringify(value)}; use one of ${RESAMPLINGS.join(', ')}`);
+}
+
+function checkGrid(role: string, grid: RasterGrid): void {
+  if (!Number.isInteger(grid.width) || !Number.isInteger(grid.height) || grid.width < 1 || grid.height < 1) {
+    throw new InvalidGridError(`warp ${role} grid is ${grid.width} x ${grid.height}; width and height must be positive integers`);
+  }
+  const [, a, b, , d, e] = grid.geoTransform;
+  if (b !== 0 || d !== 0) {
+    throw new InvalidGridError(
+      `warp ${role} grid has a rotated geotransform (${grid.geoTransform.join(', ')}); ` +
+        'rotated grids are not supported: north-up (or south-up) only, e.g. `gdalwarp` it to a north-up grid first',
+    );
+  }
+  if (!(a !== 0 && e !== 0 && Number.isFinite(a) && Number.isFinite(e))) {
+    throw new InvalidGridError(`warp ${role} grid has pixel size ${a} x ${e}; both must be finite and non-zero`);
+  }
+}
+
+/** 1 where a source pixel is valid: not nodata, not NaN, and set in the mask if there is one. */
+function sourceValidity(source: WarpSourceBand): Uint8Array {
+  const n = source.width * source.height;
+  const valid = new Uint8Array(n);
+  const noData = source.noData;
+  for (let k = 0; k < n; k++) {
+    const x = source.values[k] as number;
+    valid[k] = Number.isNaN(x) || x === noData || (source.mask !== undefined && !source.mask[k]) ? 0 : 1;
+  }
+  return valid;
+}
+
+/**
+ * Fills `us`/`vs` with the source pixel/line coordinates of target row `row` (a pixel/line coordinate, e.g.
+ * j + 0.5 for centres) at columns `i + colOffset`, i = 0..width-1. NaN where the point does not transform.
+ */
+type RowTransform = (row: number, colOffset: number, us: Float64Array, vs: Float64Array) => void;
+
+function pixelTransform(target: RasterGrid, source: RasterGrid, maxError: number): RowTransform {
+  const project = crsTransform(target.crs, source.crs);
+  const [tx0, tdx, , ty0, , tdy] = target.geoTransform;
+  const [sx0, sdx, , sy0, , sdy] = source.geoTransform;
+  const exact = (cols: Float64Array, row: number, us: Float64Array, vs: Float64Array) => {
+    for (let k = 0; k < cols.length; k++) {
+      us[k] = tx0 + (cols[k] as number) * tdx;
+      vs[k] = ty0 + row * tdy;
+    }
+    project(us, vs);
+    for (let k = 0; k < cols.length; k++) {
+      us[k] = ((us[k] as number) - sx0) / sdx;
+      vs[k] = ((vs[k] as number) - sy0) / sdy;
+    }
+  };
+  return (row, colOffset, us, vs) => {
+    const n = us.length;
+    const cols = new Float64Array(n);
+    for (let k = 0; k < n; k++) cols[k] = k + colOffset;
+    if (maxError <= 0 || n <= 5) {
+      exact(cols, row, us, vs);
+      return;
+    }
+    approximateRow(cols, row, us, vs, maxError, exact);
+  };
+}
+
+type ExactTransform = (cols: Float64Array, row: number, us: Float64Array, vs: Float64Array) => void;
+
+/**
+ * GDAL's approximate transformer (GDALApproxTransform / GDALApproxTransformInternal) on one target row:
+ * the first, middle ((n - 1) / 2) and last points are transformed exactly; if the straight line from first
+ * to last misses the middle by at most `maxError` (|du| + |dv|, source pixels), every point is interpolated
+ * on it; otherwise the row is split into [0, middle) and [middle, n) and each part treated alike, parts of
+ * five points or fewer transformed exactly. Same split, same error measure, so the same source
+ * coordinates to within rounding, which is what lets nearest agree with gdalwarp pixel for pixel.
+ */
+function approximateRow(
+  cols: Float64Array,
+  row: number,
+  us: Float64Array,
+  vs: Float64Array,
+  maxError: number,
+  exact: ExactTransform,
+): void {
+  const three = (a: number, b: number, c: number) => {
+    const u = new Float64Array(3);
+    const v = new Float64Array(3);
+    exact(Float64Array.of(cols[a] as number, cols[b] as number, cols[c] as number), row, u, v);
+    return { u, v };
+  };
+  const exactSpan = (first: number, count: number) => {
+    if (count <= 0) return;
+    exact(cols.subarray(first, first + count), row, us.subarray(first, first + count), vs.subarray(first, first + count));
+  };
+  const finite = (p: { u: Float64Array; v: Float64Array }) =>
+    Number.isFinite(
+      (p.u[0] as number) + (p.u[1] as number) + (p.u[2] as number) + (p.v[0] as number) + (p.v[1] as number) + (p.v[2] as number),
+    );
+  // `sme`: the exact transforms of points first, first + (count - 1) / 2 and first + count - 1.
+  const span = (first: number, count: number, sme: { u: Float64Array; v: Float64Array }): void => {
+    const middle = (count - 1) >> 1;
+    const last = first + count - 1;
+    const x0 = cols[first] as number;
+    const width = (cols[last] as number) - x0;
+    const su = sme.u;
+    const sv = sme.v;
+    const du = ((su[2] as number) - (su[0] as number)) / width;
+    const dv = ((sv[2] as number) - (sv[0] as number)) / width;
+    const dm = (cols[first + middle] as number) - x0;
+    const error = Math.abs((su[0] as number) + du * dm - (su[1] as number)) + Math.abs((sv[0] as number) + dv * dm - (sv[1] as number));
+    if (error <= maxError) {
+      for (let k = first; k <= last; k++) {
+        const d = (cols[k] as number) - x0;
+        us[k] = (su[0] as number) + du * d;
+        vs[k] = (sv[0] as number) + dv * d;
+      }
+      return;
+    }
+    const leftCount = middle;
+    const rightFirst = first + middle;
+    const rightCount = count - middle;
+    if (leftCount > 5) {
+      const m = three(first, first + ((leftCount - 1) >> 1), first + leftCount - 1);
+      m.u[0] = su[0] as number;
+      m.v[0] = sv[0] as number;
+      if (finite(m)) span(first, leftCount, m);
+      else exactSpan(first, leftCount);
+    } else exactSpan(first, leftCount);
+    if (rightCount > 5) {
+      const m = three(rightFirst, rightFirst + ((rightCount - 1) >> 1), last);
+      m.u[0] = su[1] as number;
+      m.v[0] = sv[1] as number;
+      m.u[2] = su[2] as number;
+      m.v[2] = sv[2] as number;
+      if (finite(m)) span(rightFirst, rightCount, m);
+      else exactSpan(rightFirst, rightCount);
+    } else exactSpan(rightFirst, rightCount);
+  };
+  const n = cols.length;
+  const sme = three(0, (n - 1) >> 1, n - 1);
+  if (finite(sme)) span(0, n, sme);
+  else exact(cols, row, us, vs);
+}
+
+/**
+ * gdalwarp's dfXScale/dfYScale for a grid warped in one chunk: target size over the size of the source
+ * window it needs (the bounding box of its edges in the source), snapped to 1 when nearly equal and to
+ * 1/n when nearly a whole reduction (GDALWarpKernel::PerformWarp).
+ */
+function kernelScale(toSource: RowTransform, target: RasterGrid, source: RasterGrid): { x: number; y: number } {
+  let minU = Infinity;
+  let maxU = -Infinity;
+  let minV = Infinity;
+  let maxV = -Infinity;
+  const take = (us: Float64Array, vs: Float64Array) => {
+    for (let k = 0; k < us.length; k++) {
+      const u = us[k] as number;
+      const v = vs[k] as number;
+      if (!Number.isFinite(u) || !Number.isFinite(v)) continue;
+      minU = Math.min(minU, u);
+      maxU = Math.max(maxU, u);
+      minV = Math.min(minV, v);
+      maxV = Math.max(maxV, v);
+    }
+  };
+  const row = new Float64Array(target.width + 1);
+  const rowV = new Float64Array(target.width + 1);
+  const steps = 20;
+  for (let s = 0; s <= steps; s++) {
+    toSource((s / steps) * target.height, 0, row, rowV);
+    if (s === 0 || s === steps) take(row, rowV);
+    else {
+      take(row.subarray(0, 1), rowV.subarray(0, 1));
+      take(row.subarray(target.width), rowV.subarray(target.width));
+    }
+  }
+  if (!Number.isFinite(minU)) return { x: 1, y: 1 };
+  const width = Math.min(source.width, Math.ceil(maxU)) - Math.max(0, Math.floor(minU));
+  const height = Math.min(source.height, Math.ceil(maxV)) - Math.max(0, Math.floor(minV));
+  const snap = (dst: number, src: number): number => {
+    if (src <= 0) return 1;
+    let scale = dst / src;
+    if (src >= dst && src <= dst + 1) scale = 1;
+    if (scale < 1) {
+      const n = Math.round(1 / scale);
+      if (Math.abs(1 / scale - n) < 0.05) scale = 1 / n;
+    }
+    return scale;
+  };
+  return { x: snap(target.width, width), y: snap(target.height, height) };
+}
+
+/** Keys' cubic convolution kernel with a = -0.5 (GDAL's GWKCubic). */
+function cubicKernel(x: number): number {
+  const a = Math.abs(x);
+  if (a < 1) return (1.5 * a - 2.5) * a * a + 1;
+  if (a < 2) return ((-0.5 * a + 2.5) * a - 4) * a + 2;
+  return 0;
+}
+
+function bilinearKernel(x: number): number {
+  const a = Math.abs(x);
+  return a < 1 ? 1 - a : 0;
+}
+
+/** GDAL's 4-tap cubic weights for a fractional offset t in [0, 1) (GWKCubicComputeWeights). */
+function cubicWeights(t: number, w: Float64Array): void {
+  const half = 0.5 * t;
+  const three = 3 * t;
+  const half2 = half * t;
+  w[0] = half * (-1 + t * (2 - t));
+  w[1] = 1 + half2 * (-5 + three);
+  w[2] = half * (1 + t * (4 - three));
+  w[3] = half2 * (-1 + t);
+}
+
+class Sampler {
+  private readonly wx = new Float64Array(4);
+  private readonly wy = new Float64Array(4);
+
+  constructor(
+    private readonly values: ArrayLike<number>,
+    private readonly valid: Uint8Array,
+    private readonly width: number,
+    private readonly height: number,
+  ) {}
+
+  nearest(u: number, v: number): number {
+    const x = Math.min(Math.trunc(u + EPSILON), this.width - 1);
+    const y = Math.min(Math.trunc(v + EPSILON), this.height - 1);
+    const k = y * this.width + x;
+    return this.valid[k] ? (this.values[k] as number) : Number.NaN;
+  }
+
+  bilinear(u: number, v: number): number {
+    let x = Math.floor(u - 0.5);
+    let y = Math.floor(v - 0.5);
+    let rx = 1.5 - (u - x);
+    let ry = 1.5 - (v - y);
+    if (x === -1) {
+      x = 0;
+      rx = 1;
+    }
+    if (y === -1) {
+      y = 0;
+      ry = 1;
+    }
+    let sum = 0;
+    let weight = 0;
+    const add = (px: number, py: number, w: number) => {
+      if (px < 0 || px >= this.width || py < 0 || py >= this.height) return;
+      const k = py * this.width + px;
+      if (!this.valid[k]) return;
+      sum += (this.values[k] as number) * w;
+      weight += w;
+    };
+    add(x, y, rx * ry);
+    add(x + 1, y, (1 - rx) * ry);
+    add(x, y + 1, rx * (1 - ry));
+    add(x + 1, y + 1, (1 - rx) * (1 - ry));
+    if (weight < MIN_WEIGHT) return Number.NaN;
+    return weight === 1 ? sum : sum / weight;
+  }
+
+  cubic(u: number, v: number): number {
+    const x = Math.trunc(u - 0.5);
+    const y = Math.trunc(v - 0.5);
+    if (x - 1 < 0 || x + 2 >= this.width || y - 1 < 0 || y + 2 >= this.height) return this.bilinear(u, v);
+    cubicWeights(u - 0.5 - x, this.wx);
+    cubicWeights(v - 0.5 - y, this.wy);
+    let total = 0;
+    for (let r = 0; r < 4; r++) {
+      const base = (y - 1 + r) * this.width + x - 1;
+      let rowSum = 0;
+      for (let c = 0; c < 4; c++) {
+        // Any missing pixel in the 4 x 4: GDAL 3.6 falls back to bilinear rather than renormalising.
+        if (!this.valid[base + c]) return this.bilinear(u, v);
+        rowSum += (this.wx[c] as number) * (this.values[base + c] as number);
+      }
+      total += (this.wy[r] as number) * rowSum;
+    }
+    return total;
+  }
+
+  /** GDAL's general GWKResample for a downsampling kernel stretched by 1/scale, renormalised over valid pixels. */
+  stretched(u: number, v: number, resampling: 'bilinear' | 'cubic', scaleX: number, scaleY: number): number {
+    const radius = resampling === 'bilinear' ? 1 : 2;
+    const kernel = resampling === 'bilinear' ? bilinearKernel : cubicKernel;
+    const sx = Math.min(scaleX, 1);
+    const sy = Math.min(scaleY, 1);
+    const rx = sx < 1 ? Math.ceil(radius / sx) : radius;
+    const ry = sy < 1 ? Math.ceil(radius / sy) : radius;
+    const x = Math.floor(u - 0.5);
+    const y = Math.floor(v - 0.5);
+    const dx = u - 0.5 - x;
+    const dy = v - 0.5 - y;
+    const initX = ((radius + 1) % 2) - rx;
+    const initY = ((radius + 1) % 2) - ry;
+    let sum = 0;
+    let weight = 0;
+    for (let j = initY; j <= ry; j++) {
+      const py = y + j;
+      if (py < 0 || py >= this.height) continue;
+      const wy = kernel((j - dy) * sy);
+      if (wy === 0) continue;
+      for (let i = initX; i <= rx; i++) {
+        const px = x + i;
+        if (px < 0 || px >= this.width) continue;
+        const k = py * this.width + px;
+        if (!this.valid[k]) continue;
+        const w = wy * kernel((i - dx) * sx);
+        sum += (this.values[k] as number) * w;
+        weight += w;
+      }
+    }
+    return Math.abs(weight) < 0.000001 ? Number.NaN : sum / weight;
+  }
+
+  /** Area-weighted mean of the source pixels under the box between two mapped corners (GWKAverageOrModeThread). */
+  average(ua: number, va: number, ub: number, vb: number): number {
+    if (!Number.isFinite(ua + va + ub + vb)) return Number.NaN;
+    const w = this.width;
+    const h = this.height;
+    if (ua < -1 || ub < -1 || va < -1 || vb < -1 || ua > w + 1 || ub > w + 1 || va > h + 1 || vb > h + 1) return Number.NaN;
+    const xMin = Math.min(ua, ub);
+    const xMax = Math.max(ua, ub);
+    const yMin = Math.min(va, vb);
+    const yMax = Math.max(va, vb);
+    const x0 = Math.max(Math.floor(xMin + EPSILON), 0);
+    let x1 = Math.min(Math.ceil(xMax - EPSILON), w);
+    const y0 = Math.max(Math.floor(yMin + EPSILON), 0);
+    let y1 = Math.min(Math.ceil(yMax - EPSILON), h);
+    if (x0 === x1 && x1 < w) x1++;
+    if (y0 === y1 && y1 < h) y1++;
+    let sum = 0;
+    let weight = 0;
+    for (let py = y0; py < y1; py++) {
+      const wy = py === y0 ? (y0 + 1 === y1 ? 1 : 1 - (yMin - y0)) : py + 1 === y1 ? 1 - (y1 - yMax) : 1;
+      for (let px = x0; px < x1; px++) {
+        const k = py * w + px;
+        if (!this.valid[k]) continue;
+        const wx = px === x0 ? (x0 + 1 === x1 ? 1 : 1 - (xMin - x0)) : px + 1 === x1 ? 1 - (x1 - xMax) : 1;
+        const cell = wx * wy;
+        sum += (this.values[k] as number) * cell;
+        weight += cell;
+      }
+    }
+    return weight > 0 ? sum / weight : Number.NaN;
+  }
+}
+
+/** Rounds a warped value into an integer band the way GDAL does (round half up, clamped to the type's range). */
+export function roundToInteger(value: number, min: number, max: number): number {
+  const r = Math.floor(value + 0.5);
+  return Math.max(min, Math.min(r, max));
+}
