@@ -103,6 +103,10 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
           const v = vs[i] as number;
           // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets).
           if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
+          // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
+          // (its unified source validity mask, which a one-band warp has): bilinear and cubic never fill a
+          // nodata hole from its rim.
+          if (!sampler.validAt(u, v)) continue;
           let value: number;
           if (resampling === 'nearest' || source.width === 1 || source.height === 1) {
             value = sampler.nearest(u, v);
@@ -365,6 +369,12 @@ class Sampler {
     private readonly width: number,
     private readonly height: number,
   ) {}
+
+  validAt(u: number, v: number): boolean {
+    const x = Math.min(Math.trunc(u + EPSILON), this.width - 1);
+    const y = Math.min(Math.trunc(v + EPSILON), this.height - 1);
+    return this.valid[y * this.width + x] === 1;
+  }
 
   nearest(u: number, v: number): number {
     const x = Math.min(Math.trunc(u + EPSILON), this.width - 1);

@@ -102,6 +102,9 @@ interface Agreement {
   maskAgree: number;
   pixels: number;
   maxDiff: number;
+  /** Valid in Tessera's result only, and in gdalwarp's only. */
+  oursOnly: number;
+  gdalOnly: number;
 }
 
 function compare(ours: WarpedBand, gdal: Float64Array, integer: boolean): Agreement {
@@ -110,11 +113,15 @@ function compare(ours: WarpedBand, gdal: Float64Array, integer: boolean): Agreem
   let identical = 0;
   let maskAgree = 0;
   let maxDiff = 0;
+  let oursOnly = 0;
+  let gdalOnly = 0;
   for (let k = 0; k < gdal.length; k++) {
     const g = gdal[k] as number;
     const gValid = !Number.isNaN(g);
     const oValid = ours.valid[k] === 1;
     if (gValid === oValid) maskAgree++;
+    else if (oValid) oursOnly++;
+    else gdalOnly++;
     if (!gValid || !oValid) continue;
     both++;
     const o = integer ? roundToInteger(ours.values[k] as number, 0, 255) : (ours.values[k] as number);
@@ -123,7 +130,7 @@ function compare(ours: WarpedBand, gdal: Float64Array, integer: boolean): Agreem
     if (diff === 0) identical++;
     if (integer ? diff <= 1 : diff <= 1e-3 * Math.max(1, Math.abs(g))) close++;
   }
-  return { both, close, identical, maskAgree, pixels: gdal.length, maxDiff };
+  return { both, close, identical, maskAgree, pixels: gdal.length, maxDiff, oursOnly, gdalOnly };
 }
 
 const measured: string[] = [];
@@ -133,7 +140,7 @@ function checkAgreement(label: string, c: Case, a: Agreement): void {
   const maskPct = (100 * a.maskAgree) / a.pixels;
   measured.push(
     `${label} ${c.name}: ${a.both} pixels valid in both, ${((100 * a.identical) / a.both).toFixed(2)}% identical, ` +
-      `${closePct.toFixed(2)}% within tolerance (max diff ${a.maxDiff.toPrecision(3)}), masks agree ${maskPct.toFixed(2)}%`,
+      `${closePct.toFixed(2)}% within tolerance (max diff ${a.maxDiff.toPrecision(3)}), masks agree ${maskPct.toFixed(2)}% (${a.oursOnly} valid only here, ${a.gdalOnly} only in GDAL)`,
   );
   expect(a.both).toBeGreaterThan(0.3 * a.pixels);
   if (c.resampling === 'nearest') expect(a.identical).toBe(a.both);
