@@ -1,11 +1,14 @@
+import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import {
   constants,
   deflate as deflateCallback,
   deflateSync,
   inflate as inflateCallback,
+  inflateSync,
   zstdCompressSync,
   zstdDecompress as zstdDecompressCallback,
+  zstdDecompressSync,
 } from 'node:zlib';
 import type { TypedArray } from './tiff-format.js';
 
@@ -38,6 +41,33 @@ function zstdBound(n: number): number {
 const chunk = (n: number) => Math.max(64, n);
 
 /**
+ * The output chunk of a decoder whose decoded size is known: a little larger
+ * than the result. A chunk exactly as large ends full, and node:zlib then
+ * allocates a second chunk of the same size only to learn that the stream has
+ * ended (measured on a 1 MiB source block: 3.7 ms with the exact size, 3.3 ms
+ * with 64 bytes to spare; docs/benchmarks.md).
+ */
+const decodedChunk = (expected: number) => chunk(expected + 64);
+
+/**
+ * Whether a block's codec call should go to libuv's thread pool: only when
+ * this process may use more than one core (`availableParallelism()` honours
+ * CPU affinity). On one core the pool cannot run beside the event loop, so
+ * it only adds a thread hand-off and node:zlib's stream machinery per block;
+ * the synchronous call gives the same bytes in less CPU time.
+ */
+export const poolHelps = (): boolean => availableParallelism() > 1;
+
+/** A synchronous decoder's answer as a promise (its throw a rejection), for the one-core path. */
+function settled<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/**
  * How Tessera drives zlib's compressor: one output chunk (above) and
  * memLevel 9 (zlib's default is 8), a hash table twice as large, so fewer
  * false candidates are walked per match: about 15% less time at level 6 on
@@ -63,7 +93,8 @@ const zstdDecompressOnPool = promisify(zstdDecompressCallback);
  * (a TIFF block's): the output is then one buffer of that size.
  */
 export function inflateAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
-  return expected === undefined ? inflateOnPool(bytes) : inflateOnPool(bytes, { chunkSize: chunk(expected) });
+  const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
+  return poolHelps() ? inflateOnPool(bytes, options) : settled(() => inflateSync(bytes, options));
 }
 
 /** {@link deflate} on libuv's thread pool, leaving the event loop free: the same bytes. */
@@ -105,7 +136,8 @@ export function zstdCompress(bytes: Uint8Array, level: number): Uint8Array {
 
 /** ZSTD decoding (TIFF compression 50000) on libuv's thread pool; `expected` as for {@link inflateAsync}. */
 export function zstdDecompressAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
-  return expected === undefined ? zstdDecompressOnPool(bytes) : zstdDecompressOnPool(bytes, { chunkSize: chunk(expected) });
+  const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
+  return poolHelps() ? zstdDecompressOnPool(bytes, options) : settled(() => zstdDecompressSync(bytes, options));
 }
 
 const LZW_CLEAR = 256;
@@ -231,8 +263,45 @@ export function swapBytes(bytes: Uint8Array, size: number): void {
 /**
  * Undoes the horizontal predictor (2) on samples already in host order:
  * each sample was stored as the difference from the one `stride` samples to its left.
+ *
+ * One loop per element type, each its own function: V8 keeps type feedback per
+ * function, and one loop that has seen several typed-array types (a uint16
+ * scene, then a uint8 mask) becomes megamorphic, about 40 times slower on a
+ * 512 x 512 x 2 block (0.5 ms against 22 ms measured on the pinned Node 24;
+ * docs/benchmarks.md). The bytes are the same whichever loop runs.
  */
 export function undoHorizontalPredictor(samples: TypedArray, rows: number, rowSamples: number, stride: number): void {
+  if (samples instanceof Uint16Array) undoHorizontalU16(samples, rows, rowSamples, stride);
+  else if (samples instanceof Uint8Array) undoHorizontalU8(samples, rows, rowSamples, stride);
+  else if (samples instanceof Int16Array) undoHorizontalI16(samples, rows, rowSamples, stride);
+  else undoHorizontalAny(samples, rows, rowSamples, stride);
+}
+
+function undoHorizontalU16(samples: Uint16Array, rows: number, rowSamples: number, stride: number): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * rowSamples;
+    for (let i = base + stride, end = base + rowSamples; i < end; i++)
+      samples[i] = (samples[i] as number) + (samples[i - stride] as number);
+  }
+}
+
+function undoHorizontalU8(samples: Uint8Array, rows: number, rowSamples: number, stride: number): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * rowSamples;
+    for (let i = base + stride, end = base + rowSamples; i < end; i++)
+      samples[i] = (samples[i] as number) + (samples[i - stride] as number);
+  }
+}
+
+function undoHorizontalI16(samples: Int16Array, rows: number, rowSamples: number, stride: number): void {
+  for (let r = 0; r < rows; r++) {
+    const base = r * rowSamples;
+    for (let i = base + stride, end = base + rowSamples; i < end; i++)
+      samples[i] = (samples[i] as number) + (samples[i - stride] as number);
+  }
+}
+
+function undoHorizontalAny(samples: TypedArray, rows: number, rowSamples: number, stride: number): void {
   for (let r = 0; r < rows; r++) {
     const base = r * rowSamples;
     for (let i = base + stride, end = base + rowSamples; i < end; i++) {

@@ -212,22 +212,49 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   );
 }
 
+/** How {@link encodeCogAsync} runs the compressor. */
+export interface EncodeCogAsyncOptions {
+  /**
+   * Blocks compressed at once. Default: the cores this process may use
+   * (`os.availableParallelism()`, which honours CPU affinity). With 1 the
+   * blocks are compressed on the event loop, one by one, yielding to it between
+   * blocks.
+   */
+  readonly lanes?: number | undefined;
+}
+
 /**
- * {@link encodeCog} with the compression on libuv's thread pool: the same bytes, but the
- * event loop stays free, so concurrent tile workers in one process use every core.
+ * {@link encodeCog} with the event loop free: the same bytes. With more than
+ * one core the compression runs on libuv's thread pool, so concurrent tile
+ * workers in one process use every core.
  *
- * At most as many blocks are in flight as this process may use cores
- * (`os.availableParallelism()`, which honours CPU affinity): on one core the
- * blocks go one after another. Measured on one pinned core with all five blocks
- * of a tile handed to the pool at once, the encode took 51.6 ms where the same
- * blocks compressed one by one took 28.5 ms (docs/benchmarks.md): the pool's
- * threads took turns on the core, each with its own zlib state and buffers
- * (about 1 MiB per block), and evicted each other from the cache.
+ * At most as many blocks are in flight as this process may use cores: on one
+ * core the blocks go one after another. Measured on one pinned core with all
+ * five blocks of a tile handed to the pool at once, the encode took 51.6 ms
+ * where the same blocks compressed one by one took 28.5 ms (docs/benchmarks.md):
+ * the pool's threads took turns on the core, each with its own zlib state and
+ * buffers (about 1 MiB per block), and evicted each other from the cache.
+ *
+ * On one core the pool cannot run beside the event loop, so it only adds a
+ * thread hand-off per block and node:zlib's stream machinery: measured on one
+ * pinned core, a DEFLATE 6 tile took 30 to 37 ms of CPU through the pool and
+ * 26 to 30 ms compressed on the event loop (docs/benchmarks.md). So with one
+ * lane the blocks are compressed synchronously, one at a time (a few ms each),
+ * and the loop gets a turn between blocks: timers such as the lease keeper's
+ * renewals wait at most one block.
  */
-export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array> {
+export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsyncOptions = {}): Promise<Uint8Array> {
   const plan = planCog(opts);
   const jobs = plan.tiles.flatMap((level, l) => level.map((bytes, i) => ({ l, i, bytes })));
   const compressed: Uint8Array[][] = plan.tiles.map((level) => new Array<Uint8Array>(level.length));
+  const lanes = Math.max(1, Math.min(how.lanes ?? availableParallelism(), jobs.length));
+  if (lanes === 1) {
+    for (const job of jobs) {
+      (compressed[job.l] as Uint8Array[])[job.i] = compressTile(plan.levels[job.l] as TiledImageSpec, job.bytes);
+      await yieldToEventLoop();
+    }
+    return assembleCog(plan.levels, compressed);
+  }
   let next = 0;
   const lane = async () => {
     while (next < jobs.length) {
@@ -235,9 +262,12 @@ export async function encodeCogAsync(opts: EncodeCogOptions): Promise<Uint8Array
       (compressed[job.l] as Uint8Array[])[job.i] = await compressTileAsync(plan.levels[job.l] as TiledImageSpec, job.bytes);
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(availableParallelism(), jobs.length)) }, lane));
+  await Promise.all(Array.from({ length: lanes }, lane));
   return assembleCog(plan.levels, compressed);
 }
+
+/** One turn of the event loop (its timers and I/O callbacks run), then back. */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG. */
 function assembleCog(levels: readonly TiledImageSpec[], encoded: readonly (readonly Uint8Array[])[]): Uint8Array {

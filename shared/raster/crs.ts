@@ -93,9 +93,13 @@ export function crsTransform(from: Crs, to: Crs): PointTransform {
       } catch {
         out = undefined;
       }
-      const ok = out !== undefined && out !== null && Number.isFinite(out.x) && Number.isFinite(out.y);
-      xs[i] = ok ? out.x : Number.NaN;
-      ys[i] = ok ? out.y : Number.NaN;
+      if (out && Number.isFinite(out.x) && Number.isFinite(out.y)) {
+        xs[i] = out.x;
+        ys[i] = out.y;
+      } else {
+        xs[i] = Number.NaN;
+        ys[i] = Number.NaN;
+      }
     }
   };
 }

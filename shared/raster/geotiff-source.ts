@@ -704,7 +704,7 @@ class GeoTiffSource implements RasterSource {
           if (stride === 1) {
             dst.set(data.subarray(src, src + n), d);
           } else {
-            for (let k = 0; k < n; k++) dst[d + k] = data[src + k * stride] as number;
+            gatherSamples(dst, d, data, src, n, stride);
           }
         }
       }
@@ -877,4 +877,34 @@ class GeoTiffSource implements RasterSource {
     if (L.predictor === Predictor.HORIZONTAL) undoHorizontalPredictor(block, loc.rows, this.rowSamples, stride);
     return block;
   }
+}
+
+/**
+ * One band of pixel-interleaved samples: `n` samples `stride` apart from `src`
+ * into `dst` at `d`. One loop per common element type, each its own function
+ * (see undoHorizontalPredictor in codecs.ts): a loop that has seen several
+ * typed-array types is megamorphic, tens of times slower per sample.
+ */
+function gatherSamples(dst: TypedArray, d: number, src: TypedArray, s: number, n: number, stride: number): void {
+  if (dst instanceof Uint16Array && src instanceof Uint16Array) gatherU16(dst, d, src, s, n, stride);
+  else if (dst instanceof Uint8Array && src instanceof Uint8Array) gatherU8(dst, d, src, s, n, stride);
+  else if (dst instanceof Int16Array && src instanceof Int16Array) gatherI16(dst, d, src, s, n, stride);
+  else if (dst instanceof Float32Array && src instanceof Float32Array) gatherF32(dst, d, src, s, n, stride);
+  else for (let k = 0; k < n; k++) dst[d + k] = src[s + k * stride] as number;
+}
+
+function gatherU16(dst: Uint16Array, d: number, src: Uint16Array, s: number, n: number, stride: number): void {
+  for (let k = 0; k < n; k++) dst[d + k] = src[s + k * stride] as number;
+}
+
+function gatherU8(dst: Uint8Array, d: number, src: Uint8Array, s: number, n: number, stride: number): void {
+  for (let k = 0; k < n; k++) dst[d + k] = src[s + k * stride] as number;
+}
+
+function gatherI16(dst: Int16Array, d: number, src: Int16Array, s: number, n: number, stride: number): void {
+  for (let k = 0; k < n; k++) dst[d + k] = src[s + k * stride] as number;
+}
+
+function gatherF32(dst: Float32Array, d: number, src: Float32Array, s: number, n: number, stride: number): void {
+  for (let k = 0; k < n; k++) dst[d + k] = src[s + k * stride] as number;
 }

@@ -4,7 +4,15 @@
  * TypeScript on node:zlib (and node:fs for the streaming scene writer).
  */
 export { BlockCache } from './block-cache.js';
-export { COG_GHOST_AREA, cogOverviewSizes, downsampleAverage, type EncodeCogOptions, encodeCog, encodeCogAsync } from './cog-writer.js';
+export {
+  COG_GHOST_AREA,
+  cogOverviewSizes,
+  downsampleAverage,
+  type EncodeCogAsyncOptions,
+  type EncodeCogOptions,
+  encodeCog,
+  encodeCogAsync,
+} from './cog-writer.js';
 export {
   type EvaluateOptions,
   type Expression,

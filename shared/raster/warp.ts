@@ -472,7 +472,6 @@ class Sampler {
     if (!Number.isFinite(ua + va + ub + vb)) return Number.NaN;
     const w = this.width;
     const h = this.height;
-    if (ua < -1 || ub < -1 || va < -1 || vb < -1 || ua > w + 1 || ub > w + 1 || va > h + 1 || vb > h + 1) return Number.NaN;
     const xMin = Math.min(ua, ub);
     const xMax = Math.max(ua, ub);
     const yMin = Math.min(va, vb);
@@ -481,6 +480,8 @@ class Sampler {
     let x1 = Math.min(Math.ceil(xMax - EPSILON), w);
     const y0 = Math.max(Math.floor(yMin + EPSILON), 0);
     let y1 = Math.min(Math.ceil(yMax - EPSILON), h);
+    // GDAL 3.6's rule, kept so masks agree with it: a box thinner than a pixel takes the pixel after its
+    // floor, so a target pixel up to one source pixel beyond the top or left edge takes the edge row's value.
     if (x0 === x1 && x1 < w) x1++;
     if (y0 === y1 && y1 < h) y1++;
     let sum = 0;

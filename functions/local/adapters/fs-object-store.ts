@@ -16,7 +16,6 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { contentDigest } from '../../../shared/domain/content-digest.js';
 import { AdapterError, ObjectKeyConflictError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
@@ -36,6 +35,9 @@ const isCode = (e: unknown, ...codes: string[]): boolean => codes.includes((e as
  * gives a new inode. The key of the hash cache.
  */
 const statId = (s: BigIntStats): string => `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+
+/** The version token of bytes about to be written: their SHA-256 (hex), the only hash this store keeps. */
+const sha256Hex = (body: Uint8Array): string => createHash('sha256').update(body).digest('hex');
 
 /** Hashes remembered per file state; past this many the cache starts again (a bound, not an LRU). */
 const HASH_CACHE_LIMIT = 50_000;
@@ -85,15 +87,21 @@ export class FsObjectStore implements ObjectStore {
     return path;
   }
 
+  /**
+   * One tile's write is a handful of filesystem calls, each a trip to libuv's
+   * pool: create and write the temporary file through one descriptor (kept open,
+   * so its fstat after publishing is our inode's, whatever happens to the path),
+   * `link(2)`, unlink the temporary name. The key's directory is made only when
+   * the link says it is missing (ENOENT), not before every write.
+   */
   async putIfAbsent(key: string, body: Uint8Array): Promise<PutIfAbsentResult> {
     const path = this.pathOf(key);
-    const version = contentDigest(body).sha256Hex;
-    const tmp = await this.#writeTemp(body);
-    // Opened before publishing: its fstat afterwards is our inode's, whatever happens to the path.
-    const own = await open(tmp, 'r');
+    const version = sha256Hex(body);
+    const { tmp, own } = await this.#writeTemp(body);
+    let linked = false;
     try {
-      await this.#mkdirFor(key, path);
-      await link(tmp, path);
+      await this.#publish(key, tmp, path);
+      linked = true;
       await unlink(tmp).catch(() => {});
       await this.#remember(own, version);
       return { kind: 'written', version };
@@ -104,7 +112,22 @@ export class FsObjectStore implements ObjectStore {
       throw this.#fail(`create ${key}`, error);
     } finally {
       await own.close();
-      await unlink(tmp).catch(() => {});
+      if (!linked) await unlink(tmp).catch(() => {});
+    }
+  }
+
+  /**
+   * `link(2)` of a temporary file to the key's path: fails with EEXIST when the
+   * key is taken. A missing parent directory (ENOENT) is made, then the link is
+   * tried once more.
+   */
+  async #publish(key: string, tmp: string, path: string): Promise<void> {
+    try {
+      await link(tmp, path);
+    } catch (error) {
+      if (!isCode(error, 'ENOENT')) throw error;
+      await this.#mkdirFor(key, path);
+      await link(tmp, path);
     }
   }
 
@@ -141,10 +164,18 @@ export class FsObjectStore implements ObjectStore {
         if (!isCode(error, 'EXDEV', 'EPERM')) throw error;
         await copyFile(file, tmp);
       });
-      const imported = await this.#hashPath(tmp);
-      await this.#mkdirFor(key, path);
-      await link(tmp, path);
-      return { kind: 'written', version: imported.version };
+      // Hashed through a descriptor kept open across the link: linking changes the inode's ctime, and the
+      // hash is remembered for the state after it, so the first pinned read of the scene reads no bytes again.
+      const own = await open(tmp, 'r');
+      try {
+        const imported = await this.#hashOpen(own);
+        if (!imported) throw new AdapterError(`[object-store:fs] cannot import ${file}: not a regular file`);
+        await this.#publish(key, tmp, path);
+        await this.#remember(own, imported.version);
+        return { kind: 'written', version: imported.version };
+      } finally {
+        await own.close();
+      }
     } catch (error) {
       if (isCode(error, 'EEXIST')) {
         const imported = await this.#hashPath(tmp);
@@ -161,7 +192,7 @@ export class FsObjectStore implements ObjectStore {
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string): Promise<PutIfMatchResult> {
     const path = this.pathOf(key);
-    const ours = contentDigest(body).sha256Hex;
+    const ours = sha256Hex(body);
     const release = await this.#lock(key);
     try {
       const s = await this.#stat(path);
@@ -172,8 +203,7 @@ export class FsObjectStore implements ObjectStore {
         // Its own bytes already in place (an earlier attempt landed, its answer was lost): written.
         return current.version === ours ? { kind: 'written', version: ours } : { kind: 'version-mismatch', current: current.version };
       }
-      const tmp = await this.#writeTemp(body);
-      const own = await open(tmp, 'r');
+      const { tmp, own } = await this.#writeTemp(body);
       try {
         await rename(tmp, path);
         await this.#remember(own, ours);
@@ -241,7 +271,8 @@ export class FsObjectStore implements ObjectStore {
         if (current?.version !== pin.version) throw new SourceChangedError(this.name, key, pin.version, current?.version);
         before = current.stats;
       }
-      const size = Number((await handle.stat({ bigint: true })).size);
+      // A pinned read has the descriptor's stats already (the hash check's fstat): one fstat fewer per read.
+      const size = Number((before ?? (await handle.stat({ bigint: true }))).size);
       const to = Math.min(end, size);
       const length = Math.max(0, to - start);
       const buffer = Buffer.allocUnsafe(length);
@@ -380,11 +411,29 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
-  async #writeTemp(body: Uint8Array): Promise<string> {
-    await mkdir(this.#tmp, { recursive: true });
+  /**
+   * A new temporary file holding `body`, and its descriptor, still open (the
+   * caller closes it). Exclusive create (`wx`); the temporary directory is made
+   * when the create says it is missing, not before every write.
+   */
+  async #writeTemp(body: Uint8Array): Promise<{ tmp: string; own: FileHandle }> {
     const tmp = join(this.#tmp, `${randomBytes(12).toString('hex')}.part`);
-    await writeFile(tmp, body, { flag: 'wx' });
-    return tmp;
+    let own: FileHandle;
+    try {
+      own = await open(tmp, 'wx');
+    } catch (error) {
+      if (!isCode(error, 'ENOENT')) throw error;
+      await mkdir(this.#tmp, { recursive: true });
+      own = await open(tmp, 'wx');
+    }
+    try {
+      await own.writeFile(body);
+      return { tmp, own };
+    } catch (error) {
+      await own.close();
+      await unlink(tmp).catch(() => {});
+      throw error;
+    }
   }
 
   async #stat(path: string) {

@@ -57,7 +57,9 @@ function gdalwarp(dir: string, source: string, band: number, cases: Case[]): Ref
       cases: cases.map((c) => ({ name: c.name, resampling: c.resampling, dstSrs: `EPSG:${c.dstEpsg}`, te: c.te, ts: c.ts })),
     }),
   );
-  const facts = JSON.parse(execFileSync(PYTHON, [join(process.cwd(), 'test/unit/raster/warp-reference.py'), request], { encoding: 'utf8' })) as SourceFacts;
+  const facts = JSON.parse(
+    execFileSync(PYTHON, [join(process.cwd(), 'test/unit/raster/warp-reference.py'), request], { encoding: 'utf8' }),
+  ) as SourceFacts;
   return {
     facts,
     source: readF64(join(dir, 'source.bin')),
@@ -171,7 +173,11 @@ describe('warpBand against gdalwarp', () => {
   });
 
   const scenes = [
-    { label: 'RGB.byte.tif band 1 (uint8, nodata 0, EPSG:32618)', source: join(process.cwd(), 'test/data/public/rgb_deflate.tif'), integer: true },
+    {
+      label: 'RGB.byte.tif band 1 (uint8, nodata 0, EPSG:32618)',
+      source: join(process.cwd(), 'test/data/public/rgb_deflate.tif'),
+      integer: true,
+    },
     { label: 'synthetic float32 (nodata -9999 holes, EPSG:32631)', source: 'synthetic', integer: false },
   ];
   for (const scene of scenes) {
@@ -224,18 +230,21 @@ describe('warpBand', () => {
     for (const r of ['nearest', 'bilinear', 'cubic', 'average'] as const) {
       const out = warpBand(source, target, r);
       const validCount = out.valid.reduce((s, v) => s + v, 0);
-      expect(validCount, r).toBe(r === 'average' ? 16 : 16);
+      // average: GDAL's footprint rule gives the row and column just above and left of the source the edge values.
+      expect(validCount, r).toBe(r === 'average' ? 25 : 16);
       expect(out.valid[0]).toBe(0);
       expect(Number.isNaN(out.values[0])).toBe(true);
       expect(out.values[2 * 8 + 2]).toBe(7);
     }
   });
 
-  it('renormalises bilinear weights over the valid neighbours, so a nodata pixel does not drag values towards it', () => {
+  it('renormalises bilinear weights over the valid neighbours, and leaves a target pixel centred on nodata as nodata', () => {
     const values = Float64Array.from([10, 10, 10, 10, -1, 10, 10, 10, 10]);
-    // Shift by half a pixel so every target pixel sees four sources, one of them nodata.
+    // Shifted by half a pixel, every target pixel sees four sources, the nodata centre among them. Unnormalised
+    // weights would give 7.5; target (0, 0) is centred on the nodata pixel itself, which gdalwarp skips.
     const out = warpBand({ ...grid(3, 3), values, noData: -1 }, grid(2, 2, 500005, 4999995), 'bilinear');
-    expect(Array.from(out.values)).toEqual([10, 10, 10, 10]);
+    expect(Array.from(out.values)).toEqual([Number.NaN, 10, 10, 10]);
+    expect(Array.from(out.valid)).toEqual([0, 1, 1, 1]);
   });
 
   it('interpolates bilinear exactly halfway between two source pixels', () => {

@@ -1,0 +1,232 @@
+import { InvalidParamsError } from '../domain/errors.js';
+import { type Crs, crsFromEpsg, crsTransform } from './crs.js';
+import utmTemplate from './tms/UTM31WGS84Quad.json' with { type: 'json' };
+import webMercatorQuad from './tms/WebMercatorQuad.json' with { type: 'json' };
+import worldCrs84Quad from './tms/WorldCRS84Quad.json' with { type: 'json' };
+import type { RasterGrid } from './warp.js';
+
+/**
+ * OGC Two Dimensional Tile Matrix Set 2.0 (OGC 17-083r4) tiling schemes, so tiles line up with web maps and
+ * with `gdal raster tile` / gdal2tiles on the same scheme.
+ *
+ * The definitions are the OGC's own registry JSON (github.com/opengeospatial/2D-Tile-Matrix-Set,
+ * `registry/json/`, commit 7cee2f8cd03b07bf457683321747be41d10abe66; Apache-2.0), committed in ./tms/:
+ * WebMercatorQuad (EPSG:3857, zooms 0-24), WorldCRS84Quad (OGC CRS84 lon/lat, zooms 0-23) and
+ * UTM31WGS84Quad, the template of the "UTMnnWGS84Quad" family (zones 1-60 north, EPSG:326nn): the 60 registry
+ * files are identical but for id, title, uri and crs (checked when they were fetched), so the other zones
+ * are built from the template here rather than committed 60 times.
+ *
+ * Tiles are addressed as OGC (and XYZ) do: column from the left, row from the top (pointOfOrigin is the
+ * top-left corner). A 512-pixel tile covers the same ground as the 256-pixel tile of the same index, at
+ * half the cell size (what rio-tiler and TiTiler do with `tilesize=512`), so the index is the scheme's.
+ */
+
+export interface TileMatrix {
+  readonly id: string;
+  readonly scaleDenominator: number;
+  readonly cellSize: number;
+  /** Top-left corner in the set's CRS, in [x, y] (easting, northing / lon, lat) order. */
+  readonly pointOfOrigin: readonly [number, number];
+  readonly tileWidth: number;
+  readonly tileHeight: number;
+  readonly matrixWidth: number;
+  readonly matrixHeight: number;
+}
+
+export interface TileMatrixSet {
+  readonly id: string;
+  readonly title: string;
+  readonly uri: string;
+  readonly crs: Crs;
+  readonly tileMatrices: readonly TileMatrix[];
+}
+
+export interface TileRange {
+  readonly zoom: number;
+  readonly minCol: number;
+  readonly maxCol: number;
+  readonly minRow: number;
+  readonly maxRow: number;
+}
+
+interface RegistryJson {
+  id: string;
+  title: string;
+  uri: string;
+  tileMatrices: {
+    id: string;
+    scaleDenominator: number;
+    cellSize: number;
+    pointOfOrigin: number[];
+    tileWidth: number;
+    tileHeight: number;
+    matrixWidth: number;
+    matrixHeight: number;
+  }[];
+}
+
+function fromRegistry(json: RegistryJson, crs: Crs, id = json.id, title = json.title, uri = json.uri): TileMatrixSet {
+  return {
+    id,
+    title,
+    uri,
+    crs,
+    tileMatrices: json.tileMatrices.map((m) => ({
+      id: m.id,
+      scaleDenominator: m.scaleDenominator,
+      cellSize: m.cellSize,
+      pointOfOrigin: [m.pointOfOrigin[0] as number, m.pointOfOrigin[1] as number],
+      tileWidth: m.tileWidth,
+      tileHeight: m.tileHeight,
+      matrixWidth: m.matrixWidth,
+      matrixHeight: m.matrixHeight,
+    })),
+  };
+}
+
+const UTM = /^UTM(\d{2})WGS84Quad$/;
+const sets = new Map<string, TileMatrixSet>();
+
+/** The names `tileMatrixSet` accepts. */
+export const TILE_MATRIX_SET_NAMES = ['WebMercatorQuad', 'WorldCRS84Quad', 'UTM01WGS84Quad ... UTM60WGS84Quad'] as const;
+
+/** A tile matrix set by its OGC id. Throws InvalidParamsError for any other name. */
+export function tileMatrixSet(id: string): TileMatrixSet {
+  const cached = sets.get(id);
+  if (cached) return cached;
+  let set: TileMatrixSet;
+  const utm = UTM.exec(id);
+  if (id === 'WebMercatorQuad') set = fromRegistry(webMercatorQuad, crsFromEpsg(3857));
+  // OGC CRS84 is WGS 84 with longitude first, which is how Tessera (and proj4) order EPSG:4326.
+  else if (id === 'WorldCRS84Quad') set = fromRegistry(worldCrs84Quad, crsFromEpsg(4326));
+  else if (utm && Number(utm[1]) >= 1 && Number(utm[1]) <= 60) {
+    const zone = utm[1] as string;
+    set = fromRegistry(
+      utmTemplate,
+      crsFromEpsg(32600 + Number(zone)),
+      id,
+      `Universal Transverse Mercator Zone ${zone} WGS84 Quad`,
+      `http://www.opengis.net/def/tilematrixset/OGC/1.0/${id}`,
+    );
+  } else {
+    throw new InvalidParamsError(
+      `unknown tile matrix set ${JSON.stringify(id)}; use WebMercatorQuad, WorldCRS84Quad or UTMnnWGS84Quad with nn = 01..60 (e.g. UTM31WGS84Quad)`,
+    );
+  }
+  sets.set(id, set);
+  return set;
+}
+
+/** The tile matrix for zoom `zoom`. Throws InvalidParamsError when the set has no such zoom. */
+export function tileMatrix(set: TileMatrixSet, zoom: number): TileMatrix {
+  const m = Number.isInteger(zoom) ? set.tileMatrices.find((t) => t.id === String(zoom)) : undefined;
+  if (!m) {
+    const ids = set.tileMatrices.map((t) => Number(t.id));
+    throw new InvalidParamsError(`${set.id} has no zoom ${JSON.stringify(zoom)}; its zooms are ${Math.min(...ids)} to ${Math.max(...ids)}`);
+  }
+  return m;
+}
+
+/**
+ * The tiles of zoom `zoom` that a box in the set's CRS touches, clipped to the matrix. A box edge exactly on
+ * a tile boundary does not pull in the tile beyond it. Undefined when the box misses the matrix.
+ */
+export function tileRangeForBounds(
+  set: TileMatrixSet,
+  zoom: number,
+  bounds: { minX: number; minY: number; maxX: number; maxY: number },
+): TileRange | undefined {
+  const m = tileMatrix(set, zoom);
+  const spanX = m.cellSize * m.tileWidth;
+  const spanY = m.cellSize * m.tileHeight;
+  const [ox, oy] = m.pointOfOrigin;
+  const clamp = (v: number, hi: number) => Math.max(0, Math.min(hi, v));
+  const fMinCol = (bounds.minX - ox) / spanX;
+  const fMaxCol = (bounds.maxX - ox) / spanX;
+  const fMinRow = (oy - bounds.maxY) / spanY;
+  const fMaxRow = (oy - bounds.minY) / spanY;
+  if (fMaxCol <= 0 || fMinCol >= m.matrixWidth || fMaxRow <= 0 || fMinRow >= m.matrixHeight) return undefined;
+  const minCol = clamp(Math.floor(fMinCol), m.matrixWidth - 1);
+  const minRow = clamp(Math.floor(fMinRow), m.matrixHeight - 1);
+  // A zero-width box (a point) still touches the tile it is in.
+  const maxCol = clamp(Math.max(minCol, Math.ceil(fMaxCol) - 1), m.matrixWidth - 1);
+  const maxRow = clamp(Math.max(minRow, Math.ceil(fMaxRow) - 1), m.matrixHeight - 1);
+  return { zoom, minCol, maxCol, minRow, maxRow };
+}
+
+/**
+ * The tiles of zoom `zoom` covering the footprint of `grid` (any CRS): its edges, 21 points each, are
+ * transformed into the set's CRS and their bounding box taken (as gdalwarp bounds a reprojected grid).
+ * Undefined when the footprint misses the matrix or does not transform.
+ */
+export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterGrid): TileRange | undefined {
+  const [x0, dx, , y0, , dy] = grid.geoTransform;
+  const steps = 20;
+  const xs = new Float64Array(4 * (steps + 1));
+  const ys = new Float64Array(4 * (steps + 1));
+  for (let k = 0; k <= steps; k++) {
+    const t = k / steps;
+    const edges: [number, number][] = [
+      [t * grid.width, 0],
+      [t * grid.width, grid.height],
+      [0, t * grid.height],
+      [grid.width, t * grid.height],
+    ];
+    edges.forEach(([px, py], e) => {
+      xs[e * (steps + 1) + k] = x0 + px * dx;
+      ys[e * (steps + 1) + k] = y0 + py * dy;
+    });
+  }
+  crsTransform(grid.crs, set.crs)(xs, ys);
+  let minX = Infinity;
+  let minY = Infinity;
+  let maxX = -Infinity;
+  let maxY = -Infinity;
+  for (let k = 0; k < xs.length; k++) {
+    const x = xs[k] as number;
+    const y = ys[k] as number;
+    if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+    minX = Math.min(minX, x);
+    maxX = Math.max(maxX, x);
+    minY = Math.min(minY, y);
+    maxY = Math.max(maxY, y);
+  }
+  if (!Number.isFinite(minX)) return undefined;
+  return tileRangeForBounds(set, zoom, { minX, minY, maxX, maxY });
+}
+
+/** Every tile of a range, row by row. */
+export function* tilesOf(range: TileRange): Generator<{ zoom: number; col: number; row: number }> {
+  for (let row = range.minRow; row <= range.maxRow; row++) {
+    for (let col = range.minCol; col <= range.maxCol; col++) yield { zoom: range.zoom, col, row };
+  }
+}
+
+/**
+ * The target grid of one tile: its CRS, geotransform and size, `tilePx` pixels a side (256, the registry's,
+ * or 512 at half the cell size). Throws InvalidParamsError for a tile outside the matrix.
+ */
+export function tileGrid(set: TileMatrixSet, zoom: number, col: number, row: number, tilePx: 256 | 512 = 256): RasterGrid {
+  const m = tileMatrix(set, zoom);
+  if (!Number.isInteger(col) || !Number.isInteger(row) || col < 0 || row < 0 || col >= m.matrixWidth || row >= m.matrixHeight) {
+    throw new InvalidParamsError(
+      `tile ${set.id}/${zoom}/${col}/${row} is outside the matrix (${m.matrixWidth} x ${m.matrixHeight} tiles at zoom ${zoom})`,
+    );
+  }
+  if (tilePx !== 256 && tilePx !== 512) {
+    throw new InvalidParamsError(`tile size ${JSON.stringify(tilePx)} is not supported; use 256 or 512`);
+  }
+  const cell = (m.cellSize * m.tileWidth) / tilePx;
+  const [ox, oy] = m.pointOfOrigin;
+  return {
+    crs: set.crs,
+    geoTransform: [ox + col * m.tileWidth * m.cellSize, cell, 0, oy - row * m.tileHeight * m.cellSize, 0, -cell],
+    width: tilePx,
+    height: tilePx,
+  };
+}
+
+/** The object key of a tile under a scene key: `{tms}/{z}/{x}/{y}`, as issue 14 fixes it. */
+export function tileKeyPath(set: TileMatrixSet, zoom: number, col: number, row: number): string {
+  return `${set.id}/${zoom}/${col}/${row}`;
+}
