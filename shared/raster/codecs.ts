@@ -89,8 +89,9 @@ const zstdDecompressOnPool = promisify(zstdDecompressCallback);
 
 /**
  * zlib-wrapped DEFLATE decoding (TIFF compression 8 / 32946) on libuv's thread
- * pool, leaving the event loop free. `expected` is the decoded size when known
- * (a TIFF block's): the output is then one buffer of that size.
+ * pool, leaving the event loop free, when the process has a core for the pool
+ * ({@link poolHelps}; else synchronously, the same bytes). `expected` is the
+ * decoded size when known (a TIFF block's): the output is then one buffer.
  */
 export function inflateAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
   const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
@@ -134,7 +135,7 @@ export function zstdCompress(bytes: Uint8Array, level: number): Uint8Array {
   return zstdCompressSync(bytes, zstdOptions(bytes.byteLength, level));
 }
 
-/** ZSTD decoding (TIFF compression 50000) on libuv's thread pool; `expected` as for {@link inflateAsync}. */
+/** ZSTD decoding (TIFF compression 50000), on libuv's thread pool as {@link inflateAsync}; `expected` as there. */
 export function zstdDecompressAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
   const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
   return poolHelps() ? zstdDecompressOnPool(bytes, options) : settled(() => zstdDecompressSync(bytes, options));

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { main } from '../../functions/local/cli.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
@@ -10,11 +10,23 @@ import { validArtefact } from '../support/ingest-fixtures.js';
 
 // `tessera ingest --manifest postgres://...`: the design note's own registry (a real PostgreSQL 15 started by the
 // test setup), the objects in the local backend. Twice on one artefact publishes once; reconcile agrees both ways.
+// Its own database: the manifest contract suite shares the server, and reconcile reads a whole table.
 const postgres = requireEndpoints(inject('emulators'), 'postgres');
-const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+const admin = new pg.Pool({ connectionString: postgres.url, max: 1 });
+const database = `tessera_ingest_${freshPrefix('e2e').slice(4, -1)}`;
+const url = new URL(postgres.url);
+url.pathname = `/${database}`;
+const manifestUrl = url.href;
+let pool: pg.Pool;
+beforeAll(async () => {
+  await admin.query(`CREATE DATABASE ${database}`);
+  pool = new pg.Pool({ connectionString: manifestUrl, max: 1 });
+});
 const dirs: string[] = [];
 afterAll(async () => {
-  await pool.end();
+  await pool?.end();
+  await admin.query(`DROP DATABASE IF EXISTS ${database}`);
+  await admin.end();
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
@@ -31,7 +43,7 @@ describe('tessera ingest --manifest postgres://', () => {
     dirs.push(cwd);
     writeFileSync(join(cwd, 'scene.tif'), await validArtefact());
     const itemId = `S2B_${freshPrefix('pg').slice(0, -1)}`;
-    const args = ['ingest', '--href', 'scene.tif', '--source', 'sentinel-2-l2a', '--item-id', itemId, '--manifest', postgres.url, '--json'];
+    const args = ['ingest', '--href', 'scene.tif', '--source', 'sentinel-2-l2a', '--item-id', itemId, '--manifest', manifestUrl, '--json'];
     const first = await cli(cwd, ...args);
     expect(first.code, first.err).toBe(0);
     expect(JSON.parse(first.out)).toMatchObject({ published: true, reason: 'published' });
@@ -43,7 +55,7 @@ describe('tessera ingest --manifest postgres://', () => {
     // The SQLite manifest in the backend directory was not used.
     const local = await cli(cwd, 'reconcile', '--manifest', '--json');
     expect(JSON.parse(local.out).objectsWithoutRow).toHaveLength(1);
-    const reconciled = await cli(cwd, 'reconcile', '--manifest', '--manifest-url', postgres.url, '--json');
+    const reconciled = await cli(cwd, 'reconcile', '--manifest', '--manifest-url', manifestUrl, '--json');
     expect(JSON.parse(reconciled.out)).toMatchObject({ objectsWithoutRow: [], rowsWithoutObject: [] });
   });
 
