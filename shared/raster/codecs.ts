@@ -93,9 +93,9 @@ const zstdDecompressOnPool = promisify(zstdDecompressCallback);
  * ({@link poolHelps}; else synchronously, the same bytes). `expected` is the
  * decoded size when known (a TIFF block's): the output is then one buffer.
  */
-export function inflateAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
+export function inflateAsync(bytes: Uint8Array, expected?: number, onPool = poolHelps()): Promise<Uint8Array> {
   const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
-  return poolHelps() ? inflateOnPool(bytes, options) : settled(() => inflateSync(bytes, options));
+  return onPool ? inflateOnPool(bytes, options) : settled(() => inflateSync(bytes, options));
 }
 
 /** {@link deflate} on libuv's thread pool, leaving the event loop free: the same bytes. */
@@ -136,9 +136,9 @@ export function zstdCompress(bytes: Uint8Array, level: number): Uint8Array {
 }
 
 /** ZSTD decoding (TIFF compression 50000), on libuv's thread pool as {@link inflateAsync}; `expected` as there. */
-export function zstdDecompressAsync(bytes: Uint8Array, expected?: number): Promise<Uint8Array> {
+export function zstdDecompressAsync(bytes: Uint8Array, expected?: number, onPool = poolHelps()): Promise<Uint8Array> {
   const options = expected === undefined ? {} : { chunkSize: decodedChunk(expected) };
-  return poolHelps() ? zstdDecompressOnPool(bytes, options) : settled(() => zstdDecompressSync(bytes, options));
+  return onPool ? zstdDecompressOnPool(bytes, options) : settled(() => zstdDecompressSync(bytes, options));
 }
 
 const LZW_CLEAR = 256;
@@ -278,7 +278,35 @@ export function undoHorizontalPredictor(samples: TypedArray, rows: number, rowSa
   else undoHorizontalAny(samples, rows, rowSamples, stride);
 }
 
+/**
+ * uint16, the common case (Sentinel-2, Landsat): one or two running sums held
+ * in registers, so no sample waits for the store of the one before it. The
+ * sums wrap at 16 bits as the typed array's stores do.
+ */
 function undoHorizontalU16(samples: Uint16Array, rows: number, rowSamples: number, stride: number): void {
+  if (stride === 1 || (stride === 2 && rowSamples % 2 === 0)) {
+    for (let r = 0; r < rows; r++) {
+      const base = r * rowSamples;
+      const end = base + rowSamples;
+      if (stride === 1) {
+        let a = samples[base] as number;
+        for (let i = base + 1; i < end; i++) {
+          a = (a + (samples[i] as number)) & 0xffff;
+          samples[i] = a;
+        }
+      } else {
+        let a = samples[base] as number;
+        let b = samples[base + 1] as number;
+        for (let i = base + 2; i < end; i += 2) {
+          a = (a + (samples[i] as number)) & 0xffff;
+          b = (b + (samples[i + 1] as number)) & 0xffff;
+          samples[i] = a;
+          samples[i + 1] = b;
+        }
+      }
+    }
+    return;
+  }
   for (let r = 0; r < rows; r++) {
     const base = r * rowSamples;
     for (let i = base + stride, end = base + rowSamples; i < end; i++)

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { open, rename, writeFile } from 'node:fs/promises';
+import { open, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -78,6 +78,48 @@ describe('FsObjectStore', () => {
       await fd.close();
       await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
       await expect(s.pin('scene.tif', pin.version)).rejects.toBeInstanceOf(SourceChangedError);
+    });
+
+    // importFile remembers the hash for the state of the inode after its link (so the first pinned read of a
+    // scene reads no bytes again): a write in place after the import must still be seen, not served from it.
+    it('an imported file written in place afterwards (same inode, same size) fails a pinned read', async () => {
+      const s = fresh();
+      const file = join(s.root, 'outside.tif');
+      await writeFile(file, 'AAAA-1234');
+      const imported = await s.importFile('scene.tif', file);
+      expect(imported).toEqual({ kind: 'written', version: createHash('sha256').update('AAAA-1234').digest('hex') });
+      const pin = await s.pin('scene.tif', imported.kind === 'written' ? imported.version : '');
+      expect(new TextDecoder().decode(await s.getRange('scene.tif', 5, 9, pin))).toBe('1234');
+      const fd = await open(s.pathOf('scene.tif'), 'r+');
+      await fd.write(Buffer.from('CCCC'), 0, 4, 0);
+      await fd.close();
+      await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+    });
+
+    it('a pinned read past the end of the object returns the bytes up to its end', async () => {
+      const s = fresh();
+      const put = await s.putIfAbsent('scene.tif', bytes('AAAA-1234'));
+      const pin = await s.pin('scene.tif', put.kind === 'written' ? put.version : '');
+      expect(new TextDecoder().decode(await s.getRange('scene.tif', 5, 1_000, pin))).toBe('1234');
+      expect((await s.getRange('scene.tif', 20, 30, pin)).byteLength).toBe(0);
+    });
+  });
+
+  describe('directories made on demand', () => {
+    // The write path makes the temporary directory and the key's parent only when a create or a link
+    // says they are missing: removed between two writes, they are made again.
+    it('a removed temporary directory or key directory is made again by the next write', async () => {
+      const s = fresh();
+      expect((await s.putIfAbsent('tiles/a/1.tif', bytes('one'))).kind).toBe('written');
+      await rm(join(s.root, 'tmp'), { recursive: true, force: true });
+      await rm(join(s.root, 'objects', 'tiles', 'a'), { recursive: true, force: true });
+      expect((await s.putIfAbsent('tiles/a/2.tif', bytes('two'))).kind).toBe('written');
+      expect((await s.putIfAbsent('tiles/b/c/3.tif', bytes('three'))).kind).toBe('written');
+      expect(new TextDecoder().decode(await s.get('tiles/a/2.tif'))).toBe('two');
+      expect(new TextDecoder().decode(await s.get('tiles/b/c/3.tif'))).toBe('three');
+      // A second write of the same key is still create-only, its temporary file gone either way.
+      expect(await s.putIfAbsent('tiles/a/2.tif', bytes('other'))).toMatchObject({ kind: 'already-present', sameBytes: false });
+      expect(await readdir(join(s.root, 'tmp'))).toEqual([]);
     });
   });
 });

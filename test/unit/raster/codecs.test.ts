@@ -2,10 +2,14 @@ import { describe, expect, it } from 'vitest';
 import {
   applyFloatingPointPredictor,
   applyHorizontalPredictor,
+  deflate,
+  inflateAsync,
   lzwDecode,
   packBitsDecode,
   undoFloatingPointPredictor,
   undoHorizontalPredictor,
+  zstdCompress,
+  zstdDecompressAsync,
 } from '../../../shared/raster/codecs.js';
 
 /** A textbook TIFF LZW encoder (MSB-first codes, early change), independent of the decoder under test. */
@@ -110,5 +114,50 @@ describe('codecs', () => {
     // 1.0f = 3f800000, 2.0f = 40000000: planes [3f 40][80 00][00 00][00 00], then each byte minus the one before it.
     const bytes = new Uint8Array(new Float32Array([1, 2]).buffer);
     expect(Array.from(applyFloatingPointPredictor(bytes, 1, 2, 4, 1))).toEqual([0x3f, 0x01, 0x40, 0x80, 0x00, 0x00, 0x00, 0x00]);
+  });
+
+  // The per-type loops (uint16's with running sums) against the textbook definition, on every element
+  // type a TIFF predictor 2 meets, strides 1 to 4 (2 is uint16 interleaved pairs), with wrap-around.
+  it.each([
+    ['uint16', Uint16Array, 65_536],
+    ['uint8', Uint8Array, 256],
+    ['int16', Int16Array, 65_536],
+    ['uint32', Uint32Array, 2 ** 32],
+  ] as const)('undoes the horizontal predictor on %s as the textbook loop does, strides 1 to 4', (_name, T, range) => {
+    for (const stride of [1, 2, 3, 4]) {
+      const rows = 5;
+      const rowSamples = 12 * stride;
+      const encoded = T.from({ length: rows * rowSamples }, (_, i) => ((i * 2_654_435_761) >>> 0) % range);
+      const reference = encoded.slice();
+      for (let r = 0; r < rows; r++) {
+        for (let i = r * rowSamples + stride; i < (r + 1) * rowSamples; i++) {
+          reference[i] = (reference[i] as number) + (reference[i - stride] as number);
+        }
+      }
+      const decoded = encoded.slice();
+      undoHorizontalPredictor(decoded, rows, rowSamples, stride);
+      expect(Array.from(decoded), `stride ${stride}`).toEqual(Array.from(reference));
+      expect(Array.from(decoded), `stride ${stride} differs from its input`).not.toEqual(Array.from(encoded));
+    }
+  });
+
+  // On one core the decoders run synchronously (the pool cannot run beside the event loop): the same
+  // bytes as on the pool, with the decoded size known or not, and a corrupt block rejects either way.
+  it.each([
+    ['DEFLATE', (b: Uint8Array) => deflate(b, 6), inflateAsync],
+    ['ZSTD', (b: Uint8Array) => zstdCompress(b, 3), zstdDecompressAsync],
+  ] as const)('%s decodes to the same bytes on the event loop and on the pool', async (_name, encode, decode) => {
+    const raw = Uint8Array.from({ length: 256 * 256 * 4 }, (_, i) => (i % 509) ^ (i >> 9));
+    const stored = encode(raw);
+    for (const expected of [raw.byteLength, undefined]) {
+      const onLoop = await decode(stored, expected, false);
+      const onPool = await decode(stored, expected, true);
+      expect(Buffer.compare(onLoop, raw), `expected ${expected}`).toBe(0);
+      expect(Buffer.compare(onPool, raw), `expected ${expected}`).toBe(0);
+    }
+    const corrupt = stored.slice(0, 40);
+    corrupt[10] = (corrupt[10] as number) ^ 0xff;
+    await expect(decode(corrupt, raw.byteLength, false)).rejects.toThrow();
+    await expect(decode(corrupt, raw.byteLength, true)).rejects.toThrow();
   });
 });

@@ -130,9 +130,10 @@ describe('the ZSTD COG writer', () => {
     expect(Buffer.compare(Buffer.from((back as Float32Array).buffer), Buffer.from(DATA.buffer))).toBe(0);
   });
 
-  it.each([1, 3, 9, 19])('level %i: encodeCogAsync gives the bytes of encodeCog', async (level) => {
+  it.each([1, 3, 9, 19])('level %i: encodeCogAsync gives the bytes of encodeCog, on one lane and on two', async (level) => {
     const sync = encodeCog(options({ level }));
-    expect(Buffer.compare(await encodeCogAsync(options({ level })), sync)).toBe(0);
+    for (const lanes of [1, 2])
+      expect(Buffer.compare(await encodeCogAsync(options({ level }), { lanes }), sync), `${lanes} lane(s)`).toBe(0);
   });
 
   it('a higher level gives a smaller file with the same pixels', () => {
