@@ -1,11 +1,9 @@
 import {
   type AttributeValue,
-  ConditionalCheckFailedException,
   DeleteItemCommand,
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
-  ScanCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import {
@@ -25,7 +23,7 @@ import type {
   DeleteClaimResult,
   HeartbeatRequest,
 } from '../../../shared/ports/claim-store.port.js';
-import { describeAwsFailure, isAwsFailure, isRetryableAws } from './aws-error.js';
+import { type DynamoTable, isConditionFailure, scanTable, tableFailure } from './dynamodb-table.js';
 
 /**
  * The only part of a `DynamoDBClient` this adapter uses, so tests and callers
@@ -250,17 +248,7 @@ export class DynamoDbClaimStore implements ClaimStore {
 
   /** Every row, by a paginated consistent Scan: for reconcile and tests, not for a hot path. */
   async *list(): AsyncIterable<ClaimRow> {
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      let page: { Items?: Record<string, AttributeValue>[] | undefined; LastEvaluatedKey?: Record<string, AttributeValue> | undefined };
-      try {
-        page = await this.client.send(new ScanCommand({ TableName: this.table, ConsistentRead: true, ExclusiveStartKey: start }));
-      } catch (e) {
-        throw this.failed('scan of the claims table', e);
-      }
-      for (const item of page.Items ?? []) yield this.toRow(item);
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
+    for await (const item of scanTable(this.#table(), 'scan of the claims table')) yield this.toRow(item);
   }
 
   private toRow(item: Record<string, AttributeValue>): ClaimRow {
@@ -292,21 +280,16 @@ export class DynamoDbClaimStore implements ClaimStore {
   }
 
   private failed(what: string, error: unknown): AdapterError {
-    const hint = isAwsFailure(error, 400, 'ResourceNotFoundException')
-      ? `table ${this.table} does not exist in this account and region: deploy the stack or fix TESSERA_CLAIMS_TABLE`
-      : isAwsFailure(error, 400, 'AccessDeniedException')
-        ? `the function role may not use table ${this.table}: grant dynamodb:PutItem, UpdateItem, GetItem and Scan on it`
-        : 'retry the delivery; if it persists check the table and the network';
-    return new AdapterError(`[claim-store:dynamodb] ${what} failed (${describeAwsFailure(error)}); ${hint}`, {
-      cause: error,
-      retryable: isRetryableAws(error),
-    });
+    return tableFailure(this.#table(), what, error);
   }
-}
 
-function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
-  // instanceof first; the name check covers a client from another copy of the SDK package.
-  return (
-    error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException'
-  );
+  #table(): DynamoTable {
+    return {
+      client: this.client,
+      table: this.table,
+      tag: 'claim-store:dynamodb',
+      envName: 'TESSERA_CLAIMS_TABLE',
+      actions: 'dynamodb:PutItem, UpdateItem, GetItem, DeleteItem and Scan',
+    };
+  }
 }

@@ -1,11 +1,4 @@
-import {
-  type AttributeValue,
-  ConditionalCheckFailedException,
-  GetItemCommand,
-  PutItemCommand,
-  QueryCommand,
-  ScanCommand,
-} from '@aws-sdk/client-dynamodb';
+import { type AttributeValue, GetItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import {
   manifestIdentityDigest,
@@ -14,8 +7,8 @@ import {
   validateManifestIdentity,
 } from '../../../shared/domain/manifest-entry.js';
 import type { ManifestEntry, ManifestStore, RegisterResult } from '../../../shared/ports/manifest-store.port.js';
-import { describeAwsFailure, isAwsFailure, isRetryableAws } from './aws-error.js';
 import type { DynamoDbSender } from './dynamodb-claim-store.js';
+import { type DynamoTable, isConditionFailure, scanTable, tableFailure } from './dynamodb-table.js';
 
 const TAG = 'manifest-store:dynamodb';
 
@@ -138,17 +131,7 @@ export class DynamoDbManifestStore implements ManifestStore {
   }
 
   async *list(): AsyncIterable<ManifestEntry> {
-    let start: Record<string, AttributeValue> | undefined;
-    do {
-      let page: { Items?: Record<string, AttributeValue>[] | undefined; LastEvaluatedKey?: Record<string, AttributeValue> | undefined };
-      try {
-        page = await this.client.send(new ScanCommand({ TableName: this.table, ConsistentRead: true, ExclusiveStartKey: start }));
-      } catch (e) {
-        throw this.failed('scan of the manifest table', e);
-      }
-      for (const item of page.Items ?? []) yield this.toEntry(item);
-      start = page.LastEvaluatedKey;
-    } while (start !== undefined);
+    for await (const item of scanTable(this.#table(), 'scan of the manifest table')) yield this.toEntry(item);
   }
 
   private keyOf(source: string, externalId: string, checksum: string): Record<string, AttributeValue> {
@@ -177,20 +160,16 @@ export class DynamoDbManifestStore implements ManifestStore {
   }
 
   private failed(what: string, error: unknown): AdapterError {
-    const hint = isAwsFailure(error, 400, 'ResourceNotFoundException')
-      ? `table ${this.table} does not exist in this account and region: deploy the stack or fix TESSERA_MANIFEST_TABLE`
-      : isAwsFailure(error, 400, 'AccessDeniedException')
-        ? `the function role may not use table ${this.table}: grant dynamodb:PutItem, GetItem, Query and Scan on it`
-        : 'retry; if it persists check the table and the network';
-    return new AdapterError(`[${TAG}] ${what} failed (${describeAwsFailure(error)}); ${hint}`, {
-      cause: error,
-      retryable: isRetryableAws(error),
-    });
+    return tableFailure(this.#table(), what, error);
   }
-}
 
-function isConditionFailure(error: unknown): error is ConditionalCheckFailedException {
-  return (
-    error instanceof ConditionalCheckFailedException || (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException'
-  );
+  #table(): DynamoTable {
+    return {
+      client: this.client,
+      table: this.table,
+      tag: TAG,
+      envName: 'TESSERA_MANIFEST_TABLE',
+      actions: 'dynamodb:PutItem, GetItem, Query and Scan',
+    };
+  }
 }

@@ -16,7 +16,7 @@ import type {
   DeleteClaimResult,
   HeartbeatRequest,
 } from '../../../shared/ports/claim-store.port.js';
-import { isSqliteBusy, named, openSqlite, prepareNamed } from './sqlite-database.js';
+import { named, openSqlite, prepareNamed, runSqlite } from './sqlite-database.js';
 
 interface Row {
   job_id: string;
@@ -159,14 +159,6 @@ export class SqliteClaimStore implements ClaimStore {
   }
 
   #run<T>(fn: () => T): T {
-    try {
-      return fn();
-    } catch (cause) {
-      const busy = isSqliteBusy(cause);
-      throw new AdapterError(
-        `[claim-store:sqlite] ${busy ? 'database stayed locked past the busy timeout; too many writers on one file' : 'statement failed'}`,
-        { cause, retryable: busy },
-      );
-    }
+    return runSqlite('claim-store:sqlite', fn);
   }
 }

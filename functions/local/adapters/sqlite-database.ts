@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
+import { AdapterError } from '../../../shared/domain/errors.js';
 
 /**
  * The local backend's SQLite, from Node's built-in `node:sqlite` (Node >= 22.13
@@ -85,4 +86,22 @@ export function immediateTransaction<T>(db: DatabaseSync, fn: () => T): T {
 export function isSqliteBusy(e: unknown): boolean {
   const code = (e as { errcode?: unknown }).errcode;
   return typeof code === 'number' && ((code & 0xff) === 5 || (code & 0xff) === 6);
+}
+
+/**
+ * Runs one statement (or transaction) for an adapter, turning SQLite's failure
+ * into a typed AdapterError: retryable when the file stayed locked past the
+ * busy timeout (too many writers), not otherwise. AdapterErrors pass through.
+ */
+export function runSqlite<T>(tag: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (cause) {
+    if (cause instanceof AdapterError) throw cause;
+    const busy = isSqliteBusy(cause);
+    throw new AdapterError(
+      `[${tag}] ${busy ? 'database stayed locked past the busy timeout; too many writers on one file' : 'statement failed'}`,
+      { cause, retryable: busy },
+    );
+  }
 }

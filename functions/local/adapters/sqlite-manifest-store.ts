@@ -2,7 +2,7 @@ import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import { settleExistingRow, validateManifestEntry, validateManifestIdentity } from '../../../shared/domain/manifest-entry.js';
 import type { ManifestEntry, ManifestStore, RegisterResult } from '../../../shared/ports/manifest-store.port.js';
-import { immediateTransaction, isSqliteBusy, openSqlite } from './sqlite-database.js';
+import { immediateTransaction, openSqlite, runSqlite } from './sqlite-database.js';
 
 interface Row {
   source: string;
@@ -117,15 +117,6 @@ export class SqliteManifestStore implements ManifestStore {
   }
 
   #run<T>(fn: () => T): T {
-    try {
-      return fn();
-    } catch (cause) {
-      if (cause instanceof AdapterError) throw cause;
-      const busy = isSqliteBusy(cause);
-      throw new AdapterError(
-        `[${TAG}] ${busy ? 'database stayed locked past the busy timeout; too many writers on one file' : 'statement failed'}`,
-        { cause, retryable: busy },
-      );
-    }
+    return runSqlite(TAG, fn);
   }
 }
