@@ -14,7 +14,6 @@ import {
   type TiledImageSpec,
   tileCount,
   tilesAcross,
-  tilesDown,
   validateImageSpec,
   writeHeader,
 } from './tiff-writer.js';
@@ -136,8 +135,14 @@ function cutTile(
 
 interface CogPlan {
   readonly levels: readonly TiledImageSpec[];
-  /** Per level, row-major: each tile's bytes after the predictor, ready to compress. */
-  readonly tiles: readonly (readonly Uint8Array[])[];
+  /** Per level, its tile count (row-major). */
+  readonly counts: readonly number[];
+  /**
+   * Tile `i` of level `l` after the predictor, ready to compress: a buffer of
+   * its own, made when asked for, so a caller compressing one block at a time
+   * holds one predicted block at a time.
+   */
+  readonly predicted: (l: number, i: number) => Uint8Array;
 }
 
 /** Validates, builds the overview levels and cuts and predicts every tile: everything but compression. */
@@ -178,16 +183,13 @@ function planCog(opts: EncodeCogOptions): CogPlan {
     pixels.push(prev);
   }
   const tile = new Float32Array(blockSize * blockSize);
-  const tiles = levels.map((spec, l) => {
-    const out: Uint8Array[] = [];
-    for (let ty = 0; ty < tilesDown(spec); ty++) {
-      for (let tx = 0; tx < tilesAcross(spec); tx++) {
-        out.push(predictTile(spec, cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, tx, ty, noData, tile)));
-      }
-    }
-    return out;
-  });
-  return { levels, tiles };
+  const predicted = (l: number, i: number): Uint8Array => {
+    const spec = levels[l] as TiledImageSpec;
+    const across = tilesAcross(spec);
+    const cut = cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, i % across, Math.floor(i / across), noData, tile);
+    return predictTile(spec, cut);
+  };
+  return { levels, counts: levels.map(tileCount), predicted };
 }
 
 /**
@@ -208,7 +210,7 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   const plan = planCog(opts);
   return assembleCog(
     plan.levels,
-    plan.tiles.map((level, l) => level.map((t) => compressTile(plan.levels[l] as TiledImageSpec, t))),
+    plan.counts.map((n, l) => Array.from({ length: n }, (_, i) => compressTile(plan.levels[l] as TiledImageSpec, plan.predicted(l, i)))),
   );
 }
 
@@ -245,12 +247,12 @@ export interface EncodeCogAsyncOptions {
  */
 export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsyncOptions = {}): Promise<Uint8Array> {
   const plan = planCog(opts);
-  const jobs = plan.tiles.flatMap((level, l) => level.map((bytes, i) => ({ l, i, bytes })));
-  const compressed: Uint8Array[][] = plan.tiles.map((level) => new Array<Uint8Array>(level.length));
+  const jobs = plan.counts.flatMap((n, l) => Array.from({ length: n }, (_, i) => ({ l, i })));
+  const compressed: Uint8Array[][] = plan.counts.map((n) => new Array<Uint8Array>(n));
   const lanes = Math.max(1, Math.min(how.lanes ?? availableParallelism(), jobs.length));
   if (lanes === 1) {
     for (const job of jobs) {
-      (compressed[job.l] as Uint8Array[])[job.i] = compressTile(plan.levels[job.l] as TiledImageSpec, job.bytes);
+      (compressed[job.l] as Uint8Array[])[job.i] = compressTile(plan.levels[job.l] as TiledImageSpec, plan.predicted(job.l, job.i));
       await yieldToEventLoop();
     }
     return assembleCog(plan.levels, compressed);
@@ -259,7 +261,10 @@ export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsync
   const lane = async () => {
     while (next < jobs.length) {
       const job = jobs[next++] as (typeof jobs)[number];
-      (compressed[job.l] as Uint8Array[])[job.i] = await compressTileAsync(plan.levels[job.l] as TiledImageSpec, job.bytes);
+      (compressed[job.l] as Uint8Array[])[job.i] = await compressTileAsync(
+        plan.levels[job.l] as TiledImageSpec,
+        plan.predicted(job.l, job.i),
+      );
     }
   };
   await Promise.all(Array.from({ length: lanes }, lane));

@@ -5,10 +5,9 @@ import { type ManifestReconcileReport, reconcileManifest } from '../../../shared
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
 import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { assertNever } from '../../../shared/domain/claim.js';
-import { InvalidEventError } from '../../../shared/domain/errors.js';
 import { type AzureBackend, type AzureRuntime, azureRuntime, INGEST_QUEUE, invocationBackend } from '../compose.js';
 import { triggerQueueName } from './blob-event.js';
-import { queueMessageText } from './tile.handler.js';
+import { queueMessageText, queueTriggerDelivery } from './tile.handler.js';
 
 /**
  * When the manifest reconcile runs (NCRONTAB with seconds): Mondays 03:00 UTC, weekly as design note 2 says
@@ -45,16 +44,11 @@ export function makeIngestHandler(rt: () => AzureRuntime = azureRuntime): Storag
   return async (queueEntry: unknown, context: InvocationContext): Promise<IngestVerdict> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
-    const meta = context.triggerMetadata ?? {};
-    const deliveryId = typeof meta.id === 'string' && meta.id !== '' ? meta.id : undefined;
-    if (deliveryId === undefined) {
-      throw new InvalidEventError('queue trigger metadata has no message id: is this function bound to a Storage Queue trigger?');
-    }
-    const dequeueCount = Number(meta.dequeueCount);
+    const { deliveryId, dequeueCount, receiveCount } = queueTriggerDelivery(context);
     const body = queueMessageText(queueEntry);
     const verdict = await handleIngestDelivery(
       azureIngestDeps(runtime, backend),
-      { body, deliveryId, receiveCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : undefined },
+      { body, deliveryId, receiveCount },
       cloudIngestSettings(runtime.config),
     );
     switch (verdict.kind) {

@@ -9,6 +9,25 @@ import { type AzureRuntime, azureRuntime, invocationBackend } from '../compose.j
 import { triggerQueueName } from './blob-event.js';
 
 /**
+ * The delivery a Storage Queue trigger hands a function: the message id (the
+ * same on every redelivery: the delivery id in claim owners) and the host's
+ * dequeue count (its receive count, when the host gave a usable one).
+ */
+export function queueTriggerDelivery(context: InvocationContext): {
+  readonly deliveryId: string;
+  readonly dequeueCount: number;
+  readonly receiveCount: number | undefined;
+} {
+  const meta = context.triggerMetadata ?? {};
+  const deliveryId = typeof meta.id === 'string' && meta.id !== '' ? meta.id : undefined;
+  if (deliveryId === undefined) {
+    throw new InvalidEventError('queue trigger metadata has no message id: is this function bound to a Storage Queue trigger?');
+  }
+  const dequeueCount = Number(meta.dequeueCount);
+  return { deliveryId, dequeueCount, receiveCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : undefined };
+}
+
+/**
  * The message text a queue trigger received. The host base64-decodes the
  * message, and the v4 library hands a JSON message over already parsed, so a
  * tile job arrives as an object: it is serialised back canonically, which
@@ -57,17 +76,12 @@ export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQ
   return async (queueEntry: unknown, context: InvocationContext): Promise<QueueDeliveryVerdict> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
-    const meta = context.triggerMetadata ?? {};
-    const deliveryId = typeof meta.id === 'string' && meta.id !== '' ? meta.id : undefined;
-    if (deliveryId === undefined) {
-      throw new InvalidEventError('queue trigger metadata has no message id: is this function bound to a Storage Queue trigger?');
-    }
-    const dequeueCount = Number(meta.dequeueCount);
+    const { deliveryId, dequeueCount, receiveCount } = queueTriggerDelivery(context);
     // Tile jobs and fan-out chunks share the queue; the dispatch is the same on every cloud.
     const verdict = await handleQueueDelivery(backend, runtime.settings, {
       body: queueMessageText(queueEntry),
       deliveryId,
-      receiveCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : undefined,
+      receiveCount,
       schedule: azureHostSchedule(runtime.host.maxDequeueCount, runtime.host.retryVisibilitySec * 1000),
     });
     switch (verdict.kind) {

@@ -3,9 +3,8 @@ import type { CloudEvent } from '@google-cloud/functions-framework';
 import { handleIngestDelivery, type IngestDeps, type IngestOutcome, type IngestVerdict } from '../../../shared/app/ingest.js';
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
 import { assertNever } from '../../../shared/domain/claim.js';
-import { TesseraError } from '../../../shared/domain/errors.js';
 import type { GcpRuntime } from '../compose.js';
-import { bodyOf, type MessagePublishedData } from './tile.handler.js';
+import { bodyOf, deadLetterPubSub, type MessagePublishedData } from './tile.handler.js';
 
 /** What the ingest function did with one message (its return value; the HTTP answer is what Pub/Sub reads). */
 export type IngestEventOutcome =
@@ -75,28 +74,8 @@ export function createIngestHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       case 'retry':
         // Throwing is how a CloudEvent function asks Pub/Sub for a redelivery.
         throw verdict.error;
-      case 'poison': {
-        const reason = verdict.error instanceof TesseraError ? verdict.error.code : 'undecodable';
-        if (!r.deadLetters) {
-          telemetry.log('ERROR', 'poison-dropped', {
-            deliveryId,
-            reason,
-            why: 'no dead-letter topic is configured (TESSERA_DEAD_LETTER_QUEUE); the message is acknowledged and only this log keeps it',
-            data: message?.data,
-          });
-          return { kind: 'dead-lettered', reason, deadLetterId: undefined };
-        }
-        const deadLetterId = await r.deadLetters.send({
-          data: data ?? Buffer.from(message?.data ?? '', 'base64'),
-          reason,
-          error: verdict.error.message,
-          messageId: deliveryId,
-          subscription: event.data?.subscription,
-          attributes: message?.attributes,
-        });
-        telemetry.log('WARN', 'poison-dead-lettered', { deliveryId, reason, deadLetterId, kind: 'ingest' });
-        return { kind: 'dead-lettered', reason, deadLetterId };
-      }
+      case 'poison':
+        return deadLetterPubSub(event, data, verdict.error, r.deadLetters, telemetry, { kind: 'ingest' });
       default:
         return assertNever(verdict, 'ingest verdict');
     }

@@ -5,6 +5,8 @@ import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../../shared/
 import { PUBSUB_DEFAULT_MAX_DELIVERY_ATTEMPTS, pubSubSchedule, type RedeliverySchedule } from '../../../shared/app/redelivery.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
+import type { Telemetry } from '../../../shared/ports/telemetry.port.js';
+import type { PubSubDeadLetterTopic } from '../adapters/pubsub-dead-letter-topic.js';
 import { JOB_KEY_ATTRIBUTE } from '../adapters/pubsub-job-queue.js';
 import type { GcpRuntime } from '../compose.js';
 
@@ -113,35 +115,49 @@ export function createTileHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       case 'retry':
         // Throwing is how a CloudEvent function asks Pub/Sub for a redelivery.
         throw verdict.error;
-      case 'poison': {
-        const reason = verdict.error instanceof TesseraError ? verdict.error.code : 'undecodable';
-        if (!deadLetters) {
-          telemetry.log('ERROR', 'poison-dropped', {
-            deliveryId,
-            reason,
-            why: 'no dead-letter topic is configured (TESSERA_DEAD_LETTER_QUEUE); the message is acknowledged and only this log keeps it',
-            data: message?.data,
-          });
-          return { kind: 'dead-lettered', reason, deadLetterId: undefined };
-        }
-        const deadLetterId = await deadLetters.send({
-          data: data ?? Buffer.from(message?.data ?? '', 'base64'), // undecodable text: still the original bytes
-          reason,
-          error: verdict.error.message,
-          messageId: deliveryId,
-          subscription: event.data?.subscription,
-          attributes: message?.attributes,
-        });
-        telemetry.log('WARN', 'poison-dead-lettered', {
-          deliveryId,
-          reason,
-          deadLetterId,
-          jobKey: message?.attributes?.[JOB_KEY_ATTRIBUTE],
-        });
-        return { kind: 'dead-lettered', reason, deadLetterId };
-      }
+      case 'poison':
+        return deadLetterPubSub(event, data, verdict.error, deadLetters, telemetry, { jobKey: message?.attributes?.[JOB_KEY_ATTRIBUTE] });
       default:
         return assertNever(verdict, 'delivery verdict');
     }
   };
+}
+
+/**
+ * Settles a poison Pub/Sub message at once, for every GCP queue function (tile,
+ * ingest): published to the dead-letter topic with the reason (the original
+ * bytes, even when they were not text) and acknowledged by returning; only if
+ * that publish fails does this throw, so the message is redelivered, not lost.
+ * With no dead-letter topic configured it is logged at ERROR and dropped.
+ */
+export async function deadLetterPubSub(
+  event: CloudEvent<MessagePublishedData>,
+  data: Buffer | undefined,
+  error: Error,
+  deadLetters: PubSubDeadLetterTopic | undefined,
+  telemetry: Telemetry,
+  fields: Readonly<Record<string, unknown>>,
+): Promise<{ readonly kind: 'dead-lettered'; readonly reason: string; readonly deadLetterId: string | undefined }> {
+  const message = event.data?.message;
+  const deliveryId = message?.messageId ?? event.id;
+  const reason = error instanceof TesseraError ? error.code : 'undecodable';
+  if (!deadLetters) {
+    telemetry.log('ERROR', 'poison-dropped', {
+      deliveryId,
+      reason,
+      why: 'no dead-letter topic is configured (TESSERA_DEAD_LETTER_QUEUE); the message is acknowledged and only this log keeps it',
+      data: message?.data,
+    });
+    return { kind: 'dead-lettered', reason, deadLetterId: undefined };
+  }
+  const deadLetterId = await deadLetters.send({
+    data: data ?? Buffer.from(message?.data ?? '', 'base64'), // undecodable text: still the original bytes
+    reason,
+    error: error.message,
+    messageId: deliveryId,
+    subscription: event.data?.subscription,
+    attributes: message?.attributes,
+  });
+  telemetry.log('WARN', 'poison-dead-lettered', { deliveryId, reason, deadLetterId, ...fields });
+  return { kind: 'dead-lettered', reason, deadLetterId };
 }
