@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { MainJobSummary } from '../../functions/local/main-job.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import { REPO_ROOT } from '../lib/child.js';
 import { type Gdal, gdalScript, runGdalScript } from '../lib/gdal.js';
 import { measureTree, type TreeCost } from '../lib/measure.js';
@@ -29,8 +30,8 @@ const SCALING_TARGET = 1.8;
 const WHOLE_TARGET = 1.0;
 /** Tiles compared pixel for pixel between the two whole-scene outputs: the first, one in the middle, the last (an edge). */
 const COMPARED = 3;
-/** zlib level of both contenders: Tessera's encodeCog default and GDAL's COG default. */
-const DEFLATE_LEVEL = 6;
+/** zlib level of both contenders: the default profile's (DEFAULT_PARAMS), which the Tessera run writes. */
+const DEFLATE_LEVEL = tilingParams(DEFAULT_PARAMS).level;
 
 const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 const CLI = join(REPO_ROOT, 'functions/local/cli.ts');

@@ -22,7 +22,8 @@ Options:
   --tile N            tile size in pixels (default 256: 400 windows at 5120)
   --compression C     tile compression: deflate, zstd or none (default: the output profile of
                       DEFAULT_PARAMS, shared/domain/runtime-config.ts); part of every job key
-  --level N           its level: deflate 1-9 (default 6), zstd 1-22 (default 9)
+  --level N           its level: deflate 1-9, zstd 1-22 (default: the profile's, deflate 9; a
+                      codec named alone takes its own, deflate 6 or zstd 9, as GDAL's)
   --workers N         worker processes, each with its own SQLite connections, pulling from the
                       queue (default: the cores this process may use, os.availableParallelism(): %CORES%
                       here); a worker killed mid-job (even kill -9) is survived by the others

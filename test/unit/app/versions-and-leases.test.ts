@@ -21,7 +21,10 @@ import { FIXTURE_LEASE_MS, fixtureSettings, jobBodyOfBuild, localTileFixture } f
 import { cogLayoutErrors, walkTiff } from '../raster/tiff-walker.js';
 
 const LEASE = FIXTURE_LEASE_MS;
-const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128 };
+// The default output settings without the default profile's level: these tests name a codec and expect
+// that codec's own default level (a level is the codec's: DEFLATE 9 would be no ZSTD or NONE setting).
+const { level: _defaultLevel, ...outputWithoutLevel } = DEFAULT_PARAMS.output as Record<string, unknown>;
+const params: ProcessingParams = { ...DEFAULT_PARAMS, tile_px: 128, output: outputWithoutLevel };
 const settings = fixtureSettings;
 const OTHER_BUILD = '0.1.0+0000000000000000';
 

@@ -127,7 +127,8 @@ describe('codecs', () => {
     for (const stride of [1, 2, 3, 4]) {
       const rows = 5;
       const rowSamples = 12 * stride;
-      const encoded = T.from({ length: rows * rowSamples }, (_, i) => ((i * 2_654_435_761) >>> 0) % range);
+      const encoded = new T(rows * rowSamples);
+      for (let i = 0; i < encoded.length; i++) encoded[i] = ((i * 2_654_435_761) >>> 0) % range;
       const reference = encoded.slice();
       for (let r = 0; r < rows; r++) {
         for (let i = r * rowSamples + stride; i < (r + 1) * rowSamples; i++) {
