@@ -3,6 +3,7 @@ import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import type { Counter, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { shareCoresWith } from '../../shared/raster/codecs.js';
 import { createLocalBackend, type LocalBackend } from './compose.js';
 import { type PoolStats, runWorker, type SettledDelivery } from './worker-pool.js';
 
@@ -28,6 +29,8 @@ export interface WorkerChildConfig {
   readonly holdOpen: boolean;
   /** Free-form data for a test's own child entry (e.g. where to crash); the default entry ignores it. */
   readonly data?: unknown;
+  /** How many workers the pool starts (this one included): each takes its share of the cores for its codec calls. */
+  readonly siblings?: number | undefined;
 }
 
 /** Child -> parent. */
@@ -85,6 +88,7 @@ export function parseWorkerChildConfig(text: string | undefined): WorkerChildCon
   positive('maxReceiveCount', c.maxReceiveCount);
   if (c.visibilityMs !== undefined) positive('visibilityMs', c.visibilityMs);
   if (c.pollMs !== undefined) positive('pollMs', c.pollMs);
+  if (c.siblings !== undefined) positive('siblings', c.siblings);
   return { ...c, holdOpen: c.holdOpen === true } as WorkerChildConfig;
 }
 
@@ -113,6 +117,7 @@ function forwardingTelemetry(owner: string): Telemetry {
  */
 export async function runWorkerChild(options: WorkerChildOptions = {}): Promise<void> {
   const config = parseWorkerChildConfig(process.argv[2]);
+  shareCoresWith(config.siblings ?? 1);
   const context: WorkerChildContext = { config, report: (payload) => send({ kind: 'report', payload }) };
   let released = !config.holdOpen;
   let orphaned = false;

@@ -104,6 +104,8 @@ export class WorkerProcessPool {
   readonly #options: WorkerProcessPoolOptions;
   readonly #live = new Set<WorkerProcess>();
   #released: boolean;
+  /** Workers the pool was started with: each child's share of the cores (shareCoresWith). */
+  #siblings = 1;
   #watch: ReturnType<typeof setInterval> | undefined;
   #failure: WorkerProcessError | undefined;
 
@@ -117,6 +119,7 @@ export class WorkerProcessPool {
       }, options.pollMs ?? 50);
     }
     const n = options.workers ?? defaultWorkers();
+    this.#siblings = n;
     for (let i = 0; i < n; i++) this.start();
   }
 
@@ -137,6 +140,7 @@ export class WorkerProcessPool {
       pollMs: o.pollMs,
       holdOpen: !this.#released,
       data: o.data,
+      siblings: this.#siblings,
     };
     const entry = o.entry ?? DEFAULT_WORKER_ENTRY;
     const child = fork(typeof entry === 'string' ? entry : fileURLToPath(entry), [JSON.stringify(config)], {

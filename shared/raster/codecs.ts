@@ -56,7 +56,27 @@ const decodedChunk = (expected: number) => chunk(expected + 64);
  * it only adds a thread hand-off and node:zlib's stream machinery per block;
  * the synchronous call gives the same bytes in less CPU time.
  */
-export const poolHelps = (): boolean => availableParallelism() > 1;
+export const poolHelps = (): boolean => codecLanes() > 1;
+
+let sharedWith = 1;
+
+/**
+ * This process shares the cores with `siblings` processes doing the same work
+ * (the local backend's worker processes: functions/local/worker-child.ts), so
+ * its fair share of libuv's pool is `cores / siblings`. With one worker per
+ * core every worker gets one lane: its codec calls run synchronously, and the
+ * pool's hand-off cost (4-7 ms a tile, docs/benchmarks.md) buys nothing
+ * because the sibling already has the other core busy. Process-wide by nature
+ * (the pool is).
+ */
+export function shareCoresWith(siblings: number): void {
+  sharedWith = Number.isInteger(siblings) && siblings >= 1 ? siblings : 1;
+}
+
+/** How many blocks this process should have in flight in the pool at once: its share of the cores, at least 1. */
+export function codecLanes(): number {
+  return Math.max(1, Math.floor(availableParallelism() / sharedWith));
+}
 
 /** A synchronous decoder's answer as a promise (its throw a rejection), for the one-core path. */
 function settled<T>(fn: () => T): Promise<T> {

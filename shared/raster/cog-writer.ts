@@ -1,5 +1,5 @@
-import { availableParallelism } from 'node:os';
 import { InvalidParamsError } from '../domain/errors.js';
+import { codecLanes } from './codecs.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   assertClassicSize,
@@ -217,8 +217,9 @@ export function encodeCog(opts: EncodeCogOptions): Uint8Array {
 /** How {@link encodeCogAsync} runs the compressor. */
 export interface EncodeCogAsyncOptions {
   /**
-   * Blocks compressed at once. Default: the cores this process may use
-   * (`os.availableParallelism()`, which honours CPU affinity). With 1 the
+   * Blocks compressed at once. Default: this process's share of the cores
+   * (`codecLanes()`: `os.availableParallelism()`, which honours CPU affinity,
+   * divided among sibling worker processes). With 1 the
    * blocks are compressed on the event loop, one by one, yielding to it between
    * blocks.
    */
@@ -249,7 +250,7 @@ export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsync
   const plan = planCog(opts);
   const jobs = plan.counts.flatMap((n, l) => Array.from({ length: n }, (_, i) => ({ l, i })));
   const compressed: Uint8Array[][] = plan.counts.map((n) => new Array<Uint8Array>(n));
-  const lanes = Math.max(1, Math.min(how.lanes ?? availableParallelism(), jobs.length));
+  const lanes = Math.max(1, Math.min(how.lanes ?? codecLanes(), jobs.length));
   if (lanes === 1) {
     for (const job of jobs) {
       (compressed[job.l] as Uint8Array[])[job.i] = compressTile(plan.levels[job.l] as TiledImageSpec, plan.predicted(job.l, job.i));

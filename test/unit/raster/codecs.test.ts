@@ -1,11 +1,15 @@
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
   applyFloatingPointPredictor,
   applyHorizontalPredictor,
+  codecLanes,
   deflate,
   inflateAsync,
   lzwDecode,
   packBitsDecode,
+  poolHelps,
+  shareCoresWith,
   undoFloatingPointPredictor,
   undoHorizontalPredictor,
   zstdCompress,
@@ -160,5 +164,24 @@ describe('codecs', () => {
     corrupt[10] = (corrupt[10] as number) ^ 0xff;
     await expect(decode(corrupt, raw.byteLength, false)).rejects.toThrow();
     await expect(decode(corrupt, raw.byteLength, true)).rejects.toThrow();
+  });
+});
+
+describe('the codec lanes of a process that shares the cores with sibling workers', () => {
+  it('is the cores divided among the siblings, at least 1; one worker per core gets no pool hand-off', () => {
+    const cores = availableParallelism();
+    try {
+      shareCoresWith(1);
+      expect(codecLanes()).toBe(cores);
+      shareCoresWith(cores);
+      expect(codecLanes()).toBe(1);
+      expect(poolHelps()).toBe(false);
+      shareCoresWith(cores * 4);
+      expect(codecLanes()).toBe(1);
+      shareCoresWith(0); // nonsense: treated as alone
+      expect(codecLanes()).toBe(cores);
+    } finally {
+      shareCoresWith(1);
+    }
   });
 });
