@@ -57,7 +57,10 @@ describe('architecture', () => {
       if (/process\.env/.test(text)) return true;
       // The one wall clock lives in shared/app/telemetry.ts (systemClock).
       // So do its one timer (systemClock.every): the core schedules through the Clock port only.
-      return f !== 'shared/app/telemetry.ts' && /Date\.now\(\)|new Date\(\)|\bset(Timeout|Interval|Immediate)\s*\(/.test(text);
+      // One exception, and not a clock: the COG encoder on one lane gives the event loop a turn between
+      // blocks (setImmediate, no delay) so the lease keeper's renewals are not held up by a long encode.
+      const text2 = f === 'shared/raster/cog-writer.ts' ? text.replace(/setImmediate\(resolve\)/, '') : text;
+      return f !== 'shared/app/telemetry.ts' && /Date\.now\(\)|new Date\(\)|\bset(Timeout|Interval|Immediate)\s*\(/.test(text2);
     });
     expect(offenders).toEqual([]);
   });
