@@ -1,9 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { LeaseConfigError } from '../domain/errors.js';
 import { ENV, type RuntimeConfig } from '../domain/runtime-config.js';
-import type { Clock } from '../ports/clock.port.js';
 import type { ManifestStore } from '../ports/manifest-store.port.js';
-import type { ObjectStore } from '../ports/object-store.port.js';
-import type { Telemetry } from '../ports/telemetry.port.js';
+import type { Backend } from './backend.js';
 import { DEFAULT_STAGING_PREFIX, type IngestDeps, type IngestSettings } from './ingest.js';
 import { type FetchFn, HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from './ingest-fetchers.js';
 
@@ -16,16 +15,12 @@ import { type FetchFn, HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from '.
  * DLQ / dead-letter topic / `<queue>-poison`, shared/app/poison.ts).
  */
 
-/** The parts of a cloud runtime an ingest needs. */
-export interface IngestRuntimeParts {
-  /** The SOURCE store: staging and promoted keys live there, so the scene trigger sees the promoted key. */
-  readonly sources: ObjectStore;
-  /** The stack's manifest (C's adapters, wired by compose when TESSERA_MANIFEST_TABLE is set). */
-  readonly manifest: ManifestStore | undefined;
-  readonly clock: Clock;
-  readonly telemetry: Telemetry;
-  /** A fresh run id per attempt (a random UUID): never a date, never the message id. */
-  readonly newRunId: () => string;
+/** The parts of a composed cloud backend an ingest needs (the SOURCE store: staging and promoted keys live there). */
+export type IngestBackendParts = Pick<Backend, 'sources' | 'clock' | 'telemetry'>;
+
+export interface CloudIngestOptions {
+  /** A fresh run id per attempt; a random UUID by default: never a date, never the message id. */
+  readonly newRunId?: (() => string) | undefined;
   /** HTTP(S) fetch; Node's global fetch by default. */
   readonly fetch?: FetchFn | undefined;
 }
@@ -40,19 +35,23 @@ export interface IngestRuntimeParts {
  * message's, so the trigger fails the whole invocation rather than dead-letter
  * a good request; a fixed deployment then handles the redelivery.
  */
-export function cloudIngestDeps(parts: IngestRuntimeParts): IngestDeps {
-  if (parts.manifest === undefined)
+export function cloudIngestDeps(
+  backend: IngestBackendParts,
+  manifest: ManifestStore | undefined,
+  options: CloudIngestOptions = {},
+): IngestDeps {
+  if (manifest === undefined)
     throw new LeaseConfigError(
       `function environment is incomplete: ${ENV.manifestTable} is not set, so the ingest function has no manifest to publish into; ` +
         'deploy the stack again (infra/ sets it on the ingest and reconcile functions)',
     );
   return {
-    store: parts.sources,
-    manifest: parts.manifest,
-    fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(parts.sources), url: new HttpFetcher(parts.fetch) }),
-    clock: parts.clock,
-    telemetry: parts.telemetry,
-    newRunId: parts.newRunId,
+    store: backend.sources,
+    manifest,
+    fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(backend.sources), url: new HttpFetcher(options.fetch) }),
+    clock: backend.clock,
+    telemetry: backend.telemetry,
+    newRunId: options.newRunId ?? randomUUID,
   };
 }
 

@@ -1,23 +1,11 @@
-import { randomUUID } from 'node:crypto';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { handleIngestDelivery, type IngestDeps } from '../../../shared/app/ingest.js';
+import { handleIngestDelivery } from '../../../shared/app/ingest.js';
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
 import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
 
 /** The ingest dependencies of an AWS runtime: the source bucket (staging + promoted keys) and the DynamoDB manifest. */
-export function awsIngestDeps(rt: Pick<AwsRuntime, 'backend' | 'manifest'>): IngestDeps {
-  const { backend } = rt;
-  return cloudIngestDeps({
-    sources: backend.sources,
-    manifest: rt.manifest,
-    clock: backend.clock,
-    telemetry: backend.telemetry,
-    newRunId: randomUUID,
-  });
-}
-
 /**
  * The ingest function: one SQS batch of ingest requests per invocation (infra/
  * maps the ingest queue with batch size 1 and ReportBatchItemFailures).
@@ -43,7 +31,7 @@ export function createIngestHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
     const r = rt();
     const { backend, clients, config } = r;
-    const deps = awsIngestDeps(r);
+    const deps = cloudIngestDeps(r.backend, r.manifest);
     const settings = cloudIngestSettings(config);
     const batch = new SqsBatch(clients.sqs, backend.telemetry);
     for (const record of event.Records ?? []) {

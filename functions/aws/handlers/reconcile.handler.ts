@@ -19,13 +19,7 @@ export function createReconcileHandler(runtime: AwsRuntime | (() => AwsRuntime))
   return async (_event?: ScheduledEvent): Promise<ManifestReconcileReport> => {
     const r = rt();
     // The same check as the ingest function: no manifest configured is the deployment's fault, said plainly.
-    const { manifest, store, telemetry } = cloudIngestDeps({
-      sources: r.backend.sources,
-      manifest: r.manifest,
-      clock: r.backend.clock,
-      telemetry: r.backend.telemetry,
-      newRunId: () => 'reconcile',
-    });
+    const { manifest, store, telemetry } = cloudIngestDeps(r.backend, r.manifest);
     return reconcileManifest({ store, manifest, telemetry }, { publishedPrefix: r.config.sourcePrefix || undefined });
   };
 }

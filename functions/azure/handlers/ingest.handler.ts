@@ -1,11 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import type { InvocationContext, StorageQueueHandler, Timer } from '@azure/functions';
-import { handleIngestDelivery, type IngestDeps, type IngestVerdict } from '../../../shared/app/ingest.js';
+import { handleIngestDelivery, type IngestVerdict } from '../../../shared/app/ingest.js';
 import { type ManifestReconcileReport, reconcileManifest } from '../../../shared/app/ingest-reconcile.js';
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
 import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { assertNever } from '../../../shared/domain/claim.js';
-import { type AzureBackend, type AzureRuntime, azureRuntime, INGEST_QUEUE, invocationBackend } from '../compose.js';
+import { type AzureRuntime, azureRuntime, INGEST_QUEUE, invocationBackend } from '../compose.js';
 import { triggerQueueName } from './blob-event.js';
 import { queueMessageText, queueTriggerDelivery } from './tile.handler.js';
 
@@ -14,17 +13,6 @@ import { queueMessageText, queueTriggerDelivery } from './tile.handler.js';
  * and as on AWS (EventBridge) and GCP (Cloud Scheduler).
  */
 export const RECONCILE_SCHEDULE = '0 0 3 * * 1';
-
-/** The ingest dependencies of an Azure invocation: the sources container (staging + promoted keys) and the Table manifest. */
-export function azureIngestDeps(runtime: Pick<AzureRuntime, 'manifest'>, backend: AzureBackend): IngestDeps {
-  return cloudIngestDeps({
-    sources: backend.sources,
-    manifest: runtime.manifest,
-    clock: backend.clock,
-    telemetry: backend.telemetry,
-    newRunId: randomUUID,
-  });
-}
 
 /**
  * The ingest function: a Storage Queue trigger on `tessera-ingest`, one
@@ -47,7 +35,7 @@ export function makeIngestHandler(rt: () => AzureRuntime = azureRuntime): Storag
     const { deliveryId, dequeueCount, receiveCount } = queueTriggerDelivery(context);
     const body = queueMessageText(queueEntry);
     const verdict = await handleIngestDelivery(
-      azureIngestDeps(runtime, backend),
+      cloudIngestDeps(backend, runtime.manifest),
       { body, deliveryId, receiveCount },
       cloudIngestSettings(runtime.config),
     );
@@ -87,7 +75,7 @@ export function makeReconcileHandler(rt: () => AzureRuntime = azureRuntime): Rec
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
     if (timer?.isPastDue) backend.telemetry.log('INFO', 'reconcile-past-due', {});
-    const { store, manifest, telemetry } = azureIngestDeps(runtime, backend);
+    const { store, manifest, telemetry } = cloudIngestDeps(backend, runtime.manifest);
     return reconcileManifest({ store, manifest, telemetry }, { publishedPrefix: runtime.config.sourcePrefix || undefined });
   };
 }

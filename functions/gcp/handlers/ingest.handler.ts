@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { CloudEvent } from '@google-cloud/functions-framework';
-import { handleIngestDelivery, type IngestDeps, type IngestOutcome, type IngestVerdict } from '../../../shared/app/ingest.js';
+import { handleIngestDelivery, type IngestOutcome, type IngestVerdict } from '../../../shared/app/ingest.js';
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import type { GcpRuntime } from '../compose.js';
@@ -11,18 +10,6 @@ export type IngestEventOutcome =
   | { readonly kind: 'ack'; readonly outcomes: readonly IngestOutcome[] }
   /** Poison: published to the ingest dead-letter topic (or, with none configured, logged and dropped) and acknowledged. */
   | { readonly kind: 'dead-lettered'; readonly reason: string; readonly deadLetterId: string | undefined };
-
-/** The ingest dependencies of a GCP runtime: the source bucket (staging + promoted keys) and the Firestore manifest. */
-export function gcpIngestDeps(rt: Pick<GcpRuntime, 'backend' | 'manifest'>): IngestDeps {
-  const { backend } = rt;
-  return cloudIngestDeps({
-    sources: backend.sources,
-    manifest: rt.manifest,
-    clock: backend.clock,
-    telemetry: backend.telemetry,
-    newRunId: randomUUID,
-  });
-}
 
 /**
  * The ingest function: a CloudEvent function for `messagePublished` on the
@@ -48,7 +35,7 @@ export function createIngestHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
   return async function ingestHandler(event: CloudEvent<MessagePublishedData>): Promise<IngestEventOutcome> {
     const r = rt();
     const { telemetry } = r.backend;
-    const deps = gcpIngestDeps(r);
+    const deps = cloudIngestDeps(r.backend, r.manifest);
     const message = event.data?.message;
     const deliveryId = message?.messageId ?? event.id;
     let verdict: IngestVerdict;

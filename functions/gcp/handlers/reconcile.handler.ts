@@ -1,8 +1,8 @@
 import type { Request, Response } from '@google-cloud/functions-framework';
 import { reconcileManifest } from '../../../shared/app/ingest-reconcile.js';
+import { cloudIngestDeps } from '../../../shared/app/ingest-trigger.js';
 import { TesseraError } from '../../../shared/domain/errors.js';
 import type { GcpRuntime } from '../compose.js';
-import { gcpIngestDeps } from './ingest.handler.js';
 
 /**
  * The manifest reconcile, an HTTP function Cloud Scheduler calls weekly
@@ -21,7 +21,7 @@ export function createReconcileHandler(runtime: GcpRuntime | (() => GcpRuntime))
       return;
     }
     try {
-      const { store, manifest, telemetry } = gcpIngestDeps(r);
+      const { store, manifest, telemetry } = cloudIngestDeps(r.backend, r.manifest);
       res
         .status(200)
         .json(await reconcileManifest({ store, manifest, telemetry }, { publishedPrefix: r.config.sourcePrefix || undefined }));
