@@ -105,3 +105,26 @@ export function manifestIdentityDigest(source: string, externalId: string): stri
 export function settleExistingRow(mine: ManifestEntry, existing: ManifestEntry): RegisterResult {
   return existing.runId === mine.runId ? { kind: 'registered', entry: existing } : { kind: 'already-published', entry: existing };
 }
+
+/**
+ * A manifest row as the document stores keep it (snake_case columns: Firestore fields, Table Storage
+ * properties), read back into an entry; `undefined` when the record is not a Tessera manifest row
+ * (something else wrote into the manifest's collection or table), which each adapter reports in its
+ * own words. `bytes` may come back as a number or a numeric string (Table Storage's Int64).
+ */
+export function manifestEntryOfRecord(r: Readonly<Record<string, unknown>>): ManifestEntry | undefined {
+  const bytes = typeof r.bytes === 'number' || typeof r.bytes === 'string' ? Number(r.bytes) : Number.NaN;
+  const text = (v: unknown): v is string => typeof v === 'string';
+  if (!text(r.source) || !text(r.external_id) || !text(r.checksum) || !text(r.object_key) || !text(r.run_id) || !text(r.published_at))
+    return undefined;
+  if (!Number.isSafeInteger(bytes)) return undefined;
+  return {
+    source: r.source,
+    externalId: r.external_id,
+    checksum: r.checksum,
+    key: r.object_key,
+    bytes,
+    runId: r.run_id,
+    publishedAt: r.published_at,
+  };
+}

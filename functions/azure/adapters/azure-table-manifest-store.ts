@@ -1,6 +1,7 @@
 import { odata, type TableClient, type TableEntityResult } from '@azure/data-tables';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import {
+  manifestEntryOfRecord,
   manifestIdentityDigest,
   settleExistingRow,
   validateManifestEntry,
@@ -108,30 +109,15 @@ export class AzureTableManifestStore implements ManifestStore {
   }
 
   private toEntry(e: Partial<ManifestEntity> & { rowKey?: string }): ManifestEntry {
-    const bytes = Number(e.bytes);
-    if (
-      typeof e.source !== 'string' ||
-      typeof e.external_id !== 'string' ||
-      typeof e.rowKey !== 'string' ||
-      typeof e.object_key !== 'string' ||
-      typeof e.run_id !== 'string' ||
-      typeof e.published_at !== 'string' ||
-      !Number.isSafeInteger(bytes)
-    ) {
+    // The checksum is the RowKey (the identity digest is the PartitionKey).
+    const entry = manifestEntryOfRecord({ ...e, checksum: e.rowKey });
+    if (!entry) {
       throw new AdapterError(
         `[${TAG}] entity ${JSON.stringify(e.partitionKey ?? '?')}/${JSON.stringify(e.rowKey ?? '?')} in table ${this.table.tableName} ` +
           'is not a Tessera manifest row: give the manifest a table of its own',
       );
     }
-    return {
-      source: e.source,
-      externalId: e.external_id,
-      checksum: e.rowKey,
-      key: e.object_key,
-      bytes,
-      runId: e.run_id,
-      publishedAt: e.published_at,
-    };
+    return entry;
   }
 
   private failed(what: string, cause: unknown): AdapterError {

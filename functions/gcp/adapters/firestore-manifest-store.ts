@@ -1,6 +1,7 @@
 import type { CollectionReference, DocumentData, DocumentSnapshot } from '@google-cloud/firestore';
 import { AdapterError } from '../../../shared/domain/errors.js';
 import {
+  manifestEntryOfRecord,
   manifestIdentityDigest,
   settleExistingRow,
   validateManifestEntry,
@@ -147,27 +148,11 @@ function docId(source: string, externalId: string, checksum: string): string {
 }
 
 function toEntry(id: string, data: DocumentData): ManifestEntry {
-  const d = data as Partial<ManifestDoc>;
-  if (
-    typeof d.source !== 'string' ||
-    typeof d.external_id !== 'string' ||
-    typeof d.checksum !== 'string' ||
-    typeof d.object_key !== 'string' ||
-    typeof d.bytes !== 'number' ||
-    typeof d.run_id !== 'string' ||
-    typeof d.published_at !== 'string'
-  ) {
+  const entry = manifestEntryOfRecord(data);
+  if (!entry) {
     throw new AdapterError(
       `[${TAG}] document ${id} is not a Tessera manifest row; something else wrote to the manifest collection: give it a collection of its own`,
     );
   }
-  return {
-    source: d.source,
-    externalId: d.external_id,
-    checksum: d.checksum,
-    key: d.object_key,
-    bytes: d.bytes,
-    runId: d.run_id,
-    publishedAt: d.published_at,
-  };
+  return entry;
 }
