@@ -191,13 +191,8 @@ export class FsObjectStore implements ObjectStore {
   }
 
   async putIfMatch(key: string, body: Uint8Array, expectedVersion: string): Promise<PutIfMatchResult> {
-    const path = this.pathOf(key);
     const ours = sha256Hex(body);
-    const release = await this.#lock(key);
-    try {
-      const s = await this.#stat(path);
-      if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
-      const current = await this.head(key);
+    return this.#compareUnderLock(key, async (current, path): Promise<PutIfMatchResult> => {
       if (!current) return { kind: 'absent' };
       if (current.version !== expectedVersion) {
         // Its own bytes already in place (an earlier attempt landed, its answer was lost): written.
@@ -214,9 +209,7 @@ export class FsObjectStore implements ObjectStore {
         await own.close();
       }
       return { kind: 'written', version: ours };
-    } finally {
-      await release();
-    }
+    });
   }
 
   /**
@@ -225,12 +218,7 @@ export class FsObjectStore implements ObjectStore {
    * write cannot land on a key that is still taken.
    */
   async deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult> {
-    const path = this.pathOf(key);
-    const release = await this.#lock(key);
-    try {
-      const s = await this.#stat(path);
-      if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
-      const current = await this.head(key);
+    return this.#compareUnderLock(key, async (current, path): Promise<DeleteIfVersionResult> => {
       if (!current) return { kind: 'absent' };
       if (current.version !== version) return { kind: 'version-mismatch', current: current.version };
       try {
@@ -240,6 +228,21 @@ export class FsObjectStore implements ObjectStore {
         throw this.#fail(`delete ${key}`, error);
       }
       return { kind: 'deleted' };
+    });
+  }
+
+  /**
+   * The compare half of a conditional write or delete: `fn` runs under the key's lock with the
+   * object's current head (undefined when absent), so nothing can replace or create it between the
+   * comparison and the change. A directory at the key is a conflict, never "absent".
+   */
+  async #compareUnderLock<T>(key: string, fn: (current: ObjectHead | undefined, path: string) => Promise<T>): Promise<T> {
+    const path = this.pathOf(key);
+    const release = await this.#lock(key);
+    try {
+      const s = await this.#stat(path);
+      if (s?.isDirectory()) throw new ObjectKeyConflictError(this.name, key, 'directory-at-key', path);
+      return await fn(await this.head(key), path);
     } finally {
       await release();
     }
