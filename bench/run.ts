@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -22,11 +22,12 @@ import { clearRuns } from './lib/scenes.js';
 import { type DuplicatesConfig, duplicates } from './sections/duplicates.js';
 import { type GatesConfig, gates } from './sections/gates.js';
 import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
+import { type ReprojectConfig, reproject } from './sections/reproject.js';
 import { type ScaleConfig, scale } from './sections/scale.js';
 import { type ScalingConfig, scaling } from './sections/scaling.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -36,6 +37,7 @@ interface Plan {
   readonly memory: MemoryConfig;
   readonly scale: ScaleConfig;
   readonly scaling: ScalingConfig;
+  readonly reproject: ReprojectConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -48,6 +50,7 @@ const FULL: Plan = {
   memory: { sizes: [4096, 8192, 16384], reps: 3 },
   scale: { windows: [400, 4_000, 40_000], reps: 3 },
   scaling: { scalingScene: 8192, scalingTilePx: 512, scalingReps: 3, wholeScene: 10980, wholeTilePx: 512, wholeReps: 2 },
+  reproject: { sceneSize: 4096, tiles: 16, reps: 3, zoom: 13, resamplings: ['nearest', 'bilinear', 'cubic'] },
   expected: 'about 7 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -59,6 +62,7 @@ const SMOKE: Plan = {
   memory: { sizes: [1024, 2048], reps: 1 },
   scale: { windows: [40, 400, 4_000], reps: 1 },
   scaling: { scalingScene: 1024, scalingTilePx: 256, scalingReps: 1, wholeScene: 1280, wholeTilePx: 256, wholeReps: 1 },
+  reproject: { sceneSize: 1024, tiles: 2, reps: 1, zoom: 13, resamplings: ['bilinear'] },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -113,6 +117,9 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
     case 'scaling':
       if (!gdal) throw new Error('GDAL was not set up');
       return scaling(plan.scaling, gdal, log);
+    case 'reproject':
+      if (!gdal) throw new Error('GDAL was not set up');
+      return reproject(plan.reproject, gdal, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);
@@ -140,7 +147,7 @@ async function main(): Promise<number> {
   if (!canPin()) log('taskset is not available: timings run on any core (install util-linux to pin them to one)');
 
   let gdal: Gdal | undefined;
-  if (options.only.includes('throughput') || options.only.includes('scaling')) {
+  if (options.only.some((s) => s === 'throughput' || s === 'scaling' || s === 'reproject')) {
     gdal = await ensureGdal(log);
     log(`GDAL: ${gdal.version} (${gdal.calc}, ${gdal.python})`);
   }

@@ -44,6 +44,6 @@ export async function profileTile(sources: ObjectStore, job: TileJob): Promise<S
   const t1 = performance.now();
   const pixels = computeTilePixels(job, tiling, expression, read);
   const t2 = performance.now();
-  await encodeTile(job, tiling, read.source, pixels);
+  await encodeTile(job, tiling, read.georef, pixels);
   return { readMs: t1 - t0, mathMs: t2 - t1, encodeMs: performance.now() - t2 };
 }

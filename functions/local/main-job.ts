@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { assembleMosaic } from '../../shared/app/assemble-mosaic.js';
+import { assembleMosaic, sceneGeoref } from '../../shared/app/assemble-mosaic.js';
 import { deliveryOwner } from '../../shared/app/deliveries.js';
 import { fanOutScene } from '../../shared/app/fan-out.js';
 import { processTile } from '../../shared/app/process-tile.js';
@@ -10,13 +10,14 @@ import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../shared/app/tile-job.js';
 import { resolveLease } from '../../shared/domain/ceilings.js';
 import { InvalidParamsError, MissingTilesError } from '../../shared/domain/errors.js';
-import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import type { ProcessingParams, SourceRef } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { windows } from '../../shared/domain/tile-grid.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
-import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
+import { epsgFromWkt, SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 import type { Progress } from './progress.js';
+import { type BandSpec, stageBandFiles, stageStacItem } from './scene-input.js';
 import { runWorkerProcesses } from './worker-process.js';
 
 export interface MainJobOptions {
@@ -36,6 +37,10 @@ export interface MainJobOptions {
   readonly seed: number;
   readonly fresh: boolean;
   readonly params?: ProcessingParams | undefined;
+  /** `--band` specs: name the scene file's bands, or give each band its own file (a multi-file scene). */
+  readonly bandSpecs?: readonly BandSpec[] | undefined;
+  /** `--stac ITEM --asset NAME=ASSET`: the scene is the STAC Item's assets (a local file or a source-store key). */
+  readonly stac?: { readonly item: string; readonly assets: Readonly<Record<string, string>> } | undefined;
   /** Measure the tile phase for `tessera choose` (seconds and peak memory per tile). */
   readonly profile?: boolean | undefined;
   readonly progress: Progress;
@@ -57,6 +62,15 @@ export interface MainJobSummary {
   readonly manifestCount: number;
   readonly gridCount: number;
   readonly mosaicPath: string;
+  /** The COG mosaic (`--mosaic cog`), when built. */
+  readonly cogMosaicPath?: string | undefined;
+  /** The STAC Item of the output, beside the mosaic. */
+  readonly stacItemPath: string;
+  /** The tiles' CRS (`EPSG:n`): the target's, or the source's own. */
+  readonly crs: string;
+  /** The tile matrix set and zoom, when the tiles are a set's. */
+  readonly tms?: string | undefined;
+  readonly zoom?: number | undefined;
   readonly outputDir: string;
   readonly elapsedMs: number;
   readonly ok: boolean;
@@ -98,8 +112,10 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
   const telemetry = new JsonTelemetry(options.log);
   const backend = createLocalBackend(options.dir, { telemetry, maxReceiveCount: 5 });
   try {
-    const params: ProcessingParams = options.params ?? { ...DEFAULT_PARAMS, tile_px: options.tilePx };
-    const source = await stageScene(backend, options);
+    const base: ProcessingParams = options.params ?? { ...DEFAULT_PARAMS, tile_px: options.tilePx };
+    const staged = await stageSource(backend, options);
+    const params: ProcessingParams = staged.bands === undefined ? base : { ...base, bands: staged.bands };
+    const source = staged.source;
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
 
     options.progress.phase('fan-out');
@@ -162,10 +178,14 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     const counters = telemetry.counters();
     let manifestCount = 0;
     let mosaicKey = '';
+    let cogMosaicKey: string | undefined;
+    let stacItemKey = '';
     try {
       const mosaic = await assembleMosaic(backend, fan.sceneKey);
       manifestCount = mosaic.manifestCount;
       mosaicKey = mosaic.mosaicKey;
+      cogMosaicKey = mosaic.cogMosaicKey;
+      stacItemKey = mosaic.stacItemKey;
     } catch (error) {
       if (!(error instanceof MissingTilesError)) throw error;
       options.log(JSON.stringify({ level: 'ERROR', event: 'mosaic-failed', message: error.message }));
@@ -187,6 +207,9 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       manifestCount,
       gridCount: fan.grid.count,
       mosaicPath: mosaicKey ? backend.outputs.pathOf(mosaicKey) : '',
+      ...(cogMosaicKey === undefined ? {} : { cogMosaicPath: backend.outputs.pathOf(cogMosaicKey) }),
+      stacItemPath: stacItemKey ? backend.outputs.pathOf(stacItemKey) : '',
+      ...(await gridSummary(backend, fan.sceneKey)),
       outputDir: join(backend.outputs.root, 'objects'),
       elapsedMs: Math.round(performance.now() - started),
       ok: manifestCount === fan.grid.count,
@@ -219,6 +242,30 @@ function clearRun(dir: string): void {
     // The ingest manifest describes sources (which stay), so it stays with them.
     if (name !== 'sources' && !name.startsWith('manifest.db')) rmSync(join(dir, name), { recursive: true, force: true });
   }
+}
+
+/** The tiles' CRS, and their tile matrix set and zoom when they are a set's, from the scene manifest. */
+async function gridSummary(backend: LocalBackend, scene: string): Promise<{ crs: string; tms?: string; zoom?: number }> {
+  const manifest = await readSceneManifest(backend.outputs, scene);
+  const { crs } = sceneGeoref(manifest);
+  const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
+  const tms = manifest.grid.target?.tms;
+  return { crs: epsg === undefined ? 'unknown (no EPSG code)' : `EPSG:${epsg}`, ...(tms === undefined ? {} : { tms: tms.id, zoom: tms.zoom }) };
+}
+
+/** The scene's source, and `params.bands` when `--band` or `--stac` named them. */
+async function stageSource(backend: LocalBackend, options: MainJobOptions): Promise<{ source: SourceRef; bands?: Record<string, number> }> {
+  if (options.stac !== undefined) {
+    if (options.bandSpecs?.length || options.scene || options.sourceKey)
+      throw new InvalidParamsError('--stac names the whole scene: leave out --band, --scene and --source-key');
+    return stageStacItem(backend, options.stac.item, options.stac.assets, options.progress);
+  }
+  const specs = options.bandSpecs ?? [];
+  if (specs.length === 0) return { source: await stageScene(backend, options) };
+  const fromScene = options.scene !== undefined || options.sourceKey !== undefined ? () => stageScene(backend, options) : undefined;
+  options.progress.phase('import');
+  const staged = await stageBandFiles(backend, specs, fromScene);
+  return { source: staged.source, bands: { ...staged.bands } };
 }
 
 async function stageScene(backend: LocalBackend, options: MainJobOptions) {

@@ -3,7 +3,9 @@ import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../s
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
 import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
+import { parseStacSelection } from '../../shared/domain/stac-item.js';
 import { OUTPUT_COMPRESSIONS, tilingParams } from '../../shared/domain/tiling-params.js';
+import { parseExpression } from '../../shared/raster/expression.js';
 import { gcpFirestoreDatabaseId } from './naming.js';
 
 /** Where ingest stages an attempt's download in the source bucket (shared/app/ingest.ts), outside the scene prefix. */
@@ -84,7 +86,9 @@ export const CONFIG_KEYS = {
   tileMaxConcurrency:
     'aws only: most tile functions the SQS event source runs at once (scalingConfig.maximumConcurrency, 2-1000; default 100)',
   sourcePrefix: 'only source objects under this prefix start a scene',
-  sourceSuffix: 'only source objects with this suffix start a scene',
+  sourceSuffix: 'only source objects with this suffix start a scene (default .tif; .json on a STAC stack)',
+  stacAssets:
+    'optional JSON band name -> STAC asset (asset key, ASSET:INDEX or eo:bands common name), e.g. {"B04":"red","B08":"nir"}: scenes then start on their STAC Item, docs/multi-file-scenes.md',
   tilePx: 'tile edge in pixels',
   pipelineVersion: 'processing pipeline label; a bump changes every job key (keys bind the code build anyway)',
   expression: 'band-math expression evaluated per pixel',
@@ -121,6 +125,8 @@ interface CommonStackConfig {
   readonly memoryMb: number;
   readonly maxReceiveCount: number;
   readonly source: { readonly prefix: string; readonly suffix: string };
+  /** tessera:stacAssets: a STAC stack's band -> asset selection (TESSERA_STAC_ASSETS); undefined: one file per scene. */
+  readonly stacAssets: Readonly<Record<string, string>> | undefined;
   readonly params: ProcessingParams;
   readonly retentionSec: number;
   /** Lifecycle expiry of `staging/` in the source bucket (tessera:stagingRetentionDays). */
@@ -335,7 +341,22 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     int('tileMaxConcurrency', { min: LAMBDA_MIN_MAX_CONCURRENCY, max: 1000 }, DEFAULT_TILE_MAX_CONCURRENCY) ?? DEFAULT_TILE_MAX_CONCURRENCY;
 
   const prefix = get('sourcePrefix') ?? 'scenes/';
-  const suffix = get('sourceSuffix') ?? '.tif';
+  // A STAC stack's scenes start on their item (docs/multi-file-scenes.md): its trigger filters take `.json`.
+  const stacText = get('stacAssets');
+  let stacAssets: Record<string, string> | undefined;
+  if (stacText !== undefined) {
+    try {
+      stacAssets = parseStacSelection(stacText, key('stacAssets'));
+    } catch (e) {
+      problems.push(`${e instanceof Error ? e.message : String(e)}; e.g. \`${set('stacAssets', `'{"B04":"red","B08":"nir"}'`)}\``);
+    }
+  }
+  const suffix = get('sourceSuffix') ?? (stacText === undefined ? '.tif' : '.json');
+  if (stacText !== undefined && !suffix.toLowerCase().endsWith('.json')) {
+    problems.push(
+      `${key('sourceSuffix')} ${JSON.stringify(suffix)} would keep STAC Items (*.json) from the scene trigger of a STAC stack (${key('stacAssets')} is set); end it in .json or remove it`,
+    );
+  }
   if (prefix.startsWith('/'))
     problems.push(`${key('sourcePrefix')} must not start with "/" (object keys have no leading slash), got ${JSON.stringify(prefix)}`);
   if (prefix.startsWith('tiles/') || prefix.startsWith('mosaics/')) {
@@ -370,7 +391,10 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     output,
   };
   try {
-    tilingParams(params);
+    // On a STAC stack the bands are the selection's (their indexes come from each item at fan-out).
+    const bands = stacAssets === undefined ? undefined : Object.fromEntries(Object.keys(stacAssets).map((b) => [b, 1]));
+    const tiling = tilingParams(bands === undefined ? params : { ...params, bands });
+    if (bands !== undefined) parseExpression(tiling.expression, Object.keys(bands));
   } catch (e) {
     problems.push(
       `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}): ${e instanceof Error ? e.message : String(e)}`,
@@ -444,6 +468,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     memoryMb,
     maxReceiveCount,
     source: { prefix, suffix },
+    stacAssets,
     params,
     retentionSec,
     stagingRetentionDays,

@@ -101,6 +101,8 @@ export function functionEnvironment(
   if (resources.maxDeliveries !== undefined) env[ENV.maxDeliveries] = String(resources.maxDeliveries);
   if (resources.manifestTable !== undefined) env[ENV.manifestTable] = resources.manifestTable;
   if (resources.ingestQueue !== undefined) env[ENV.ingestQueue] = resources.ingestQueue;
+  // A STAC stack: its scene trigger reads each item and picks these assets (shared/app/stac-scene.ts).
+  if (cfg.stacAssets !== undefined) env[ENV.stacAssets] = canonicalJson(cfg.stacAssets);
   // A connection secret: encrypted in the state and masked in previews, whatever the caller passed.
   if (resources.featureSink !== undefined) env[ENV.featureSink] = pulumi.secret(resources.featureSink);
   return env;

@@ -1,10 +1,38 @@
 import { MissingTilesError } from '../domain/errors.js';
-import { outputKeys } from '../domain/job-key.js';
-import { windows } from '../domain/tile-grid.js';
+import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
+import { type Window, windows } from '../domain/tile-grid.js';
 import { tilingParams } from '../domain/tiling-params.js';
-import { buildVrt } from '../raster/index.js';
+import { buildVrt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
-import { readSceneManifest } from './scene-manifest.js';
+import { tmsTileOf } from './scene-grid.js';
+import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
+import { tileOutputKey } from './tile-job.js';
+
+/** One tile of a scene, from its manifest: its deterministic key and its window of the scene grid. */
+export interface SceneTile {
+  readonly key: string;
+  readonly window: Window;
+  readonly tms?: TmsTileIndex | undefined;
+}
+
+/**
+ * Every tile a scene's grid makes, row by row, with its key: what the VRT, the COG mosaic and the STAC
+ * Item list (never a listing, which would include a stray duplicate).
+ */
+export function* sceneTiles(manifest: SceneManifest): Generator<SceneTile> {
+  for (const window of windows(manifest.grid)) {
+    const tms = tmsTileOf(manifest.grid.target, window);
+    yield { key: tileOutputKey(manifest.sceneKey, manifest.grid, window), window, ...(tms === undefined ? {} : { tms }) };
+  }
+}
+
+/** Where a scene's grid lies: its target grid's CRS and geotransform, or its single source's. */
+export function sceneGeoref(manifest: SceneManifest): { crs: RasterCrs; geoTransform: GeoTransform } {
+  const t = manifest.grid.target;
+  return t === undefined
+    ? { crs: manifest.raster.crs, geoTransform: manifest.raster.geoTransform }
+    : { crs: t.crs, geoTransform: t.geoTransform };
+}
 
 export interface MosaicResult {
   readonly mosaicKey: string;
@@ -27,8 +55,7 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
   for await (const head of backend.outputs.list(outputKeys.tilePrefix(sceneKey))) present.add(head.key);
   const sources = [];
   const missing: string[] = [];
-  for (const w of windows(manifest.grid)) {
-    const key = outputKeys.tile(sceneKey, w);
+  for (const { key, window: w } of sceneTiles(manifest)) {
     if (!present.has(key)) missing.push(key);
     // Relative to mosaics/<scene>.vrt, so the mosaic works wherever the prefix is mounted (/vsis3/, /vsigs/, a folder).
     sources.push({ href: `../${key}`, window: { x: w.x, y: w.y, width: w.width, height: w.height } });
@@ -38,11 +65,12 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     throw new MissingTilesError(sceneKey, missing, manifest.grid.count);
   }
   const tiling = tilingParams(manifest.params);
+  const georef = sceneGeoref(manifest);
   const vrt = buildVrt({
     width: manifest.grid.width,
     height: manifest.grid.height,
-    crs: manifest.raster.crs,
-    geoTransform: manifest.raster.geoTransform,
+    crs: georef.crs,
+    geoTransform: georef.geoTransform,
     dataType: 'Float32',
     noData: tiling.noData,
     blockSize: tiling.blockSize,

@@ -11,21 +11,21 @@ import {
 } from '../domain/errors.js';
 import { sceneKey as deriveSceneKey, outputKeys, type ProcessingParams, type SourceRef } from '../domain/job-key.js';
 import { MAX_WINDOWS, type TileGrid, tileGrid, type Window, windowAt, windows } from '../domain/tile-grid.js';
-import { tilingParams } from '../domain/tiling-params.js';
+import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
 import type { JobMessage } from '../ports/job-queue.port.js';
 import type { ReadPin } from '../ports/object-store.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend } from './backend.js';
-import { openSourceCached } from './raster-cache.js';
+import { type OpenedBand, openSceneBands, sceneBands, sceneTarget } from './scene-grid.js';
 import {
   indexHourOf,
   isSceneSuperseded,
-  manifestPin,
+  manifestPins,
   readSceneManifest,
   type SceneManifest,
   sceneLifecycleKeys,
 } from './scene-manifest.js';
-import { makeTileJob, type TileMode, toJobMessage } from './tile-job.js';
+import { makeTileJob, type SceneReadPins, type TileMode, toJobMessage } from './tile-job.js';
 
 export interface FanOutRequest {
   readonly source: SourceRef;
@@ -90,13 +90,7 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
   const scene = deriveSceneKey(source, params);
   const tiling = tilingParams(params);
   parseExpression(tiling.expression, Object.keys(tiling.bands));
-  const { pin, raster, width, height } = await sceneSource(backend, request);
-  for (const [name, index] of Object.entries(tiling.bands)) {
-    if (index > raster.bandCount) {
-      throw new InvalidParamsError(`params: band ${name} is band ${index}, but ${source.key} has ${raster.bandCount} band(s)`);
-    }
-  }
-  const grid = tileGrid(width, height, tiling.tilePx);
+  const { pins, raster, grid } = await sceneSource(backend, request, tiling);
   if (request.maxWindows !== undefined && grid.count > request.maxWindows) {
     throw new InvalidParamsError(
       `${source.key} makes ${grid.count} windows at tile_px ${tiling.tilePx}, more than the ${request.maxWindows} this platform can fan out ` +
@@ -110,7 +104,8 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     params,
     grid,
     raster,
-    pin,
+    ...(pins.pin === undefined ? {} : { pin: pins.pin }),
+    ...(pins.pins === undefined ? {} : { pins: pins.pins }),
   };
   const json = { contentType: 'application/json' } as const;
   const written = await backend.outputs.putIfAbsent(
@@ -127,7 +122,7 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     return { ...(await sendChunks(backend, scene, grid, request.chunkWindows as number)), sceneKey: scene, grid, manifest: written.kind };
 
   const total = request.only ? countSelected(grid, request.only) : grid.count;
-  const enqueued = await enqueueWindows(backend, manifest, pin, selected(grid, request.only), request.modeFor, (n) =>
+  const enqueued = await enqueueWindows(backend, manifest, pins, selected(grid, request.only), request.modeFor, (n) =>
     request.onProgress?.(n, total),
   );
   backend.telemetry.log('INFO', 'scene-fanned-out', {
@@ -139,28 +134,55 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
   return { sceneKey: scene, grid, enqueued, chunks: 0, manifest: written.kind };
 }
 
-/** The pin, size and georeferencing of the scene: as recorded (a backfill), or pinned and read from the header now. */
+/** The pins, raster facts and tile grid of the scene: as recorded (a backfill), or pinned and read from the headers now. */
 async function sceneSource(
   backend: Backend,
   request: FanOutRequest,
-): Promise<{ pin: ReadPin; raster: SceneManifest['raster']; width: number; height: number }> {
+  tiling: TilingParams,
+): Promise<{ pins: SceneReadPins; raster: SceneManifest['raster']; grid: TileGrid }> {
   const { source, recorded } = request;
   if (recorded !== undefined) {
     const same =
       recorded.source.bucket === source.bucket &&
       recorded.source.key === source.key &&
-      recorded.source.versionToken === source.versionToken;
+      recorded.source.versionToken === source.versionToken &&
+      canonicalJson(recorded.source.assets ?? null) === canonicalJson(source.assets ?? null);
     if (!same)
       throw new InvalidParamsError(`a backfill fans out the source its manifest records (${recorded.source.key}), not another one`);
-    return { pin: manifestPin(recorded), raster: recorded.raster, width: recorded.grid.width, height: recorded.grid.height };
+    return { pins: manifestPins(recorded), raster: recorded.raster, grid: recorded.grid };
   }
   const pin = await backend.sources.pin(source.key, source.versionToken);
-  const r = await openSourceCached(backend.sources, source.key, pin);
+  const bands = sceneBands(source, tiling);
+  // Each band object pinned to the version its key names (one pin per object, shared by its bands).
+  let pins: Record<string, ReadPin> | undefined;
+  if (source.assets !== undefined) {
+    pins = {};
+    const byObject = new Map<string, ReadPin>([[`${source.key}\n${source.versionToken}`, pin]]);
+    for (const band of bands) {
+      const id = `${band.key}\n${band.versionToken}`;
+      let p = byObject.get(id);
+      if (p === undefined) {
+        p = await backend.sources.pin(band.key, band.versionToken);
+        byObject.set(id, p);
+      }
+      pins[band.name] = p;
+    }
+  }
+  const opened = await openSceneBands(backend.sources, bands, (band) => pins?.[band.name] ?? pin);
+  const target = sceneTarget(opened, tiling);
+  const r = (opened[0] as OpenedBand).raster;
+  const base = tileGrid(target?.width ?? r.width, target?.height ?? r.height, tiling.tilePx);
+  const grid: TileGrid =
+    target === undefined
+      ? base
+      : {
+          ...base,
+          target: { crs: target.crs, geoTransform: target.geoTransform, ...(target.tms === undefined ? {} : { tms: target.tms }) },
+        };
   return {
-    pin,
+    pins: { pin, ...(pins === undefined ? {} : { pins }) },
     raster: { crs: r.crs, geoTransform: r.geoTransform, noData: r.noData, dataType: r.dataType, bandCount: r.bandCount },
-    width: r.width,
-    height: r.height,
+    grid,
   };
 }
 
@@ -168,7 +190,7 @@ async function sceneSource(
 async function enqueueWindows(
   backend: Backend,
   manifest: SceneManifest,
-  pin: ReadPin,
+  pin: SceneReadPins,
   ws: Iterable<Window>,
   modeFor: FanOutRequest['modeFor'],
   onProgress?: (enqueued: number) => void,
@@ -342,7 +364,7 @@ export async function handleFanOutChunk(backend: Backend, chunk: FanOutChunk): P
   function* range(): Iterable<Window> {
     for (let i = chunk.first; i < chunk.first + chunk.count; i++) yield windowAt(grid, Math.floor(i / grid.cols), i % grid.cols);
   }
-  const enqueued = await enqueueWindows(backend, manifest, manifestPin(manifest), range(), undefined);
+  const enqueued = await enqueueWindows(backend, manifest, manifestPins(manifest), range(), undefined);
   await backend.outputs.putIfAbsent(marker, new TextEncoder().encode(JSON.stringify({ ...base, enqueued })), {
     contentType: 'application/json',
   });

@@ -308,7 +308,7 @@ async function putFeature(
   const { telemetry } = backend;
   let put: FeaturePutResult;
   try {
-    put = await sink.put(tileFeature(job, rendered.source, rendered.pixels, noData));
+    put = await sink.put(tileFeature(job, rendered.georef, rendered.pixels, noData));
   } catch (error) {
     await releaseClaim(backend, at.claimId, at.claimOwner);
     throw error;

@@ -1,28 +1,59 @@
 import { InvalidEventError } from '../domain/errors.js';
 import type { TilingParams } from '../domain/tiling-params.js';
-import type { ObjectStore } from '../ports/object-store.port.js';
-import { type Expression, encodeCogAsync, evaluate, type RasterSource, windowGeoTransform } from '../raster/index.js';
+import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
+import { type Expression, encodeCogAsync, evaluate, type GeoTransform, type RasterCrs, windowGeoTransform } from '../raster/index.js';
 import { openSourceCached } from './raster-cache.js';
-import { readPinOf, type TileJob } from './tile-job.js';
+import { assertJobTarget, jobTarget, openSceneBands, readBandOnTarget, type SceneTarget, sceneBands, sceneTarget } from './scene-grid.js';
+import { bandPinOf, readPinOf, type TileJob } from './tile-job.js';
 
-/** The bands a tile's expression reads, by name, and the source they came from. */
+/** Where a tile's scene lies: the CRS and geotransform its window is cut from (the source's own, or the target grid). */
+export interface SceneGeoref {
+  readonly crs: RasterCrs;
+  readonly geoTransform: GeoTransform;
+}
+
+/** The bands a tile's expression reads, by name, on the tile's window of the scene grid. */
 export interface TileBands {
-  readonly source: RasterSource;
+  readonly georef: SceneGeoref;
   readonly bands: Readonly<Record<string, ArrayLike<number>>>;
+  /** The source nodata the band math masks (NaN: invalid pixels are NaN), or none. */
+  readonly sourceNoData?: number | undefined;
 }
 
 /**
  * Step 1: range-read the window of every band the parameters name (never the
  * whole scene), pinned to the version in the job key: bytes of any other
- * version throw SourceChangedError instead of being rendered.
+ * version throw SourceChangedError instead of being rendered. A scene on a
+ * target grid (a CRS, a tile matrix set, band files at several resolutions)
+ * reads the part of each band the window needs and resamples it onto the
+ * window (shared/app/scene-grid.ts), band by band, before the band math.
  */
 export async function readTileBands(sources: ObjectStore, job: TileJob, tiling: TilingParams): Promise<TileBands> {
-  const source = await openSourceCached(sources, job.source.key, readPinOf(job));
+  const target = jobTarget(job.grid);
+  if (target === undefined && job.source.assets === undefined)
+    return readSourceWindow(sources, job, tiling, job.source.key, readPinOf(job));
+  const opened = await openSceneBands(sources, sceneBands(job.source, tiling), (band) => bandPinOf(job, band.name));
+  assertJobTarget(job.jobKey, target, sceneTarget(opened, tiling));
+  const grid = target as SceneTarget;
+  // Every band in one object and no target: that object's own grid, as a single-file scene.
+  if (target === undefined)
+    return readSourceWindow(sources, job, tiling, opened[0]?.key as string, bandPinOf(job, opened[0]?.name as string));
+  const arrays = await Promise.all(opened.map((band) => readBandOnTarget(band, grid, job.window, tiling.target.resampling)));
+  return {
+    georef: { crs: grid.crs, geoTransform: grid.geoTransform },
+    bands: Object.fromEntries(opened.map((band, i) => [band.name, arrays[i] as Float64Array])),
+    sourceNoData: Number.NaN,
+  };
+}
+
+/** One file on its own grid: the window's pixels as stored, masked by the file's nodata (and its mask, if it has one). */
+async function readSourceWindow(sources: ObjectStore, job: TileJob, tiling: TilingParams, key: string, pin: ReadPin): Promise<TileBands> {
+  const source = await openSourceCached(sources, key, pin);
   // The message's grid is bound to the source version here: the key binds (row, col) and the
   // version, the window derives from the grid, and the grid must be this version's raster size.
   if (source.width !== job.grid.width || source.height !== job.grid.height) {
     throw new InvalidEventError(
-      `tile job ${job.jobKey.slice(0, 16)}... names a ${job.grid.width}x${job.grid.height} grid, but ${job.source.key} at its version is ${source.width}x${source.height}; the message is wrong (poison)`,
+      `tile job ${job.jobKey.slice(0, 16)}... names a ${job.grid.width}x${job.grid.height} grid, but ${key} at its version is ${source.width}x${source.height}; the message is wrong (poison)`,
     );
   }
   const names = Object.keys(tiling.bands);
@@ -30,25 +61,41 @@ export async function readTileBands(sources: ObjectStore, job: TileJob, tiling: 
     job.window,
     names.map((n) => tiling.bands[n] as number),
   );
-  return { source, bands: Object.fromEntries(names.map((n, i) => [n, arrays[i] as ArrayLike<number>])) };
+  const georef = { crs: source.crs, geoTransform: source.geoTransform };
+  const mask = await source.mask();
+  if (mask === undefined) {
+    return {
+      georef,
+      bands: Object.fromEntries(names.map((n, i) => [n, arrays[i] as ArrayLike<number>])),
+      sourceNoData: source.noData,
+    };
+  }
+  // A per-dataset mask (GDAL's internal mask band) marks pixels invalid whatever their value: they become NaN.
+  const [m] = await mask.readWindow(job.window, [1]);
+  const masked = arrays.map((a) => {
+    const out = Float64Array.from(a as ArrayLike<number>);
+    for (let k = 0; k < out.length; k++) if (!(m as ArrayLike<number>)[k] || out[k] === source.noData) out[k] = Number.NaN;
+    return out;
+  });
+  return { georef, bands: Object.fromEntries(names.map((n, i) => [n, masked[i] as Float64Array])), sourceNoData: Number.NaN };
 }
 
 /** Step 2: the band math, source nodata and division by zero giving the output nodata. */
 export function computeTilePixels(job: TileJob, tiling: TilingParams, expression: Expression, read: TileBands): Float32Array {
   return evaluate(expression, read.bands, job.window.width * job.window.height, {
     noData: tiling.noData,
-    ...(read.source.noData === undefined ? {} : { sourceNoData: read.source.noData }),
+    ...(read.sourceNoData === undefined ? {} : { sourceNoData: read.sourceNoData }),
   });
 }
 
 /** Step 3: a COG georeferenced to the window. The compression runs on libuv's thread pool, so concurrent workers use every core. */
-export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSource, pixels: Float32Array): Promise<Uint8Array> {
+export function encodeTile(job: TileJob, tiling: TilingParams, georef: SceneGeoref, pixels: Float32Array): Promise<Uint8Array> {
   return encodeCogAsync({
     width: job.window.width,
     height: job.window.height,
     data: pixels,
-    geoTransform: windowGeoTransform(source.geoTransform, job.window),
-    crs: source.crs,
+    geoTransform: windowGeoTransform(georef.geoTransform, job.window),
+    crs: georef.crs,
     noData: tiling.noData,
     blockSize: tiling.blockSize,
     compression: tiling.compression,
@@ -60,7 +107,7 @@ export function encodeTile(job: TileJob, tiling: TilingParams, source: RasterSou
 export interface RenderedTile {
   readonly cog: Uint8Array;
   readonly pixels: Float32Array;
-  readonly source: RasterSource;
+  readonly georef: SceneGeoref;
 }
 
 /** {@link renderTile}, keeping the computed pixels: the feature sink's statistics come from exactly what was encoded. */
@@ -72,7 +119,7 @@ export async function renderTileWithPixels(
 ): Promise<RenderedTile> {
   const read = await readTileBands(sources, job, tiling);
   const pixels = computeTilePixels(job, tiling, expression, read);
-  return { cog: await encodeTile(job, tiling, read.source, pixels), pixels, source: read.source };
+  return { cog: await encodeTile(job, tiling, read.georef, pixels), pixels, georef: read.georef };
 }
 
 /**
@@ -81,5 +128,5 @@ export async function renderTileWithPixels(
  */
 export async function renderTile(sources: ObjectStore, job: TileJob, tiling: TilingParams, expression: Expression): Promise<Uint8Array> {
   const read = await readTileBands(sources, job, tiling);
-  return encodeTile(job, tiling, read.source, computeTilePixels(job, tiling, expression, read));
+  return encodeTile(job, tiling, read.georef, computeTilePixels(job, tiling, expression, read));
 }

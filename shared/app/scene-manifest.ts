@@ -4,6 +4,7 @@ import { outputKeys } from '../domain/job-key.js';
 import type { TileGrid } from '../domain/tile-grid.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import type { Backend } from './backend.js';
+import type { SceneReadPins } from './tile-job.js';
 
 /** What fan-out learned about a scene, stored create-only beside its tiles for assembly and reconcile. */
 export interface SceneManifest {
@@ -25,6 +26,8 @@ export interface SceneManifest {
    * live object. Absent in manifests written before pinning.
    */
   readonly pin?: ReadPin | undefined;
+  /** A multi-file scene: the pin fan-out resolved for each band's object, by band name. */
+  readonly pins?: Readonly<Record<string, ReadPin>> | undefined;
 }
 
 /**
@@ -76,6 +79,11 @@ export async function readSceneManifest(store: ObjectStore, sceneKey: string): P
 /** The pin reads of a manifest's scene use: the one fan-out resolved, or (an older manifest) the version token. */
 export function manifestPin(manifest: SceneManifest): ReadPin {
   return manifest.pin ?? { version: manifest.source.versionToken };
+}
+
+/** Every pin of a manifest's scene: the anchor's and each band object's, for its tile jobs. */
+export function manifestPins(manifest: SceneManifest): SceneReadPins {
+  return { pin: manifestPin(manifest), ...(manifest.pins === undefined ? {} : { pins: manifest.pins }) };
 }
 
 /** The tombstone's content: what changed, seen by which job, when. */

@@ -37,6 +37,7 @@ export const COUNTERS: readonly Counter[] = [
   'ingest-lost-race',
   'ingest-invalid',
   'ingest-occupied',
+  'scene-incomplete',
 ];
 
 export type CounterSnapshot = Record<Counter, number>;

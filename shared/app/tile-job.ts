@@ -3,10 +3,11 @@ import { codeVersion } from '../domain/code-version.js';
 import { CodeVersionMismatchError, InvalidEventError, TesseraError } from '../domain/errors.js';
 import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../domain/job-key.js';
 import { validateObjectKey } from '../domain/object-key.js';
-import { type TileGrid, tileGrid, type Window, windowAt } from '../domain/tile-grid.js';
+import { type GridTarget, type TileGrid, tileGrid, type Window, windowAt } from '../domain/tile-grid.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import type { JobMessage } from '../ports/job-queue.port.js';
 import type { ReadPin } from '../ports/object-store.port.js';
+import { tmsTileOf } from './scene-grid.js';
 
 /** How a tile's output is written: create-only, or a repair under a known version. */
 export type TileMode = { readonly kind: 'create' } | { readonly kind: 'overwrite'; readonly expectedVersion: string };
@@ -15,6 +16,14 @@ export type TileMode = { readonly kind: 'create' } | { readonly kind: 'overwrite
 export interface JobGrid {
   readonly width: number;
   readonly height: number;
+  /** The target grid's georeferencing, for a scene not tiled on one file's own pixels (shared/app/scene-grid.ts). */
+  readonly target?: GridTarget | undefined;
+}
+
+/** The pins of a scene's reads: the anchor object's, and for a multi-file scene each band object's, by band name. */
+export interface SceneReadPins {
+  readonly pin?: ReadPin | undefined;
+  readonly pins?: Readonly<Record<string, ReadPin>> | undefined;
 }
 
 /** One tile job on the wire. Everything in it is derivable from (source, params, code, grid, row, col). */
@@ -39,6 +48,8 @@ export interface TileJob {
    * absent in messages from before pinning, which read pinned to the token.
    */
   readonly pin?: ReadPin | undefined;
+  /** A multi-file scene: the pin of each band's object, by band name (each for that asset's version token). */
+  readonly pins?: Readonly<Record<string, ReadPin>> | undefined;
 }
 
 /** Largest message we accept; SQS allows 256 KiB, Azure queues 64 KiB. */
@@ -48,16 +59,26 @@ export function makeTileJob(
   scene: string,
   source: SourceRef,
   params: ProcessingParams,
-  grid: Pick<TileGrid, 'width' | 'height'>,
+  grid: JobGrid,
   window: Window,
   mode: TileMode = { kind: 'create' },
-  pin?: ReadPin | undefined,
+  pin?: ReadPin | SceneReadPins | undefined,
   code: string = codeVersion(),
 ): TileJob {
   assertWindowOfGrid(grid, params, window);
-  if (pin !== undefined && pin.version !== source.versionToken) {
-    throw new InvalidEventError(`read pin names version ${pin.version}, but the job key names ${source.versionToken}`);
+  const { pin: anchor, pins } = pin === undefined ? {} : 'version' in pin ? { pin: pin as ReadPin } : (pin as SceneReadPins);
+  if (anchor !== undefined && anchor.version !== source.versionToken) {
+    throw new InvalidEventError(`read pin names version ${anchor.version}, but the job key names ${source.versionToken}`);
   }
+  for (const [band, p] of Object.entries(pins ?? {})) {
+    const asset = source.assets?.[band];
+    if (asset === undefined || p.version !== asset.versionToken) {
+      throw new InvalidEventError(
+        `read pin of band ${band} names version ${p.version}, but the job key names ${asset?.versionToken ?? 'no such band object'}`,
+      );
+    }
+  }
+  const copyPin = (p: ReadPin): ReadPin => (p.handle === undefined ? { version: p.version } : { version: p.version, handle: p.handle });
   return {
     v: 1,
     code,
@@ -65,14 +86,21 @@ export function makeTileJob(
     jobKey: tileJobKey(scene, window),
     source,
     params,
-    grid: { width: grid.width, height: grid.height },
+    grid:
+      grid.target === undefined
+        ? { width: grid.width, height: grid.height }
+        : { width: grid.width, height: grid.height, target: grid.target },
     window: { row: window.row, col: window.col, x: window.x, y: window.y, width: window.width, height: window.height },
-    outputKey: outputKeys.tile(scene, window),
+    outputKey: outputKeys.tile(scene, window, tmsTileOf(grid.target, window)),
     mode,
-    ...(pin === undefined
-      ? {}
-      : { pin: pin.handle === undefined ? { version: pin.version } : { version: pin.version, handle: pin.handle } }),
+    ...(anchor === undefined ? {} : { pin: copyPin(anchor) }),
+    ...(pins === undefined ? {} : { pins: Object.fromEntries(Object.entries(pins).map(([b, p]) => [b, copyPin(p)])) }),
   };
+}
+
+/** The output key of window (row, col) of a scene's grid: `{row}_{col}`, or `{tms}/{z}/{x}/{y}` on a tile matrix set. */
+export function tileOutputKey(scene: string, grid: Pick<JobGrid, 'target'>, window: Pick<Window, 'row' | 'col'>): string {
+  return outputKeys.tile(scene, window, tmsTileOf(grid.target, window));
 }
 
 /**
@@ -95,6 +123,13 @@ function assertWindowOfGrid(grid: Pick<TileGrid, 'width' | 'height'>, params: Pr
 /** The pin a job reads with: its own, or (a message from before pinning) the version token of its key. */
 export function readPinOf(job: TileJob): ReadPin {
   return job.pin ?? { version: job.source.versionToken };
+}
+
+/** The pin of one band's reads: its object's in a multi-file scene, else the scene's own. */
+export function bandPinOf(job: TileJob, band: string): ReadPin {
+  const asset = job.source.assets?.[band];
+  if (asset === undefined) return readPinOf(job);
+  return job.pins?.[band] ?? { version: asset.versionToken };
 }
 
 export function toJobMessage(job: TileJob): JobMessage {
@@ -163,13 +198,42 @@ export function parseTileJob(body: string): TileJob {
     }
     parsedPin = pin.handle === undefined ? { version: pin.version } : { version: pin.version, handle: pin.handle as string };
   }
-  const src: SourceRef = { bucket: source.bucket, key: source.key, versionToken: source.versionToken };
+  let parsedPins: Record<string, ReadPin> | undefined;
+  if (raw.pins !== undefined) {
+    if (!isRecord(raw.pins)) throw new InvalidEventError('tile job message has invalid band pins (band -> {version, handle?})');
+    parsedPins = {};
+    for (const [band, p] of Object.entries(raw.pins)) {
+      if (!isRecord(p) || typeof p.version !== 'string' || (p.handle !== undefined && typeof p.handle !== 'string')) {
+        throw new InvalidEventError(`tile job message has an invalid read pin for band ${JSON.stringify(band)}`);
+      }
+      parsedPins[band] = p.handle === undefined ? { version: p.version } : { version: p.version, handle: p.handle as string };
+    }
+  }
+  let assets: Record<string, { key: string; versionToken: string }> | undefined;
+  if (source.assets !== undefined) {
+    if (!isRecord(source.assets)) throw new InvalidEventError('tile job message has invalid source assets (band -> {key, versionToken})');
+    assets = {};
+    for (const [band, a] of Object.entries(source.assets)) {
+      if (!isRecord(a) || typeof a.key !== 'string' || typeof a.versionToken !== 'string') {
+        throw new InvalidEventError(`tile job message has an invalid asset for band ${JSON.stringify(band)}`);
+      }
+      assets[band] = { key: a.key, versionToken: a.versionToken };
+    }
+  }
+  const target = grid.target === undefined ? undefined : parseGridTarget(grid.target);
+  const src: SourceRef = {
+    bucket: source.bucket,
+    key: source.key,
+    versionToken: source.versionToken,
+    ...(assets === undefined ? {} : { assets }),
+  };
   const win: Window = { row: window.row, col: window.col, x: window.x, y: window.y, width: window.width, height: window.height };
   let expected: TileJob;
   try {
     validateObjectKey(src.key);
     const p = params as ProcessingParams;
-    expected = makeTileJob(sceneKey(src, p, code), src, p, { width: grid.width, height: grid.height }, win, parsedMode, parsedPin, code);
+    const jobGrid = { width: grid.width, height: grid.height, ...(target === undefined ? {} : { target }) };
+    expected = makeTileJob(sceneKey(src, p, code), src, p, jobGrid, win, parsedMode, { pin: parsedPin, pins: parsedPins }, code);
   } catch (cause) {
     throw new InvalidEventError(
       `tile job message does not describe a valid job: ${cause instanceof TesseraError ? cause.message : String(cause)}`,
@@ -185,4 +249,34 @@ export function parseTileJob(body: string): TileJob {
     );
   }
   return expected;
+}
+
+const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
+
+/** A message's target grid, checked for shape (the worker then checks it is the one its sources give). */
+function parseGridTarget(raw: unknown): GridTarget {
+  if (!isRecord(raw) || !isRecord(raw.crs) || !Array.isArray(raw.geoTransform) || raw.geoTransform.length !== 6) {
+    throw new InvalidEventError('tile job message has an invalid target grid {crs, geoTransform[6], tms?}');
+  }
+  const { epsg, wkt } = raw.crs;
+  if ((epsg !== undefined && !(isInt(epsg) && epsg > 0)) || (wkt !== undefined && typeof wkt !== 'string')) {
+    throw new InvalidEventError('tile job message has an invalid target CRS {epsg?, wkt?}');
+  }
+  if (!raw.geoTransform.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+    throw new InvalidEventError('tile job message has a target geotransform with a non-finite term');
+  }
+  let tms: GridTarget['tms'];
+  if (raw.tms !== undefined) {
+    const t = raw.tms;
+    if (!isRecord(t) || typeof t.id !== 'string' || !isNat(t.zoom) || !isNat(t.minCol) || !isNat(t.minRow)) {
+      throw new InvalidEventError('tile job message has an invalid tile matrix set origin {id, zoom, minCol, minRow}');
+    }
+    tms = { id: t.id, zoom: t.zoom, minCol: t.minCol, minRow: t.minRow };
+  }
+  const gt = raw.geoTransform as number[];
+  return {
+    crs: { ...(epsg === undefined ? {} : { epsg: epsg as number }), ...(wkt === undefined ? {} : { wkt: wkt as string }) },
+    geoTransform: [gt[0] as number, gt[1] as number, gt[2] as number, gt[3] as number, gt[4] as number, gt[5] as number],
+    ...(tms === undefined ? {} : { tms }),
+  };
 }

@@ -31,7 +31,9 @@ export type TesseraErrorCode =
   | 'INVALID_INGEST_REQUEST'
   | 'ARTEFACT_NOT_FOUND'
   | 'ARTEFACT_REFUSED'
-  | 'INGEST_OCCUPIED';
+  | 'INGEST_OCCUPIED'
+  | 'MOSAIC_TOO_LARGE'
+  | 'SCENE_INCOMPLETE';
 
 export class TesseraError extends Error {
   readonly code: TesseraErrorCode;
@@ -289,5 +291,35 @@ export class ObjectKeyConflictError extends TesseraError {
       options,
     );
     this.key = key;
+  }
+}
+
+/**
+ * A multi-file scene whose STAC Item names band objects that are not in the
+ * source store yet (publishers upload the item after its bands, but events may
+ * arrive out of order, and an upload may still be running). Retryable: the
+ * item event is retried on the platform's own schedule, so a band that lands a
+ * little later completes it. `final` once the item has waited long enough
+ * (its last allowed delivery, or the completion window after its event): then
+ * not retryable, so the trigger dead-letters it with this code and message.
+ */
+export class SceneIncompleteError extends TesseraError {
+  readonly itemKey: string;
+  readonly missing: readonly string[];
+  constructor(itemKey: string, missing: readonly string[], final?: string) {
+    const shown = missing
+      .slice(0, 10)
+      .map((k) => JSON.stringify(k))
+      .join(', ');
+    super(
+      'SCENE_INCOMPLETE',
+      `STAC item ${JSON.stringify(itemKey)} names ${missing.length} band object(s) not in the source store: ${shown}${missing.length > 10 ? ', ...' : ''}; ` +
+        (final === undefined
+          ? 'retried, so a band that lands meanwhile completes the scene'
+          : `${final}: upload the missing band(s), then redrive this event from the dead-letter queue or upload the item again`),
+      { retryable: final === undefined },
+    );
+    this.itemKey = itemKey;
+    this.missing = missing;
   }
 }

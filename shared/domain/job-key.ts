@@ -12,12 +12,27 @@ export interface ProcessingParams {
   readonly [name: string]: unknown;
 }
 
-/** The source object of a scene, as the trigger saw it. `key` is already URL-decoded. */
+/** One band's object in a multi-file scene: its decoded key and the version token its reads are pinned to. */
+export interface AssetRef {
+  readonly key: string;
+  readonly versionToken: string;
+}
+
+/**
+ * The source of a scene, as the trigger saw it. `key` is already URL-decoded.
+ *
+ * A single-file scene is one object holding every band (`params.bands` maps names to its band indexes).
+ * A multi-file scene also names each band's own object in `assets` (band name -> object and version, all in
+ * `bucket`; `params.bands` then gives the band index inside each one): Sentinel-2 and Landsat publish one
+ * COG per band. Its `key`/`versionToken` are the scene's anchor: the STAC Item it came from (whose bytes
+ * are pinned too), or for band files given directly, the first band by name.
+ */
 export interface SourceRef {
   readonly bucket: string;
   readonly key: string;
   /** S3 ETag or versionId, GCS generation, Blob ETag, local content hash. */
   readonly versionToken: string;
+  readonly assets?: Readonly<Record<string, AssetRef>> | undefined;
 }
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
@@ -56,9 +71,41 @@ export function sceneKey(source: SourceRef, params: ProcessingParams, code: stri
   if (CODE_VERSION_PARAM in params) {
     throw new InvalidParamsError(`params.${CODE_VERSION_PARAM} is set from the build (code-version.ts), never by configuration; remove it`);
   }
+  const material = [source.bucket, source.key, source.versionToken, canonicalJson({ ...params, [CODE_VERSION_PARAM]: code })];
+  // Every band object's decoded key and version, sorted by band name (canonical JSON sorts keys): a new
+  // version of any one band is a new scene. A single-file scene adds nothing, so its keys are as before.
+  if (source.assets !== undefined) material.push(canonicalJson(validAssets(source)));
   // The design notes' material (bucket, key, version, canonical params), with the build's code
   // version as one more canonical parameter: "a code change produces a genuinely new job".
-  return sha256([source.bucket, source.key, source.versionToken, canonicalJson({ ...params, [CODE_VERSION_PARAM]: code })].join('\n'));
+  return sha256(material.join('\n'));
+}
+
+/** Band names are identifiers (tiling-params.ts); at most this many band objects make one scene. */
+export const MAX_SCENE_ASSETS = 64;
+const ASSET_BAND = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
+
+/** The assets of a multi-file scene, checked: identifier band names, valid keys, non-empty version tokens. */
+export function validAssets(source: SourceRef): Readonly<Record<string, AssetRef>> {
+  const assets = source.assets;
+  if (typeof assets !== 'object' || assets === null || Array.isArray(assets)) {
+    throw new InvalidEventError('source assets must map band names to {key, versionToken}');
+  }
+  const names = Object.keys(assets);
+  if (names.length === 0 || names.length > MAX_SCENE_ASSETS) {
+    throw new InvalidEventError(`a multi-file scene names 1 to ${MAX_SCENE_ASSETS} band objects, got ${names.length}`);
+  }
+  const out: Record<string, AssetRef> = {};
+  for (const name of names.sort()) {
+    const a = assets[name] as AssetRef | undefined;
+    if (!ASSET_BAND.test(name))
+      throw new InvalidEventError(`asset band name ${JSON.stringify(name)} must be an identifier (letters, digits, _)`);
+    if (typeof a !== 'object' || a === null || typeof a.key !== 'string' || typeof a.versionToken !== 'string' || a.versionToken === '') {
+      throw new InvalidEventError(`asset ${name} must be {key, versionToken} with a non-empty version token`);
+    }
+    validateObjectKey(a.key);
+    out[name] = { key: a.key, versionToken: a.versionToken };
+  }
+  return out;
 }
 
 /** The parameter name under which the code version enters the scene key's canonical parameters. */
@@ -78,10 +125,24 @@ export function repairJobKey(tileKey: string, expectedVersion: string): string {
   return sha256(`${tileKey}\nrepair\n${expectedVersion}`);
 }
 
+/** A tile's place in a tile matrix set: `{tms}/{z}/{x}/{y}` (x the column, y the row, from the top left). */
+export interface TmsTileIndex {
+  readonly tms: string;
+  readonly z: number;
+  readonly x: number;
+  readonly y: number;
+}
+
 /** Deterministic output keys: no UUID, no timestamp. */
 export const outputKeys = {
-  tile: (scene: string, window: Pick<Window, 'row' | 'col'>): string => `tiles/${scene}/${window.row}_${window.col}.tif`,
+  /** `tiles/{scene}/{row}_{col}.tif`, or on a tile matrix set `tiles/{scene}/{tms}/{z}/{x}/{y}.tif`. */
+  tile: (scene: string, window: Pick<Window, 'row' | 'col'>, tms?: TmsTileIndex): string =>
+    tms === undefined ? `tiles/${scene}/${window.row}_${window.col}.tif` : `tiles/${scene}/${tms.tms}/${tms.z}/${tms.x}/${tms.y}.tif`,
   tilePrefix: (scene: string): string => `tiles/${scene}/`,
   sceneManifest: (scene: string): string => `scenes/${scene}/scene.json`,
   mosaic: (scene: string): string => `mosaics/${scene}.vrt`,
+  /** The optional single-COG mosaic (`--mosaic cog`), built from the tiles' keys. */
+  cogMosaic: (scene: string): string => `mosaics/${scene}.tif`,
+  /** The STAC Item describing the output, beside the mosaic. */
+  stacItem: (scene: string): string => `mosaics/${scene}.stac.json`,
 } as const;

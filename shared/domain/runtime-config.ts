@@ -2,6 +2,7 @@ import { canonicalJson } from './canonical-json.js';
 import { isPlatform, type Platform, resolveLease } from './ceilings.js';
 import { LeaseConfigError } from './errors.js';
 import type { ProcessingParams } from './job-key.js';
+import { parseStacSelection } from './stac-item.js';
 
 /**
  * The environment contract between infra/ (which sets these variables on every
@@ -47,6 +48,11 @@ export const ENV = {
    * secret (stack config `tessera:featureSinkUrl`, set as a secret); absent: no feature rows (docs/postgis.md).
    */
   featureSink: 'TESSERA_FEATURE_SINK',
+  /**
+   * A STAC stack's asset selection (stack config `tessera:stacAssets`): JSON band name -> STAC asset,
+   * e.g. {"B04":"red","B08":"nir"}. Set: a scene starts on its STAC Item (docs/multi-file-scenes.md).
+   */
+  stacAssets: 'TESSERA_STAC_ASSETS',
 } as const;
 
 export interface RuntimeConfig {
@@ -72,6 +78,8 @@ export interface RuntimeConfig {
   readonly ingestQueue?: string | undefined;
   /** {@link ENV.featureSink}; only a tile function of a stack with a sink has one. Never logged (it holds a password). */
   readonly featureSinkUrl?: string | undefined;
+  /** {@link ENV.stacAssets}: set on a STAC stack, whose scene trigger reads STAC Items (shared/app/stac-scene.ts). */
+  readonly stacAssets?: Readonly<Record<string, string>> | undefined;
 }
 
 export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
@@ -140,6 +148,14 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
       problems.push(`${ENV.params} is not valid canonical JSON: ${e instanceof Error ? e.message : String(e)}`);
     }
   }
+  let stacAssets: Record<string, string> | undefined;
+  if (env[ENV.stacAssets]) {
+    try {
+      stacAssets = parseStacSelection(env[ENV.stacAssets] as string, ENV.stacAssets);
+    } catch (e) {
+      problems.push(e instanceof Error ? e.message : String(e));
+    }
+  }
   const config = {
     claimsTable: need(ENV.claimsTable),
     sourceBucket: need(ENV.sourceBucket),
@@ -187,5 +203,6 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     manifestTable: env[ENV.manifestTable] || undefined,
     ingestQueue: env[ENV.ingestQueue] || undefined,
     featureSinkUrl: env[ENV.featureSink] || undefined,
+    stacAssets,
   };
 }

@@ -17,6 +17,22 @@ export interface TileGrid {
   readonly rows: number;
   readonly cols: number;
   readonly count: number;
+  /** Where the grid lies, when it is not the single source file's own grid (see {@link GridTarget}). */
+  readonly target?: GridTarget | undefined;
+}
+
+/**
+ * The georeferencing of a scene's target grid, when the tiles are not cut from one source file's own
+ * pixels: a CRS (`dst_crs`), a tile matrix set's tiles (`tms`, `zoom`), or several band files resampled
+ * onto the finest. Fan-out computes it from the pinned headers and the parameters (shared/app/scene-grid.ts),
+ * so it is a function of the scene key; every tile job carries it and the worker checks it again.
+ */
+export interface GridTarget {
+  readonly crs: { readonly epsg?: number | undefined; readonly wkt?: string | undefined };
+  /** GDAL order, north-up: `[originX, pixelWidth, 0, originY, 0, -pixelHeight]`. */
+  readonly geoTransform: readonly [number, number, number, number, number, number];
+  /** On a tile matrix set: window (row, col) is tile (x = minCol + col, y = minRow + row) of zoom `zoom`. */
+  readonly tms?: { readonly id: string; readonly zoom: number; readonly minCol: number; readonly minRow: number } | undefined;
 }
 
 /** Largest raster side accepted (a 10 GB scene is ~50,000 px a side). */

@@ -14,6 +14,32 @@ export interface TilingParams {
   readonly compression: OutputCompression;
   /** The codec's level, `output.level` (DEFLATE 1-9, ZSTD 1-22; default {@link DEFAULT_LEVELS}); 0 for NONE. */
   readonly level: number;
+  /** The grid the tiles are cut from: the source's own, a CRS's, or a tile matrix set's. */
+  readonly target: TargetParams;
+  /** `mosaic`: the VRT mosaic only (default), or also one COG mosaic built from the tiles (`cog`). */
+  readonly mosaic: MosaicKind;
+}
+
+/** The mosaics a scene gets: always the VRT over its tiles; `cog` adds one Cloud Optimized GeoTIFF of them all. */
+export const MOSAIC_KINDS = ['vrt', 'cog'] as const;
+export type MosaicKind = (typeof MOSAIC_KINDS)[number];
+
+/** How each band is resampled onto the target grid: gdalwarp's `-r` methods of the same names. */
+export const RESAMPLINGS = ['nearest', 'bilinear', 'cubic', 'average'] as const;
+export type Resampling = (typeof RESAMPLINGS)[number];
+
+/**
+ * The target grid, as the parameters name it (`dst_crs`, `resampling`, `tms`, `zoom`, the design notes'
+ * names). Only the shape is checked here: the app layer resolves the codes against the bundled EPSG set
+ * and the tile matrix sets (shared/app/scene-grid.ts), which the domain does not import.
+ */
+export interface TargetParams {
+  /** `EPSG:<n>`, normalised to upper case; absent: the source grid's CRS (or the tile matrix set's). */
+  readonly dstCrs?: string | undefined;
+  /** Default `nearest`, gdalwarp's default. */
+  readonly resampling: Resampling;
+  /** A tile matrix set and zoom: tiles are that set's tiles, keyed `{tms}/{z}/{x}/{y}`. */
+  readonly tms?: { readonly id: string; readonly zoom: number } | undefined;
 }
 
 /**
@@ -37,6 +63,10 @@ export const OUTPUT_LEVELS: Readonly<Record<Exclude<OutputCompression, 'NONE'>, 
   ZSTD: { min: 1, max: 22, default: 9 },
 };
 const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'level', 'blocksize'] as const;
+const EPSG_CODE = /^EPSG:\d{4,6}$/i;
+const TMS_ID = /^[A-Za-z][A-Za-z0-9]{0,63}$/;
+/** Tile sizes a tile matrix set's tiles come in: the registry's 256, or 512 at half the cell size. */
+export const TMS_TILE_PX = [256, 512] as const;
 
 const BAND_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,31}$/;
 
@@ -91,5 +121,44 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   if (typeof noData !== 'number' || !Number.isFinite(noData)) fail('output.nodata must be a finite number');
   const blockSize = int('output.blocksize', output.blocksize ?? 256, 16, 4096);
   if (blockSize % 16 !== 0) fail(`output.blocksize must be a multiple of 16 (TIFF tiles), got ${blockSize}`);
-  return { tilePx, expression: expression as string, bands, noData: noData as number, blockSize, compression, level };
+  const target = targetParams(params, tilePx, fail);
+  const mosaic = params.mosaic ?? 'vrt';
+  if (!(MOSAIC_KINDS as readonly unknown[]).includes(mosaic))
+    fail(`mosaic ${JSON.stringify(mosaic)} is not supported; use "vrt" (the VRT mosaic) or "cog" (also one COG mosaic)`);
+  return {
+    tilePx,
+    expression: expression as string,
+    bands,
+    noData: noData as number,
+    blockSize,
+    compression,
+    level,
+    target,
+    mosaic: mosaic as MosaicKind,
+  };
+}
+
+function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: string) => never): TargetParams {
+  const { dst_crs: dstCrs, resampling, tms, zoom } = params;
+  if (dstCrs !== undefined && (typeof dstCrs !== 'string' || !EPSG_CODE.test(dstCrs)))
+    fail(`dst_crs must be an EPSG code written EPSG:<number> (e.g. "EPSG:3857"), got ${JSON.stringify(dstCrs)}`);
+  if (resampling !== undefined && !(RESAMPLINGS as readonly unknown[]).includes(resampling))
+    fail(`resampling ${JSON.stringify(resampling)} is not supported; use one of ${RESAMPLINGS.join(', ')}`);
+  if ((tms === undefined) !== (zoom === undefined)) fail('tms and zoom go together: name a tile matrix set and a zoom level, or neither');
+  let set: TargetParams['tms'];
+  if (tms !== undefined) {
+    if (typeof tms !== 'string' || !TMS_ID.test(tms))
+      fail(`tms must be a tile matrix set id such as "WebMercatorQuad", got ${JSON.stringify(tms)}`);
+    if (typeof zoom !== 'number' || !Number.isInteger(zoom) || zoom < 0 || zoom > 30)
+      fail(`zoom must be an integer from 0 to 30, got ${JSON.stringify(zoom)}`);
+    // A tile of a set has the set's size (or twice it): any other tile_px would be a key for tiles that are never made.
+    if (!(TMS_TILE_PX as readonly number[]).includes(tilePx))
+      fail(`tile_px must be 256 or 512 on a tile matrix set (the set's 256 px tiles, or 512 px at half the cell size), got ${tilePx}`);
+    set = { id: tms as string, zoom: zoom as number };
+  }
+  return {
+    ...(dstCrs === undefined ? {} : { dstCrs: (dstCrs as string).toUpperCase() }),
+    resampling: (resampling as Resampling | undefined) ?? 'nearest',
+    ...(set === undefined ? {} : { tms: set }),
+  };
 }

@@ -25,7 +25,8 @@ export type Counter =
   | 'ingest-already-published'
   | 'ingest-lost-race'
   | 'ingest-invalid'
-  | 'ingest-occupied';
+  | 'ingest-occupied'
+  | 'scene-incomplete';
 
 /** Structured logs and counters. Adapters: JSON lines on stdout, CloudWatch EMF, etc. */
 export interface Telemetry {

@@ -275,8 +275,11 @@ export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsync
 /** One turn of the event loop (its timers and I/O callbacks run), then back. */
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG. */
-function assembleCog(levels: readonly TiledImageSpec[], encoded: readonly (readonly Uint8Array[])[]): Uint8Array {
+/**
+ * Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG.
+ * Exported for the strip-by-strip encoder (cog-strip-writer.ts), which makes the same levels without the whole raster.
+ */
+export function assembleCog(levels: readonly TiledImageSpec[], encoded: readonly (readonly Uint8Array[])[]): Uint8Array {
   const ghost = new TextEncoder().encode(COG_GHOST_AREA);
   const placeholders = levels.map((spec) => imageTags(spec, new Array(tileCount(spec)).fill(0), new Array(tileCount(spec)).fill(0)));
   const { dataStart } = layoutIfds(placeholders, ghost);

@@ -1,4 +1,5 @@
 import { InvalidGridError } from '../domain/errors.js';
+import { RESAMPLINGS, type Resampling } from '../domain/tiling-params.js';
 import { type Crs, crsTransform } from './crs.js';
 import type { GeoTransform } from './georeferencing.js';
 
@@ -31,8 +32,8 @@ import type { GeoTransform } from './georeferencing.js';
  * (GDALApproxTransform). `maxErrorPixels: 0` transforms every pixel exactly.
  */
 
-export type Resampling = 'nearest' | 'bilinear' | 'cubic' | 'average';
-export const RESAMPLINGS: readonly Resampling[] = ['nearest', 'bilinear', 'cubic', 'average'];
+// The methods are named once, with the parameters that choose them.
+export { RESAMPLINGS, type Resampling };
 
 /** A raster grid: its CRS, GDAL geotransform and size in pixels. */
 export interface RasterGrid {
@@ -54,6 +55,19 @@ export interface WarpSourceBand extends RasterGrid {
 export interface WarpOptions {
   /** The approximate transformer's error budget in source pixels; gdalwarp's `-et` (default 0.125). */
   readonly maxErrorPixels?: number;
+  /**
+   * The target is the window at pixel (x, y) of a larger grid (one tile of a scene's target grid). Its rows
+   * are approximated, and the downsampling kernel's scale computed, as gdalwarp does for the whole grid
+   * warped in one chunk, so a tile holds the pixels of the same window of the whole warp.
+   */
+  readonly targetWindowOf?: { readonly grid: RasterGrid; readonly x: number; readonly y: number } | undefined;
+  /**
+   * The source band is the window at pixel (x, y) of a raster of this size (only the pixels a tile needs
+   * are read): the source's own geotransform is the window's. Edges are the whole raster's: a target pixel
+   * whose centre falls inside the raster but outside the window is still sampled (the caller reads a window
+   * wide enough for the kernel), one outside the raster is nodata.
+   */
+  readonly sourceWindowOf?: { readonly width: number; readonly height: number; readonly x: number; readonly y: number } | undefined;
 }
 
 /** The target band: values in float64 (no rounding: an integer output rounds them, as GDAL does) and validity. */
@@ -79,7 +93,14 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     );
   }
   const maxError = options.maxErrorPixels ?? 0.125;
-  const toSource = pixelTransform(target, source, maxError);
+  const whole = options.targetWindowOf ?? { grid: target, x: 0, y: 0 };
+  const toSource = pixelTransform(whole.grid, source, maxError, whole.x, whole.y);
+  // The raster's own extent, in the window's pixel coordinates: what "outside the source" means.
+  const sw = options.sourceWindowOf;
+  const minU = sw === undefined ? 0 : -sw.x;
+  const minV = sw === undefined ? 0 : -sw.y;
+  const maxU = sw === undefined ? source.width : sw.width - sw.x;
+  const maxV = sw === undefined ? source.height : sw.height - sw.y;
   const valid = sourceValidity(source);
   const out: WarpedBand = {
     width: target.width,
@@ -92,7 +113,15 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     case 'nearest':
     case 'bilinear':
     case 'cubic': {
-      const scale = resampling === 'nearest' ? { x: 1, y: 1 } : kernelScale(toSource, target, source);
+      const scale =
+        resampling === 'nearest'
+          ? { x: 1, y: 1 }
+          : kernelScale(pixelTransform(whole.grid, source, maxError, 0, 0), whole.grid, {
+              width: maxU - minU,
+              height: maxV - minV,
+              x: minU,
+              y: minV,
+            });
       const use4 = scale.x >= 0.95 && scale.y >= 0.95;
       const us = new Float64Array(target.width);
       const vs = new Float64Array(target.width);
@@ -102,6 +131,8 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
           const u = us[i] as number;
           const v = vs[i] as number;
           // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets).
+          if (!(u >= minU && v >= minV && u + EPSILON <= maxU && v + EPSILON <= maxV)) continue;
+          // Inside the raster but outside the window read: the caller's window was too small for this pixel.
           if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
           // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
           // (its unified source validity mask, which a one-band warp has): bilinear and cubic never fill a
@@ -182,9 +213,13 @@ function sourceValidity(source: WarpSourceBand): Uint8Array {
  */
 type RowTransform = (row: number, colOffset: number, us: Float64Array, vs: Float64Array) => void;
 
-function pixelTransform(target: RasterGrid, source: RasterGrid, maxError: number): RowTransform {
-  const project = crsTransform(target.crs, source.crs);
-  const [tx0, tdx, , ty0, , tdy] = target.geoTransform;
+/**
+ * Target pixel -> source pixel for the window at (x0, y0) of `grid`: each row is approximated over the
+ * grid's whole row (gdalwarp's chunk row), of which only the window's columns are computed.
+ */
+function pixelTransform(grid: RasterGrid, source: RasterGrid, maxError: number, x0: number, y0: number): RowTransform {
+  const project = crsTransform(grid.crs, source.crs);
+  const [tx0, tdx, , ty0, , tdy] = grid.geoTransform;
   const [sx0, sdx, , sy0, , sdy] = source.geoTransform;
   const exact = (cols: Float64Array, row: number, us: Float64Array, vs: Float64Array) => {
     for (let k = 0; k < cols.length; k++) {
@@ -199,13 +234,13 @@ function pixelTransform(target: RasterGrid, source: RasterGrid, maxError: number
   };
   return (row, colOffset, us, vs) => {
     const n = us.length;
-    const cols = new Float64Array(n);
-    for (let k = 0; k < n; k++) cols[k] = k + colOffset;
-    if (maxError <= 0 || n <= 5) {
-      exact(cols, row, us, vs);
+    if (maxError <= 0 || grid.width <= 5) {
+      const cols = new Float64Array(n);
+      for (let k = 0; k < n; k++) cols[k] = k + x0 + colOffset;
+      exact(cols, row + y0, us, vs);
       return;
     }
-    approximateRow(cols, row, us, vs, maxError, exact);
+    approximateRow(grid.width, colOffset, x0, row + y0, us, vs, maxError, exact);
   };
 }
 
@@ -220,22 +255,33 @@ type ExactTransform = (cols: Float64Array, row: number, us: Float64Array, vs: Fl
  * coordinates to within rounding, which is what lets nearest agree with gdalwarp pixel for pixel.
  */
 function approximateRow(
-  cols: Float64Array,
+  n: number,
+  colOffset: number,
+  lo: number,
   row: number,
   us: Float64Array,
   vs: Float64Array,
   maxError: number,
   exact: ExactTransform,
 ): void {
+  // Points k = 0..n-1 of the whole row are at columns k + colOffset; only k in [lo, hi) are wanted, into
+  // us[k - lo]. A segment outside them is never evaluated; one inside is decided as on the whole row.
+  const hi = lo + us.length;
+  const col = (k: number) => k + colOffset;
   const three = (a: number, b: number, c: number) => {
     const u = new Float64Array(3);
     const v = new Float64Array(3);
-    exact(Float64Array.of(cols[a] as number, cols[b] as number, cols[c] as number), row, u, v);
+    exact(Float64Array.of(col(a), col(b), col(c)), row, u, v);
     return { u, v };
   };
+  const overlaps = (first: number, count: number) => first < hi && first + count > lo;
   const exactSpan = (first: number, count: number) => {
-    if (count <= 0) return;
-    exact(cols.subarray(first, first + count), row, us.subarray(first, first + count), vs.subarray(first, first + count));
+    const a = Math.max(first, lo);
+    const b = Math.min(first + count, hi);
+    if (b <= a) return;
+    const cols = new Float64Array(b - a);
+    for (let k = a; k < b; k++) cols[k - a] = col(k);
+    exact(cols, row, us.subarray(a - lo, b - lo), vs.subarray(a - lo, b - lo));
   };
   const finite = (p: { u: Float64Array; v: Float64Array }) =>
     Number.isFinite(
@@ -245,46 +291,49 @@ function approximateRow(
   const span = (first: number, count: number, sme: { u: Float64Array; v: Float64Array }): void => {
     const middle = (count - 1) >> 1;
     const last = first + count - 1;
-    const x0 = cols[first] as number;
-    const width = (cols[last] as number) - x0;
+    const x0 = col(first);
+    const width = col(last) - x0;
     const su = sme.u;
     const sv = sme.v;
     const du = ((su[2] as number) - (su[0] as number)) / width;
     const dv = ((sv[2] as number) - (sv[0] as number)) / width;
-    const dm = (cols[first + middle] as number) - x0;
+    const dm = col(first + middle) - x0;
     const error = Math.abs((su[0] as number) + du * dm - (su[1] as number)) + Math.abs((sv[0] as number) + dv * dm - (sv[1] as number));
     if (error <= maxError) {
-      for (let k = first; k <= last; k++) {
-        const d = (cols[k] as number) - x0;
-        us[k] = (su[0] as number) + du * d;
-        vs[k] = (sv[0] as number) + dv * d;
+      for (let k = Math.max(first, lo); k <= Math.min(last, hi - 1); k++) {
+        const d = col(k) - x0;
+        us[k - lo] = (su[0] as number) + du * d;
+        vs[k - lo] = (sv[0] as number) + dv * d;
       }
       return;
     }
     const leftCount = middle;
     const rightFirst = first + middle;
     const rightCount = count - middle;
-    if (leftCount > 5) {
-      const m = three(first, first + ((leftCount - 1) >> 1), first + leftCount - 1);
-      m.u[0] = su[0] as number;
-      m.v[0] = sv[0] as number;
-      if (finite(m)) span(first, leftCount, m);
-      else exactSpan(first, leftCount);
-    } else exactSpan(first, leftCount);
-    if (rightCount > 5) {
-      const m = three(rightFirst, rightFirst + ((rightCount - 1) >> 1), last);
-      m.u[0] = su[1] as number;
-      m.v[0] = sv[1] as number;
-      m.u[2] = su[2] as number;
-      m.v[2] = sv[2] as number;
-      if (finite(m)) span(rightFirst, rightCount, m);
-      else exactSpan(rightFirst, rightCount);
-    } else exactSpan(rightFirst, rightCount);
+    if (overlaps(first, leftCount)) {
+      if (leftCount > 5) {
+        const m = three(first, first + ((leftCount - 1) >> 1), first + leftCount - 1);
+        m.u[0] = su[0] as number;
+        m.v[0] = sv[0] as number;
+        if (finite(m)) span(first, leftCount, m);
+        else exactSpan(first, leftCount);
+      } else exactSpan(first, leftCount);
+    }
+    if (overlaps(rightFirst, rightCount)) {
+      if (rightCount > 5) {
+        const m = three(rightFirst, rightFirst + ((rightCount - 1) >> 1), last);
+        m.u[0] = su[1] as number;
+        m.v[0] = sv[1] as number;
+        m.u[2] = su[2] as number;
+        m.v[2] = sv[2] as number;
+        if (finite(m)) span(rightFirst, rightCount, m);
+        else exactSpan(rightFirst, rightCount);
+      } else exactSpan(rightFirst, rightCount);
+    }
   };
-  const n = cols.length;
   const sme = three(0, (n - 1) >> 1, n - 1);
   if (finite(sme)) span(0, n, sme);
-  else exact(cols, row, us, vs);
+  else exactSpan(0, n);
 }
 
 /**
@@ -292,15 +341,20 @@ function approximateRow(
  * window it needs (the bounding box of its edges in the source), snapped to 1 when nearly equal and to
  * 1/n when nearly a whole reduction (GDALWarpKernel::PerformWarp).
  */
-function kernelScale(toSource: RowTransform, target: RasterGrid, source: RasterGrid): { x: number; y: number } {
+function kernelScale(
+  toSource: RowTransform,
+  target: RasterGrid,
+  source: { readonly width: number; readonly height: number; readonly x: number; readonly y: number },
+): { x: number; y: number } {
   let minU = Infinity;
   let maxU = -Infinity;
   let minV = Infinity;
   let maxV = -Infinity;
   const take = (us: Float64Array, vs: Float64Array) => {
     for (let k = 0; k < us.length; k++) {
-      const u = us[k] as number;
-      const v = vs[k] as number;
+      // In the whole raster's pixel coordinates (`source.x`/`y` is where the window read starts in them, negated).
+      const u = (us[k] as number) - source.x;
+      const v = (vs[k] as number) - source.y;
       if (!Number.isFinite(u) || !Number.isFinite(v)) continue;
       minU = Math.min(minU, u);
       maxU = Math.max(maxU, u);
@@ -396,19 +450,41 @@ class Sampler {
       y = 0;
       ry = 1;
     }
+    // The four taps written out, in this order (the same sums, bit for bit): a closure per pixel capturing
+    // `sum` and `weight` allocated a context per target pixel, which cost several times the arithmetic
+    // (one band onto a 512 px tile: 96 ms with the closure, 15 ms without; bench/sections/reproject.ts).
+    const w = this.width;
+    const h = this.height;
+    const inX0 = x >= 0 && x < w;
+    const inX1 = x + 1 >= 0 && x + 1 < w;
+    const inY0 = y >= 0 && y < h;
+    const inY1 = y + 1 >= 0 && y + 1 < h;
     let sum = 0;
     let weight = 0;
-    const add = (px: number, py: number, w: number) => {
-      if (px < 0 || px >= this.width || py < 0 || py >= this.height) return;
-      const k = py * this.width + px;
-      if (!this.valid[k]) return;
-      sum += (this.values[k] as number) * w;
-      weight += w;
-    };
-    add(x, y, rx * ry);
-    add(x + 1, y, (1 - rx) * ry);
-    add(x, y + 1, rx * (1 - ry));
-    add(x + 1, y + 1, (1 - rx) * (1 - ry));
+    let k = y * w + x;
+    let t = rx * ry;
+    if (inX0 && inY0 && this.valid[k]) {
+      sum += (this.values[k] as number) * t;
+      weight += t;
+    }
+    k = y * w + x + 1;
+    t = (1 - rx) * ry;
+    if (inX1 && inY0 && this.valid[k]) {
+      sum += (this.values[k] as number) * t;
+      weight += t;
+    }
+    k = (y + 1) * w + x;
+    t = rx * (1 - ry);
+    if (inX0 && inY1 && this.valid[k]) {
+      sum += (this.values[k] as number) * t;
+      weight += t;
+    }
+    k = (y + 1) * w + x + 1;
+    t = (1 - rx) * (1 - ry);
+    if (inX1 && inY1 && this.valid[k]) {
+      sum += (this.values[k] as number) * t;
+      weight += t;
+    }
     if (weight < MIN_WEIGHT) return Number.NaN;
     return weight === 1 ? sum : sum / weight;
   }

@@ -39,8 +39,8 @@ export interface TestStack {
   readonly sourceContainer: string;
   readonly outputContainer: string;
   readonly clock: TestClock;
-  /** A runtime as a function instance composes it, with captured JSON lines. */
-  runtime(owner?: string): { rt: AzureRuntime; lines: string[] };
+  /** A runtime as a function instance composes it, with captured JSON lines; `extra` on top of the stack's variables. */
+  runtime(owner?: string, extra?: Readonly<Record<string, string>>): { rt: AzureRuntime; lines: string[] };
 }
 
 export async function testStack(): Promise<TestStack> {
@@ -65,14 +65,17 @@ export async function testStack(): Promise<TestStack> {
     sourceContainer: sources.containerName,
     outputContainer: outputs.containerName,
     clock,
-    runtime(owner = 'instance-1') {
+    runtime(owner = 'instance-1', extra = {}) {
       const lines: string[] = [];
-      const rt = composeAzure(env, {
-        clients: azureClients(connectionString()),
-        clock,
-        owner,
-        telemetry: new JsonTelemetry((line) => lines.push(line), { clock }),
-      });
+      const rt = composeAzure(
+        { ...env, ...extra },
+        {
+          clients: azureClients(connectionString()),
+          clock,
+          owner,
+          telemetry: new JsonTelemetry((line) => lines.push(line), { clock }),
+        },
+      );
       return { rt, lines };
     },
   };

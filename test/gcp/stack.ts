@@ -31,6 +31,8 @@ export interface RuntimeOptions {
   readonly owner?: string;
   readonly clock?: Clock;
   readonly logs?: string[];
+  /** Variables this runtime sees on top of the stack's (a STAC stack's TESSERA_STAC_ASSETS, say). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 export interface GcpTestStack {
@@ -114,7 +116,7 @@ export async function createGcpStack(options: { params?: ProcessingParams } = {}
       const deployed =
         role === 'mosaic' || role === 'reconcile' ? { platform: 'gcf2-http', timeout: '3600' } : { platform: 'gcf2-event', timeout: '540' };
       return composeGcp(
-        { ...env, [ENV.platform]: deployed.platform, [ENV.functionTimeoutSeconds]: deployed.timeout },
+        { ...env, [ENV.platform]: deployed.platform, [ENV.functionTimeoutSeconds]: deployed.timeout, ...o.env },
         composeOptions,
       ) as TestRuntime;
     },

@@ -515,3 +515,31 @@ describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     expect(refused).not.toContain('u:p@h');
   });
 });
+
+describe('the AWS stack with tessera:stacAssets (multi-file scenes start on their STAC Item, docs/multi-file-scenes.md)', () => {
+  const STAC = { ...BASE, 'tessera:stacAssets': '{"B04":"red","B08":"nir"}' };
+  it('notifies the scene queue of new *.json items under the source prefix, and tells the scene function the selection', async () => {
+    const run = await runStack(STACK, STAC);
+    const queue = run.one('aws:sqs/queue:Queue', '-scene');
+    expect(run.ofType('aws:s3/bucketNotification:BucketNotification')[0]?.inputs.queues).toEqual([
+      { queueArn: queue.state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: 'scenes/', filterSuffix: '.json' },
+    ]);
+    const scene = envOf((run.one('aws:lambda/function:Function', '-scene').inputs.environment as { variables: unknown }).variables);
+    expect(scene[ENV.stacAssets]).toBe('{"B04":"red","B08":"nir"}');
+    expect(scene[ENV.sourceSuffix]).toBe('.json');
+    expect(parseRuntimeConfig(scene).stacAssets).toEqual({ B04: 'red', B08: 'nir' });
+    // A stack without it is the single-file stack it always was.
+    const plain = envOf(
+      ((await runStack(STACK, BASE)).one('aws:lambda/function:Function', '-scene').inputs.environment as { variables: unknown }).variables,
+    );
+    expect(plain[ENV.stacAssets]).toBeUndefined();
+  });
+
+  it('refuses a selection that is not a JSON object, an expression naming a band it lacks, and a suffix that hides the items', async () => {
+    expect(await refusal(STACK, { ...BASE, 'tessera:stacAssets': 'red,nir' })).toContain('tessera:stacAssets is not JSON');
+    expect(await refusal(STACK, { ...BASE, 'tessera:stacAssets': '{"B04":"red"}' })).toMatch(/B08/);
+    expect(await refusal(STACK, { ...STAC, 'tessera:sourceSuffix': '.tif' })).toContain(
+      'tessera:sourceSuffix ".tif" would keep STAC Items (*.json) from the scene trigger',
+    );
+  });
+});

@@ -376,3 +376,16 @@ describe('the Azure stack with tessera:featureSinkUrl (the PostGIS sink, docs/po
     expect(reveal(app(bare).inputs.siteConfig).secret).toBe(false);
   });
 });
+
+describe('the Azure stack with tessera:stacAssets (multi-file scenes start on their STAC Item, docs/multi-file-scenes.md)', () => {
+  it('routes BlobCreated events of *.json items to the scene queue, and tells the app which assets are which band', async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:stacAssets': '{"B04":"red","B08":"nir"}' });
+    const [sub] = run.ofType('azure-native:eventgrid:SystemTopicEventSubscription');
+    expect(sub?.inputs.filter).toMatchObject({
+      includedEventTypes: ['Microsoft.Storage.BlobCreated'],
+      subjectBeginsWith: '/blobServices/default/containers/sources/blobs/scenes/',
+      subjectEndsWith: '.json',
+    });
+    expect(settings(run)).toMatchObject({ [ENV.sourceSuffix]: '.json', [ENV.stacAssets]: '{"B04":"red","B08":"nir"}' });
+  });
+});

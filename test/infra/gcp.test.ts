@@ -550,3 +550,18 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     }
   });
 });
+
+describe('the GCP stack with tessera:stacAssets (multi-file scenes start on their STAC Item, docs/multi-file-scenes.md)', () => {
+  it('tells the finalize-triggered scene function to take *.json items and which assets are which band', async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:stacAssets': '{"B04":"red","B08":"nir"}' });
+    const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
+    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
+    // Eventarc filters storage events by bucket only: the handler applies the suffix (and reads the selection).
+    const env = envOf(serviceConfig(triggered[0] as RecordedResource).environmentVariables);
+    expect(env).toMatchObject({
+      [ENV.sourcePrefix]: 'scenes/',
+      [ENV.sourceSuffix]: '.json',
+      [ENV.stacAssets]: '{"B04":"red","B08":"nir"}',
+    });
+  });
+});

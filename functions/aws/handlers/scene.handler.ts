@@ -1,10 +1,10 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { Context, S3Event, S3EventRecord, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
-import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
 import { poisonReason } from '../../../shared/app/poison.js';
 import { settleRecords } from '../../../shared/app/record-batch.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { eventTimeMs, fanOutSourceEvent, type StacEventDelivery } from '../../../shared/app/stac-scene.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
@@ -36,6 +36,11 @@ export type SceneRecordOutcome =
  * fans the scene out: one tile job per window. A duplicate notification
  * repeats the fan-out harmlessly: same keys, every duplicate job stops at its claim.
  *
+ * On a STAC stack (`tessera:stacAssets`) the object is a STAC Item and its
+ * scene is the item's band objects (shared/app/stac-scene.ts): a band not in
+ * the bucket yet is a retry (the record's receive count and eventTime bound
+ * it; then it is dead-lettered as SCENE_INCOMPLETE).
+ *
  * EventBridge "Object Created" events are not accepted: their key encoding is
  * not the notification's, and guessing would change job keys. Use a
  * notification (direct or via SQS) as infra/ does.
@@ -43,7 +48,7 @@ export type SceneRecordOutcome =
 export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   const rt = typeof runtime === 'function' ? runtime : () => runtime;
 
-  async function handleS3Record(record: S3EventRecord): Promise<SceneRecordOutcome> {
+  async function handleS3Record(record: S3EventRecord, delivery: StacEventDelivery = {}): Promise<SceneRecordOutcome> {
     const { backend, config, filter } = rt();
     const { telemetry } = backend;
     const ignore = (reason: Extract<SceneRecordOutcome, { kind: 'ignored' }>['reason'], key?: string): SceneRecordOutcome => {
@@ -69,7 +74,7 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
     // The pin at fan-out compares the event's token with the stored object (the versionId on a
     // versioned bucket, not the ETag): a late event for an overwritten object is stale, and the
     // newer version's own notification makes its scene.
-    const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+    const fan = await fanOutSourceEvent(backend, source, config, { ...delivery, eventTimeMs: eventTimeMs(record.eventTime) });
     switch (fan.kind) {
       case 'fanned-out':
         return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, source };
@@ -110,7 +115,7 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
       payload,
       async (s3Record, index) => {
         try {
-          await handleS3Record(s3Record);
+          await handleS3Record(s3Record, { attempt: receiveCountOf(record), maxDeliveries: r.config.maxDeliveries });
           return undefined;
         } catch (error) {
           return verdictOf(error, r, { ...fields, record: index, key: s3Record.s3?.object?.key });

@@ -1,7 +1,7 @@
 import type { InvocationContext } from '@azure/functions';
-import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
 import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { eventTimeMs, fanOutSourceEvent } from '../../../shared/app/stac-scene.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { AdapterError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
@@ -76,7 +76,15 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
       }
       const source: SourceRef = { bucket: blob.container, key: blob.key, versionToken: head.version };
       // The pin at fan-out checks the version again, closing the window between this head and the reads.
-      const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+      // A STAC stack's blob is an item (shared/app/stac-scene.ts): through the scene queue the host's dequeue count
+      // and maxDequeueCount bound the wait for a band not there yet; directly from Event Grid, the event's time.
+      const dequeueCount = Number(context.triggerMetadata?.dequeueCount);
+      const fan = await fanOutSourceEvent(backend, source, config, {
+        ...(Number.isInteger(dequeueCount) && dequeueCount > 0
+          ? { attempt: dequeueCount, maxDeliveries: runtime.host.maxDequeueCount }
+          : {}),
+        eventTimeMs: eventTimeMs(event.eventTime),
+      });
       switch (fan.kind) {
         case 'fanned-out':
           return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, manifest: fan.result.manifest };

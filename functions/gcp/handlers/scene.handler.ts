@@ -1,6 +1,6 @@
 import type { CloudEvent } from '@google-cloud/functions-framework';
-import { fanOutSceneEvent } from '../../../shared/app/fan-out.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
+import { eventTimeMs, fanOutSourceEvent } from '../../../shared/app/stac-scene.js';
 import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError, TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
@@ -92,7 +92,9 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       if (!live) return ignore('object-gone', source.key);
       if (live.version !== source.versionToken) return ignore('stale-generation', source.key);
       // The pin at fan-out checks the generation again, closing the window between this head and the reads.
-      const fan = await fanOutSceneEvent(backend, source, config.params, config.platform, config.functionTimeoutSec);
+      // A STAC stack's object is an item (shared/app/stac-scene.ts). Eventarc gives no delivery count and retries
+      // for 24 h, so the event's own time bounds the wait for a band that is not there yet.
+      const fan = await fanOutSourceEvent(backend, source, config, { eventTimeMs: eventTimeMs(event.time) });
       switch (fan.kind) {
         case 'fanned-out':
           return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, source };

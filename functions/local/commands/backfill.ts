@@ -3,12 +3,12 @@ import { parseArgs } from 'node:util';
 import { assembleMosaic } from '../../../shared/app/assemble-mosaic.js';
 import { fanOutScene } from '../../../shared/app/fan-out.js';
 import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
-import type { TileMode } from '../../../shared/app/tile-job.js';
+import { type TileMode, tileOutputKey } from '../../../shared/app/tile-job.js';
 import { isBackfillPolicy } from '../../../shared/domain/backfill-policy.js';
 import { resolveLease } from '../../../shared/domain/ceilings.js';
 import { codeVersion } from '../../../shared/domain/code-version.js';
 import { InvalidParamsError, MissingTilesError } from '../../../shared/domain/errors.js';
-import { outputKeys, sceneKey } from '../../../shared/domain/job-key.js';
+import { sceneKey } from '../../../shared/domain/job-key.js';
 import type { CliIo } from '../cli.js';
 import { terminalProgress } from '../progress.js';
 import { defaultWorkers, runWorkerProcesses } from '../worker-process.js';
@@ -84,7 +84,7 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
         if (values.expected !== undefined && ids.length !== 1) throw new InvalidParamsError('--expected applies to exactly one window');
         const expected = new Map<string, string>();
         for (const { row, col } of ids) {
-          const key = outputKeys.tile(run.sceneKey, { row, col });
+          const key = tileOutputKey(run.sceneKey, manifest.grid, { row, col });
           const head = await backend.outputs.head(key);
           const version = values.expected ?? head?.version;
           if (version === undefined)

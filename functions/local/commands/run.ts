@@ -1,10 +1,14 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import { DEFAULT_PARAMS, ENV } from '../../../shared/domain/runtime-config.js';
+import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import { parsePostgresUrl } from '../../postgres/connection.js';
 import type { CliIo } from '../cli.js';
 import { type MainJobSummary, runMainJob, type TileProfile } from '../main-job.js';
 import { terminalProgress } from '../progress.js';
+import { parseAssetSpecs, parseBandSpecs } from '../scene-input.js';
 import { defaultWorkers } from '../worker-process.js';
 import { DEFAULT_DIR, intOption, numberOption, outputProfileOption } from './options.js';
 
@@ -15,11 +19,31 @@ worker processes while injecting duplicate deliveries and one worker that
 stalls past its lease, writes NDVI Cloud Optimized GeoTIFF tiles create-only,
 assembles a VRT mosaic and prints a summary.
 
-Options:
-  --scene PATH        a GeoTIFF to process (default: a synthetic 2-band B04/B08 scene, EPSG:32631)
+Scene (default: a synthetic 2-band B04/B08 scene, EPSG:32631, bands B04=1 B08=2):
+  --scene PATH        a GeoTIFF to process (any layout GDAL writes: docs/geotiff.md)
   --source-key KEY    tile an object already in the source store, e.g. the key \`tessera ingest\` published
+  --band NAME=INDEX   name band INDEX (1-based) of the scene file, e.g. --band B04=1 --band B08=2
+  --band NAME=PATH[:INDEX]
+                      take band NAME from its own file (band 1, or INDEX): several files make a
+                      multi-file scene, each band pinned to its own version (repeat per band)
+  --stac ITEM         a STAC Item (a local .json, or a key in the source store): the scene is its
+                      assets, hrefs relative to the Item (docs/stac.md)
+  --asset NAME=ASSET  the Item's asset (or eo:bands common name, e.g. red, nir) for band NAME
+  --expression EXPR   the band math over the band names (default '(B08 - B04) / (B08 + B04)', NDVI)
+
+Target grid (default: the scene's own grid; with several band files, the finest band's):
+  --crs EPSG:N        reproject onto this CRS (any EPSG code, offline: docs/reprojection.md)
+  --resampling R      nearest, bilinear, cubic or average (default nearest, as gdalwarp)
+  --tms ID            cut the tiles of a tile matrix set: WebMercatorQuad, WorldCRS84Quad,
+                      UTMnnWGS84Quad (nn 01-60); keys tiles/<scene>/<tms>/<z>/<x>/<y>.tif
+  --zoom Z            the zoom level of --tms (with --tile 256, or 512 for 512-pixel tiles)
+  --mosaic KIND       vrt (default: a VRT over the tiles) or cog (also one COG mosaic); a STAC Item
+                      of the output is written beside the mosaic either way
+
+Run:
   --size N            synthetic scene width and height in pixels (default 5120)
   --tile N            tile size in pixels (default 256: 400 windows at 5120)
+                      every scene, band, grid and output option is part of the job key
   --compression C     tile compression: deflate, zstd or none (default: the output profile of
                       DEFAULT_PARAMS, shared/domain/runtime-config.ts); part of every job key
   --level N           its level: deflate 1-9, zstd 1-22 (default: the profile's, deflate 9; a
@@ -52,6 +76,15 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     options: {
       scene: { type: 'string' },
       'source-key': { type: 'string' },
+      band: { type: 'string', multiple: true },
+      stac: { type: 'string' },
+      asset: { type: 'string', multiple: true },
+      expression: { type: 'string' },
+      crs: { type: 'string' },
+      resampling: { type: 'string' },
+      tms: { type: 'string' },
+      zoom: { type: 'string' },
+      mosaic: { type: 'string' },
       size: { type: 'string' },
       tile: { type: 'string' },
       compression: { type: 'string' },
@@ -78,6 +111,19 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   const size = intOption('size', values.size, 5120, 16, 65_536);
   const tilePx = intOption('tile', values.tile, 256, 16, 8192);
   const output = outputProfileOption(values.compression, values.level);
+  if (values.asset !== undefined && values.stac === undefined) throw new InvalidParamsError('--asset names an asset of --stac ITEM: give --stac too');
+  if ((values.tms === undefined) !== (values.zoom === undefined)) throw new InvalidParamsError('--tms and --zoom go together');
+  const grid: Record<string, unknown> = {
+    ...(values.expression === undefined ? {} : { expression: values.expression }),
+    ...(values.crs === undefined ? {} : { dst_crs: values.crs }),
+    ...(values.resampling === undefined ? {} : { resampling: values.resampling }),
+    ...(values.tms === undefined ? {} : { tms: values.tms, zoom: intOption('zoom', values.zoom, 0, 0, 30) }),
+    ...(values.mosaic === undefined ? {} : { mosaic: values.mosaic }),
+  };
+  const custom = output !== undefined || Object.keys(grid).length > 0;
+  const params = custom ? { ...DEFAULT_PARAMS, tile_px: tilePx, ...(output === undefined ? {} : { output }), ...grid } : undefined;
+  // Checked before anything is staged: a typo in --crs or --tms fails at once, not after an import.
+  if (params !== undefined) tilingParams(params);
   const summary = await runMainJob({
     dir: resolve(io.cwd, values.dir),
     scene: values.scene === undefined ? undefined : resolve(io.cwd, values.scene),
@@ -85,7 +131,9 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     width: size,
     height: size,
     tilePx,
-    params: output === undefined ? undefined : { ...DEFAULT_PARAMS, tile_px: tilePx, output },
+    params,
+    bandSpecs: parseBandSpecs(values.band, io.cwd),
+    stac: values.stac === undefined ? undefined : { item: resolveStac(io.cwd, values.stac), assets: parseAssetSpecs(values.asset) },
     workers: intOption('workers', values.workers, profile ? 1 : defaultWorkers(), 1, 64),
     duplicateRate: numberOption('duplicates', values.duplicates, profile ? 0 : 0.1, 0, 1),
     injectSteal: !values['no-steal'] && !profile,
@@ -97,6 +145,12 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   });
   io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary) + formatProfile(summary.profile));
   return summary.ok ? 0 : 1;
+}
+
+/** A local Item path is resolved against the working directory; anything else is a source-store key. */
+function resolveStac(cwd: string, item: string): string {
+  const path = resolve(cwd, item);
+  return existsSync(path) ? path : item;
 }
 
 /** The profile, and the `tessera choose` flags it gives (whole seconds and MB, rounded up). */
@@ -122,8 +176,11 @@ export function formatSummary(s: MainJobSummary): string {
     ['leases taken over after lapsing', s.leasesTakenOver],
     ['leases stolen (commit refused, ERROR)', s.leasesStolen],
     ['dead-lettered', s.poison],
+    ['grid', `${s.crs}${s.tms === undefined ? '' : `, ${s.tms} zoom ${s.zoom}`}`],
     ['manifest count / grid count', `${s.manifestCount} / ${s.gridCount}${s.ok ? '  OK' : '  MISMATCH'}`],
     ['mosaic', s.mosaicPath || '(not assembled)'],
+    ...(s.cogMosaicPath === undefined ? [] : ([['COG mosaic', s.cogMosaicPath]] as [string, string][])),
+    ['STAC item', s.stacItemPath || '(not written)'],
     ['outputs', s.outputDir],
     ['elapsed', `${(s.elapsedMs / 1000).toFixed(1)} s`],
   ];

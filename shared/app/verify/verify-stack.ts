@@ -9,7 +9,7 @@ import { COG_GHOST_AREA } from '../../raster/cog-writer.js';
 import { openGeoTiff } from '../../raster/geotiff-source.js';
 import type { Backend } from '../backend.js';
 import { indexHourOf, readSceneManifest, SCENE_INDEX_PREFIX, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
-import { makeTileJob, type TileJob, type TileMode, toJobMessage } from '../tile-job.js';
+import { makeTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../tile-job.js';
 
 /**
  * A deployed stack as `tessera verify` sees it: the stack's own stores and
@@ -600,7 +600,7 @@ async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext,
   if (fresh.size !== jobs.length) return { pass: false, detail: `${fresh.size} tiles under the new key, want ${jobs.length}` };
   for (const j of jobs) {
     const a = new Uint8Array(await outputs.get(j.outputKey));
-    const b = new Uint8Array(await outputs.get(outputKeys.tile(m.sceneKey, j.window)));
+    const b = new Uint8Array(await outputs.get(tileOutputKey(m.sceneKey, m.grid, j.window)));
     if (Buffer.compare(a, b) !== 0) return { pass: false, detail: `${j.outputKey} differs from the old tile (same source, same pixels)` };
   }
   const changed = changedTiles(before, await tileHeads(t, m.sceneKey));
@@ -617,7 +617,7 @@ async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext,
 async function backfillOverwrite({ t, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
   const { outputs, claims, clock } = t.backend;
   const first = windowAt(m.grid, 0, 0);
-  const repairKey = outputKeys.tile(m.sceneKey, first);
+  const repairKey = tileOutputKey(m.sceneKey, m.grid, first);
   const seen = await outputs.head(repairKey);
   if (seen === undefined) return { pass: false, detail: `${repairKey} is missing` };
   const bytesBefore = await outputs.get(repairKey);
@@ -633,7 +633,7 @@ async function backfillOverwrite({ t, io, timeoutMs, created }: LiveContext, m: 
     return { pass: false, detail: `the repair of ${repairKey} wrote other bytes than the deterministic tile` };
   // The second half needs a second tile; a one-tile grid repairs the same tile again after a foreign write.
   const second = m.grid.count > 1 ? windowAt(m.grid, 0, m.grid.cols > 1 ? 1 : 0) : first;
-  const changedKey = outputKeys.tile(m.sceneKey, second);
+  const changedKey = tileOutputKey(m.sceneKey, m.grid, second);
   const read = await outputs.head(changedKey);
   if (read === undefined) return { pass: false, detail: `${changedKey} is missing` };
   const foreign = new TextEncoder().encode(`tessera verify: another writer replaced this tile after it was read\n`);
