@@ -185,7 +185,7 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       manifestCount = mosaic.manifestCount;
       mosaicKey = mosaic.mosaicKey;
       cogMosaicKey = mosaic.cogMosaicKey;
-      stacItemKey = mosaic.stacItemKey;
+      stacItemKey = mosaic.stacItemKey ?? "";
     } catch (error) {
       if (!(error instanceof MissingTilesError)) throw error;
       options.log(JSON.stringify({ level: 'ERROR', event: 'mosaic-failed', message: error.message }));

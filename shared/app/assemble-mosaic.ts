@@ -1,11 +1,13 @@
 import { MissingTilesError } from '../domain/errors.js';
 import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
 import { type Window, windows } from '../domain/tile-grid.js';
-import { tilingParams } from '../domain/tiling-params.js';
-import { buildVrt, type GeoTransform, type RasterCrs } from '../raster/index.js';
+import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
+import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
+import { buildCogMosaic } from './cog-mosaic.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
+import { sceneStacItem, writeSceneStacItem } from './stac-output.js';
 import { tileOutputKey } from './tile-job.js';
 
 /** One tile of a scene, from its manifest: its deterministic key and its window of the scene grid. */
@@ -36,6 +38,10 @@ export function sceneGeoref(manifest: SceneManifest): { crs: RasterCrs; geoTrans
 
 export interface MosaicResult {
   readonly mosaicKey: string;
+  /** The COG mosaic, when the parameters ask for one (`mosaic: cog`). */
+  readonly cogMosaicKey?: string | undefined;
+  /** The output's STAC Item; absent for a scene whose CRS has no EPSG code (STAC's proj:code needs one). */
+  readonly stacItemKey?: string | undefined;
   /** Sources listed in the VRT: always the grid count when assembly succeeds. */
   readonly manifestCount: number;
   readonly gridCount: number;
@@ -83,5 +89,77 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     backend.telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
   }
   backend.telemetry.log('INFO', 'mosaic-assembled', { sceneKey, mosaicKey, sources: sources.length, result: put.kind });
-  return { mosaicKey, manifestCount: sources.length, gridCount: manifest.grid.count, result: put.kind };
+  let cogMosaicKey: string | undefined;
+  if (tiling.mosaic === 'cog') {
+    const cog = await buildCogMosaic(
+      backend.outputs,
+      {
+        sceneKey,
+        mosaicKey: outputKeys.cogMosaic(sceneKey),
+        vrtKey: mosaicKey,
+        width: manifest.grid.width,
+        height: manifest.grid.height,
+        geoTransform: georef.geoTransform,
+        crs: georef.crs,
+        noData: tiling.noData,
+        blockSize: tiling.blockSize,
+        compression: tiling.compression,
+        level: tiling.level,
+        tiles: [...sceneTiles(manifest)],
+      },
+      backend.telemetry,
+    );
+    cogMosaicKey = cog.key;
+  }
+  const stacItemKey = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey);
+  return {
+    mosaicKey,
+    ...(cogMosaicKey === undefined ? {} : { cogMosaicKey }),
+    ...(stacItemKey === undefined ? {} : { stacItemKey }),
+    manifestCount: sources.length,
+    gridCount: manifest.grid.count,
+    result: put.kind,
+  };
+}
+
+/**
+ * The output's STAC Item beside the mosaic, create-only (shared/app/stac-output.ts). Its time is the
+ * source item's, else the manifest's `createdAt`; a scene whose CRS has no EPSG code gets none (logged).
+ */
+async function writeStacItem(
+  backend: Backend,
+  manifest: SceneManifest,
+  tiling: TilingParams,
+  georef: { crs: RasterCrs; geoTransform: GeoTransform },
+  vrtKey: string,
+  cogKey: string | undefined,
+): Promise<string | undefined> {
+  const epsg = georef.crs.epsg ?? (georef.crs.wkt === undefined ? undefined : epsgFromWkt(georef.crs.wkt));
+  if (epsg === undefined) {
+    backend.telemetry.log('WARN', 'stac-item-skipped', { sceneKey: manifest.sceneKey, why: 'the scene CRS has no EPSG code' });
+    return undefined;
+  }
+  const key = outputKeys.stacItem(manifest.sceneKey);
+  const tms = manifest.grid.target?.tms;
+  const item = sceneStacItem({
+    sceneKey: manifest.sceneKey,
+    itemKey: key,
+    target: {
+      epsg,
+      geoTransform: georef.geoTransform,
+      width: manifest.grid.width,
+      height: manifest.grid.height,
+      ...(tms === undefined ? {} : { tms }),
+    },
+    noData: tiling.noData,
+    assets: { vrt: vrtKey, ...(cogKey === undefined ? {} : { cog: cogKey }) },
+    expression: tiling.expression,
+    ...(manifest.sourceItem === undefined
+      ? {}
+      : { source: { href: `${manifest.source.bucket}/${manifest.source.key}`, metadata: manifest.sourceItem } }),
+    // A manifest from before createdAt was recorded: the Unix epoch says "unknown" without inventing a time.
+    datetime: manifest.createdAt ?? new Date(0).toISOString(),
+  });
+  await writeSceneStacItem(backend.outputs, key, item, backend.telemetry);
+  return key;
 }

@@ -109,7 +109,11 @@ export async function buildCogMosaic(outputs: ObjectStore, input: CogMosaicInput
   validateInput(input);
   const maxPixels = input.maxPixels ?? MAX_COG_MOSAIC_PIXELS;
   if (width * height > maxPixels) {
-    throw new CogMosaicTooLargeError(mosaicKey, `${width}x${height} is ${width * height} pixels, over the ${maxPixels} a COG mosaic may have`, input.vrtKey);
+    throw new CogMosaicTooLargeError(
+      mosaicKey,
+      `${width}x${height} is ${width * height} pixels, over the ${maxPixels} a COG mosaic may have`,
+      input.vrtKey,
+    );
   }
 
   const heads = await mapLimit(input.tiles, CONCURRENCY, (t) => outputs.head(t.key));
@@ -137,7 +141,11 @@ export async function buildCogMosaic(outputs: ObjectStore, input: CogMosaicInput
       budget: {
         maxBytes,
         exceeded: (bytes) =>
-          new CogMosaicTooLargeError(mosaicKey, `its compressed blocks passed ${bytes} bytes, over the ${maxBytes} a COG mosaic may hold`, input.vrtKey),
+          new CogMosaicTooLargeError(
+            mosaicKey,
+            `its compressed blocks passed ${bytes} bytes, over the ${maxBytes} a COG mosaic may hold`,
+            input.vrtKey,
+          ),
       },
     },
   );

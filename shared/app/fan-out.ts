@@ -10,6 +10,7 @@ import {
   SourceChangedError,
 } from '../domain/errors.js';
 import { sceneKey as deriveSceneKey, outputKeys, type ProcessingParams, type SourceRef } from '../domain/job-key.js';
+import { MAX_STAC_ITEM_BYTES, readStacItem, type StacItemMetadata } from '../domain/stac-item.js';
 import { MAX_WINDOWS, type TileGrid, tileGrid, type Window, windowAt, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
 import type { JobMessage } from '../ports/job-queue.port.js';
@@ -90,7 +91,7 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
   const scene = deriveSceneKey(source, params);
   const tiling = tilingParams(params);
   parseExpression(tiling.expression, Object.keys(tiling.bands));
-  const { pins, raster, grid } = await sceneSource(backend, request, tiling);
+  const { pins, raster, grid, sourceItem } = await sceneSource(backend, request, tiling);
   if (request.maxWindows !== undefined && grid.count > request.maxWindows) {
     throw new InvalidParamsError(
       `${source.key} makes ${grid.count} windows at tile_px ${tiling.tilePx}, more than the ${request.maxWindows} this platform can fan out ` +
@@ -106,6 +107,8 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     raster,
     ...(pins.pin === undefined ? {} : { pin: pins.pin }),
     ...(pins.pins === undefined ? {} : { pins: pins.pins }),
+    createdAt: new Date(backend.clock.now()).toISOString(),
+    ...(sourceItem === undefined ? {} : { sourceItem }),
   };
   const json = { contentType: 'application/json' } as const;
   const written = await backend.outputs.putIfAbsent(
@@ -139,7 +142,7 @@ async function sceneSource(
   backend: Backend,
   request: FanOutRequest,
   tiling: TilingParams,
-): Promise<{ pins: SceneReadPins; raster: SceneManifest['raster']; grid: TileGrid }> {
+): Promise<{ pins: SceneReadPins; raster: SceneManifest['raster']; grid: TileGrid; sourceItem?: StacItemMetadata | undefined }> {
   const { source, recorded } = request;
   if (recorded !== undefined) {
     const same =
@@ -149,7 +152,7 @@ async function sceneSource(
       canonicalJson(recorded.source.assets ?? null) === canonicalJson(source.assets ?? null);
     if (!same)
       throw new InvalidParamsError(`a backfill fans out the source its manifest records (${recorded.source.key}), not another one`);
-    return { pins: manifestPins(recorded), raster: recorded.raster, grid: recorded.grid };
+    return { pins: manifestPins(recorded), raster: recorded.raster, grid: recorded.grid, sourceItem: recorded.sourceItem };
   }
   const pin = await backend.sources.pin(source.key, source.versionToken);
   const bands = sceneBands(source, tiling);
@@ -179,12 +182,20 @@ async function sceneSource(
           ...base,
           target: { crs: target.crs, geoTransform: target.geoTransform, ...(target.tms === undefined ? {} : { tms: target.tms }) },
         };
+  // A scene made from a STAC Item: its metadata (id, time) is the output item's, read pinned like every band.
+  const sourceItem = isStacItemKey(source)
+    ? readStacItem(await backend.sources.getRange(source.key, 0, MAX_STAC_ITEM_BYTES + 1, pin), source.key).metadata
+    : undefined;
   return {
+    sourceItem,
     pins: { pin, ...(pins === undefined ? {} : { pins }) },
     raster: { crs: r.crs, geoTransform: r.geoTransform, noData: r.noData, dataType: r.dataType, bandCount: r.bandCount },
     grid,
   };
 }
+
+/** A multi-file scene whose anchor is a STAC Item (a `.json` object) rather than one of its bands. */
+const isStacItemKey = (source: SourceRef): boolean => source.assets !== undefined && source.key.toLowerCase().endsWith('.json');
 
 /** Enqueue the tile jobs of `ws` in slices, each carrying the pin; returns how many. */
 async function enqueueWindows(

@@ -106,7 +106,8 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
     let finest = first;
     for (const b of bands) if (Math.abs(b.raster.geoTransform[1]) < Math.abs(finest.raster.geoTransform[1])) finest = b;
     const r = finest.raster;
-    return { crs: r.crs, geoTransform: r.geoTransform, width: r.width, height: r.height };
+    const crs = { ...(r.crs.epsg === undefined ? {} : { epsg: r.crs.epsg }), ...(r.crs.wkt === undefined ? {} : { wkt: r.crs.wkt }) };
+    return { crs, geoTransform: r.geoTransform, width: r.width, height: r.height };
   }
   const grids = bands.map((b) => bandGrid(b));
   if (tms !== undefined) {

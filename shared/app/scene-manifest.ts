@@ -1,6 +1,7 @@
 import { InvalidEventError, type SourceChangedError } from '../domain/errors.js';
 import type { ProcessingParams, SourceRef } from '../domain/job-key.js';
 import { outputKeys } from '../domain/job-key.js';
+import type { StacItemMetadata } from '../domain/stac-item.js';
 import type { TileGrid } from '../domain/tile-grid.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import type { Backend } from './backend.js';
@@ -28,6 +29,14 @@ export interface SceneManifest {
   readonly pin?: ReadPin | undefined;
   /** A multi-file scene: the pin fan-out resolved for each band's object, by band name. */
   readonly pins?: Readonly<Record<string, ReadPin>> | undefined;
+  /**
+   * When the first fan-out of the scene ran (RFC 3339, the Clock's): the output STAC Item's time when
+   * the scene has no source item. Recorded once (the manifest is create-only), so a re-assembly after a
+   * crash writes the same item bytes.
+   */
+  readonly createdAt?: string | undefined;
+  /** The STAC Item the scene came from (its anchor object, read pinned at fan-out): id, times, collection. */
+  readonly sourceItem?: StacItemMetadata | undefined;
 }
 
 /**

@@ -73,11 +73,7 @@ interface Level {
  * level come out in the same row-major order. Compression is per block, as in
  * encodeCog, and the layout is cog-writer.ts's own (assembleCog).
  */
-export async function encodeCogByStrips(
-  spec: CogStripSpec,
-  read: StripReader,
-  how: EncodeCogByStripsOptions = {},
-): Promise<Uint8Array> {
+export async function encodeCogByStrips(spec: CogStripSpec, read: StripReader, how: EncodeCogByStripsOptions = {}): Promise<Uint8Array> {
   const { width, height, blockSize, noData } = spec;
   if (spec.compression !== 'DEFLATE' && spec.compression !== 'ZSTD' && spec.compression !== 'NONE') {
     throw new InvalidParamsError(`encodeCogByStrips: compression ${String(spec.compression)} is not supported; use DEFLATE, ZSTD or NONE`);
@@ -99,7 +95,9 @@ export async function encodeCogByStrips(
   validateImageSpec(base);
   const specs: TiledImageSpec[] = [
     { ...base, georeference: { geoTransform: spec.geoTransform, crs: spec.crs } },
-    ...cogOverviewSizes(width, height, blockSize).map((s): TiledImageSpec => ({ ...base, width: s.width, height: s.height, subfileType: 1 })),
+    ...cogOverviewSizes(width, height, blockSize).map(
+      (s): TiledImageSpec => ({ ...base, width: s.width, height: s.height, subfileType: 1 }),
+    ),
   ];
   const levels: Level[] = specs.map((s) => ({ spec: s, rows: new Float32Array(blockSize * s.width), filled: 0, done: 0, blocks: [] }));
   const lanes = Math.max(1, how.lanes ?? codecLanes());
@@ -166,7 +164,9 @@ export async function encodeCogByStrips(
     const rows = Math.min(blockSize, height - y);
     const strip = await read(y, rows);
     if (strip.length !== rows * width) {
-      throw new InvalidParamsError(`encodeCogByStrips: strip at row ${y} holds ${strip.length} pixels but ${width}x${rows} needs ${rows * width}`);
+      throw new InvalidParamsError(
+        `encodeCogByStrips: strip at row ${y} holds ${strip.length} pixels but ${width}x${rows} needs ${rows * width}`,
+      );
     }
     await push(0, strip, rows);
   }

@@ -1,5 +1,5 @@
 import proj4 from 'proj4';
-import { TesseraError } from '../domain/errors.js';
+import { InvalidParamsError } from '../domain/errors.js';
 import { EPSG_PROJ4_TSV } from './epsg-proj4.generated.js';
 
 /**
@@ -15,11 +15,7 @@ import { EPSG_PROJ4_TSV } from './epsg-proj4.generated.js';
  */
 
 /** A CRS code Tessera has no definition for (not in EPSG, deprecated, or not expressible in proj4). */
-export class UnknownCrsError extends TesseraError {
-  constructor(message: string) {
-    super('INVALID_PARAMS', message);
-  }
-}
+export class UnknownCrsError extends InvalidParamsError {}
 
 export interface Crs {
   readonly epsg: number;

@@ -446,6 +446,10 @@ export class ScenarioContext {
     if (manifest) return `${this.#scenes.get(manifest[1] as string) ?? manifest[1]}/scene.json`;
     const mosaic = /^mosaics\/([0-9a-f]{64})\.vrt$/.exec(key);
     if (mosaic) return `${this.#scenes.get(mosaic[1] as string) ?? mosaic[1]}/mosaic.vrt`;
+    const item = /^mosaics\/([0-9a-f]{64})\.stac\.json$/.exec(key);
+    if (item) return `${this.#scenes.get(item[1] as string) ?? item[1]}/mosaic.stac.json`;
+    const cog = /^mosaics\/([0-9a-f]{64})\.tif$/.exec(key);
+    if (cog) return `${this.#scenes.get(cog[1] as string) ?? cog[1]}/mosaic.tif`;
     const closed = /^mosaics\/([0-9a-f]{64})\.closed\.json$/.exec(key);
     if (closed) return `${this.#scenes.get(closed[1] as string) ?? closed[1]}/mosaic.closed.json`;
     // The scene's lifecycle beside its manifest: tombstone, fan-out chunk markers.

@@ -48,7 +48,7 @@ export const WINDOWS = ['0_0', '0_1', '1_0', '1_1'] as const;
 export const tiles = (scene: string, ...ids: readonly string[]): string[] => ids.map((id) => `${scene}/tiles/${id}.tif`);
 /** Everything a finished scene publishes: manifest, every tile and (with `mosaic`) the mosaic, sorted. */
 export const sceneOutputs = (scene: string, mosaic: boolean): string[] =>
-  [...(mosaic ? [`${scene}/mosaic.vrt`] : []), `${scene}/scene.json`, ...tiles(scene, ...WINDOWS)].sort();
+  [...(mosaic ? [`${scene}/mosaic.stac.json`, `${scene}/mosaic.vrt`] : []), `${scene}/scene.json`, ...tiles(scene, ...WINDOWS)].sort();
 export const committed = (job: string, owner: string): ClaimFact => ({ job, state: 'COMMITTED', owner });
 /** Every tile of a scene committed by the first message of its job, taken by `worker`. */
 export const allCommitted = (scene: string, worker: string): ClaimFact[] =>

@@ -1,4 +1,5 @@
 import type { Scenario } from './scenario-kit.js';
+import { BAND_SCENARIOS } from './scenarios-bands.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
@@ -6,6 +7,7 @@ import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { SOAK_SCENARIOS } from './scenarios-soak.js';
+import { STAC_SCENARIOS } from './scenarios-stac.js';
 import { TRANSPORT_SCENARIOS } from './scenarios-transports.js';
 import { VERSION_SCENARIOS } from './scenarios-versions.js';
 
@@ -26,6 +28,8 @@ export const SCENARIOS: readonly Scenario[] = [
   ...POSTGIS_SCENARIOS,
   ...INGEST_SCENARIOS,
   ...SOAK_SCENARIOS,
+  ...STAC_SCENARIOS,
+  ...BAND_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

@@ -16,6 +16,14 @@ The reference is built as the issue says, from Tessera's output grid only (never
      expression reads is nodata in its warp, on division by zero, and when the result is not a finite float32; the
      rest is rounded to float32 once.
 
+One chunk: gdalwarp splits a destination into chunks (GDALWarpOperation::CollectChunkList) when it exceeds the warp
+memory (-wm) or when the source covers less than half of it (the undocumented SRC_FILL_RATIO_HEURISTICS, on by
+default), and approximates each chunk's rows on their own, so the same grid gives other pixels (up to 0.125 px
+elsewhere) depending on how much of it lies outside the source: a tile matrix set's grid, whose corners are empty,
+is cut into a dozen chunks. Tessera renders the grid as gdalwarp does in one chunk, so the reference is warped
+with `-wo SRC_FILL_RATIO_HEURISTICS=NO -wm 2048` and the script checks (from GDAL's debug messages) that it was
+one chunk. --gdal-chunking keeps gdalwarp's own chunking instead (reported as `chunks`).
+
 --whole-grid: OURS is one tile of a larger grid (a scene's target grid, in OURS's CRS) and is compared with the
 whole grid's warp at its window, not with a warp of the tile on its own. gdalwarp approximates the transform row by
 row across the grid it warps (-et 0.125), so a tile warped on its own samples up to 0.125 px elsewhere; Tessera
@@ -131,6 +139,7 @@ def main():
     p.add_argument('--tolerance', type=float, default=1e-3)
     p.add_argument('--relative', action='store_true', help='tolerance relative to max(1, |gdal|) instead of absolute')
     p.add_argument('--whole-grid', help='JSON {geoTransform, width, height}: OURS is a window of this grid')
+    p.add_argument('--gdal-chunking', action='store_true', help="gdalwarp's own chunking, not one chunk")
     args = p.parse_args()
 
     bands = [parse_band(b) for b in args.band]
@@ -172,8 +181,18 @@ def main():
     our_valid = ~(np.isnan(ov) if math.isnan(out_nodata) else (ov == np.float32(out_nodata)))
 
     # 2. gdalwarp of each band onto that grid.
-    warped, valid, sources = {}, {}, {}
+    warped, valid, sources, chunks = {}, {}, {}, {}
     dst_wkt = srs.ExportToWkt()
+    chunk_options = {} if args.gdal_chunking else {'warpOptions': ['SRC_FILL_RATIO_HEURISTICS=NO'], 'warpMemoryLimit': 2048}
+    kernel_calls = []
+
+    def on_message(level, _code, message):
+        # GDALWarpKernel::PerformWarp logs one debug line per chunk it warps.
+        if level == gdal.CE_Debug and 'GDALWarpKernel()::' in message:
+            kernel_calls.append(message)
+
+    gdal.SetConfigOption('CPL_DEBUG', 'ON')
+    gdal.PushErrorHandler(on_message)
     for name, path, index in bands:
         if name not in used:
             continue
@@ -182,8 +201,12 @@ def main():
             fail(f'--band {name}={path}:{index}: the file has {src.RasterCount} band(s)')
         one = gdal.Translate('', src, format='VRT', bandList=[index])
         nodata = one.GetRasterBand(1).GetNoDataValue()
+        before = len(kernel_calls)
         ds = gdal.Warp('', one, format='MEM', dstSRS=dst_wkt, outputBounds=warp_te, xRes=tr[0], yRes=tr[1],
-                       resampleAlg=args.resampling, dstNodata=nodata)
+                       resampleAlg=args.resampling, dstNodata=nodata, **chunk_options)
+        chunks[name] = len(kernel_calls) - before
+        if not args.gdal_chunking and chunks[name] != 1:
+            fail(f'gdalwarp of {name} ran in {chunks[name]} chunks, not one: {kernel_calls[before:][:3]}')
         if (ds.RasterXSize, ds.RasterYSize) != warp_size:
             fail(f'gdalwarp -te {warp_te} -tr {tr} made {ds.RasterXSize}x{ds.RasterYSize}, not {warp_size[0]}x{warp_size[1]}')
         b = ds.GetRasterBand(1)
@@ -194,6 +217,9 @@ def main():
                          'pixelSize': [src.GetGeoTransform()[1], src.GetGeoTransform()[5]],
                          'epsg': epsg_of(src.GetSpatialRef()), 'noData': nodata,
                          'dataType': gdal.GetDataTypeName(b.DataType)}
+
+    gdal.PopErrorHandler()
+    gdal.SetConfigOption('CPL_DEBUG', None)
 
     # 3. The band math.
     with np.errstate(all='ignore'):
@@ -219,8 +245,10 @@ def main():
                    'noData': out_nodata},
         'reference': f'gdalwarp -r {args.resampling} -t_srs EPSG:{epsg_of(srs)} -te {" ".join(repr(x) for x in warp_te)} '
                      f'-tr {tr[0]!r} {tr[1]!r} per band, then the band math in numpy (GDAL {gdal.__version__})'
+                     + (' (its own chunking)' if args.gdal_chunking else ' (-wo SRC_FILL_RATIO_HEURISTICS=NO -wm 2048: one chunk)')
                      + (f', window ({crop[0]}, {crop[1]}) {width}x{height} of the whole grid' if args.whole_grid else ''),
         'sources': sources,
+        'chunks': chunks,
         'expression': args.expression,
         'resampling': args.resampling,
         'pixels': pixels,

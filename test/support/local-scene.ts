@@ -9,6 +9,10 @@ export interface SceneSpec {
   readonly width: number;
   readonly height: number;
   readonly seed?: number;
+  /** Band names, in band order (default B04, B08); one name writes a band file, as Sentinel-2 publishes them. */
+  readonly bands?: readonly string[];
+  /** Pixel size in metres (default the Sentinel-like 10 m). */
+  readonly pixelSize?: number;
 }
 
 /** Writes a small synthetic B04/B08 scene (EPSG:32631) and returns its bytes. */
@@ -20,6 +24,8 @@ export async function syntheticSceneBytes(spec: SceneSpec): Promise<Uint8Array> 
       width: spec.width,
       height: spec.height,
       ...SENTINEL_LIKE_SCENE,
+      ...(spec.bands === undefined ? {} : { bands: spec.bands }),
+      ...(spec.pixelSize === undefined ? {} : { pixelSize: spec.pixelSize }),
       seed: spec.seed ?? 7,
     });
     const { readFile } = await import('node:fs/promises');

@@ -5,7 +5,7 @@ import { eventTimeMs, fanOutSourceEvent, fanOutStacSceneEvent, STAC_COMPLETION_W
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { InvalidEventError, InvalidParamsError, SceneIncompleteError } from '../../../shared/domain/errors.js';
 import { type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
-import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
+import { DEFAULT_PARAMS, ENV, parseRuntimeConfig } from '../../../shared/domain/runtime-config.js';
 import type { ClaimStore } from '../../../shared/ports/claim-store.port.js';
 import type { JobMessage, JobQueue } from '../../../shared/ports/job-queue.port.js';
 import { FakeClock } from '../../support/fake-clock.js';
@@ -186,5 +186,22 @@ describe('eventTimeMs', () => {
     expect(eventTimeMs('yesterday')).toBeUndefined();
     expect(eventTimeMs(undefined)).toBeUndefined();
     expect(eventTimeMs(1717239389000)).toBeUndefined();
+  });
+});
+
+describe('TESSERA_STAC_ASSETS', () => {
+  const base = {
+    [ENV.platform]: 'aws-lambda',
+    [ENV.claimsTable]: 'claims',
+    [ENV.sourceBucket]: 'sources',
+    [ENV.outputBucket]: 'outputs',
+    [ENV.tileQueue]: 'tiles',
+    [ENV.functionTimeoutSeconds]: '900',
+  };
+  it('makes a STAC stack when set, and is refused at start-up when it is not a band -> asset object', () => {
+    expect(parseRuntimeConfig(base).stacAssets).toBeUndefined();
+    expect(parseRuntimeConfig({ ...base, [ENV.stacAssets]: '{"B04":"red","B08":"nir"}' }).stacAssets).toEqual(SELECTION);
+    expect(() => parseRuntimeConfig({ ...base, [ENV.stacAssets]: 'red,nir' })).toThrow(/TESSERA_STAC_ASSETS is not JSON/);
+    expect(() => parseRuntimeConfig({ ...base, [ENV.stacAssets]: '{"B04":7}' })).toThrow(/band "B04" must name a STAC asset/);
   });
 });

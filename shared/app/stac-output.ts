@@ -1,0 +1,330 @@
+import { canonicalJson } from '../domain/canonical-json.js';
+import { contentDigest } from '../domain/content-digest.js';
+import { InvalidParamsError, OutputOccupiedError } from '../domain/errors.js';
+import type { StacItemMetadata } from '../domain/stac-item.js';
+import type { ObjectStore } from '../ports/object-store.port.js';
+import type { Telemetry } from '../ports/telemetry.port.js';
+import { crsFromEpsg, crsTransform } from '../raster/crs.js';
+import type { GeoTransform } from '../raster/index.js';
+import { COG_CONTENT_TYPE } from './cog-mosaic.js';
+
+/**
+ * The STAC Item that describes a scene's output, written create-only beside
+ * its mosaic (outputKeys.stacItem). STAC 1.0.0 (what GDAL, QGIS, pystac and
+ * every STAC API read today) with two extensions:
+ * - projection v2.0.0: `proj:code` (`EPSG:n`; v2 dropped `proj:epsg`), `proj:shape`,
+ *   `proj:transform`, `proj:bbox`, on the item's properties (every asset shares the target grid);
+ * - raster v1.1.0: `raster:bands` on each raster asset (nodata, data_type, spatial_resolution).
+ * test/unit/stac-output.test.ts validates items against those versions' JSON Schemas (test/data/stac-schemas/).
+ */
+export const STAC_VERSION = '1.0.0';
+export const PROJECTION_EXTENSION = 'https://stac-extensions.github.io/projection/v2.0.0/schema.json';
+export const RASTER_EXTENSION = 'https://stac-extensions.github.io/raster/v1.1.0/schema.json';
+export const STAC_ITEM_CONTENT_TYPE = 'application/geo+json';
+
+/** The grid every output asset is on (the scene manifest's `target`). */
+export interface StacTargetGrid {
+  readonly epsg: number;
+  readonly geoTransform: GeoTransform;
+  readonly width: number;
+  readonly height: number;
+  readonly tms?: { readonly id: string; readonly zoom: number; readonly minCol: number; readonly minRow: number } | undefined;
+}
+
+export interface SceneStacItemInput {
+  /** The item's id. */
+  readonly sceneKey: string;
+  /** Where the item is written (outputKeys.stacItem): asset hrefs are relative to it. */
+  readonly itemKey: string;
+  readonly target: StacTargetGrid;
+  readonly noData: number;
+  /** Output keys of the mosaics: the VRT always, the COG when `--mosaic cog` built it. */
+  readonly assets: { readonly vrt: string; readonly cog?: string | undefined };
+  /** The band math the pixels are (for the assets' description). */
+  readonly expression?: string | undefined;
+  /**
+   * The STAC item the scene came from: its time is the output's, and it is
+   * linked as `derived_from`. `href` is where a reader finds it (an absolute
+   * URI such as `s3://bucket/key`, or a path as the caller knows it).
+   */
+  readonly source?: { readonly href: string; readonly metadata: StacItemMetadata } | undefined;
+  /**
+   * The output's time when there is no source item (RFC 3339): one recorded
+   * in the scene manifest, never the clock at writing, so a re-write after a
+   * crash makes the same bytes.
+   */
+  readonly datetime?: string | undefined;
+}
+
+/** A STAC Item as JSON-ready plain data. */
+export type StacItem = Readonly<Record<string, unknown>>;
+
+/** Points along each edge of the grid's footprint: enough that a reprojected edge's curve stays inside the bbox to well under a pixel. */
+const EDGE_POINTS = 16;
+/** Degrees kept in bbox and geometry: 1e-7 degrees is about a centimetre, and rounding keeps bytes stable across proj4js versions. */
+const DEGREE_DECIMALS = 7;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * The output item of a scene: deterministic (the same input gives the same
+ * item, and {@link stacItemBytes} the same bytes), so the create-only write of
+ * a re-run finds its own bytes in place.
+ *
+ * bbox and geometry are WGS84 (lon, lat) of the target grid's footprint, its
+ * edges densified before reprojection (a UTM or Web Mercator edge is a curve
+ * in lon/lat). Footprints across the antimeridian are not split (see docs/outputs.md).
+ *
+ * @example
+ * const item = sceneStacItem({ sceneKey, itemKey: outputKeys.stacItem(sceneKey), target: manifest.target,
+ *   noData: -9999, assets: { vrt: outputKeys.mosaic(sceneKey) }, datetime: '2024-06-01T10:30:00Z' });
+ */
+export function sceneStacItem(input: SceneStacItemInput): StacItem {
+  const { target } = input;
+  validateGrid(input);
+  const { bbox, ring } = footprint(target);
+  const gt = target.geoTransform;
+  const crs = crsFromEpsg(target.epsg);
+  // raster: spatial_resolution is in metres: given for a CRS in metres; a lon/lat grid's cell is not one length.
+  const metres = /\+units=m\b/.test(crs.proj4);
+  const band = {
+    data_type: 'float32',
+    nodata: rasterNoData(input.noData),
+    ...(metres
+      ? { spatial_resolution: Math.abs(gt[1]) === Math.abs(gt[5]) ? Math.abs(gt[1]) : (Math.abs(gt[1]) + Math.abs(gt[5])) / 2 }
+      : {}),
+  };
+  const about = input.expression === undefined ? 'float32' : `float32 ${JSON.stringify(input.expression)}`;
+  const assets: Record<string, unknown> = {
+    mosaic: {
+      href: relativeHref(input.itemKey, input.assets.vrt),
+      type: 'application/xml',
+      title: 'VRT mosaic (GDAL virtual raster over the tile COGs)',
+      description: `${about}, ${target.width} x ${target.height} pixels; open with GDAL or QGIS, it reads the tiles in place`,
+      roles: ['data'],
+      'raster:bands': [band],
+    },
+  };
+  if (input.assets.cog !== undefined) {
+    assets.cog = {
+      href: relativeHref(input.itemKey, input.assets.cog),
+      type: COG_CONTENT_TYPE,
+      title: 'COG mosaic (one Cloud Optimized GeoTIFF with internal overviews)',
+      description: `${about}, ${target.width} x ${target.height} pixels`,
+      roles: ['data'],
+      'raster:bands': [band],
+    };
+  }
+  return {
+    type: 'Feature',
+    stac_version: STAC_VERSION,
+    stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION],
+    id: input.sceneKey,
+    bbox,
+    geometry: { type: 'Polygon', coordinates: [ring] },
+    properties: {
+      ...times(input),
+      'proj:code': `EPSG:${target.epsg}`,
+      'proj:shape': [target.height, target.width],
+      // STAC's affine order (rasterio's): [a, b, c, d, e, f] from GDAL's [c, a, b, f, d, e].
+      'proj:transform': [gt[1], gt[2], gt[0], gt[4], gt[5], gt[3]],
+      'proj:bbox': projBbox(target),
+      ...(target.tms === undefined
+        ? {}
+        : {
+            description: `tiles on the OGC TileMatrixSet ${target.tms.id}, zoom ${target.tms.zoom}, from column ${target.tms.minCol}, row ${target.tms.minRow}`,
+          }),
+    },
+    links:
+      input.source === undefined
+        ? []
+        : [
+            {
+              rel: 'derived_from',
+              href: input.source.href,
+              type: STAC_ITEM_CONTENT_TYPE,
+              title: `source item ${input.source.metadata.id}`,
+            },
+          ],
+    assets,
+  };
+}
+
+/** The bytes of an item as written: canonical JSON (RFC 8785), so equal items are equal bytes. */
+export function stacItemBytes(item: StacItem): Uint8Array {
+  return new TextEncoder().encode(canonicalJson(item));
+}
+
+/**
+ * Create-only write of the item at `key`. `already-present` with the same
+ * bytes (a re-run after a crash, a duplicate assembly) is success: INFO and
+ * `write-already-present`, counted here. Other bytes at the key are an alarm:
+ * `write-occupied`, ERROR, OutputOccupiedError (nothing overwritten).
+ */
+export async function writeSceneStacItem(
+  outputs: ObjectStore,
+  key: string,
+  item: StacItem,
+  telemetry: Telemetry,
+): Promise<{ readonly kind: 'written' | 'already-present'; readonly key: string }> {
+  const body = stacItemBytes(item);
+  const put = await outputs.putIfAbsent(key, body, { contentType: STAC_ITEM_CONTENT_TYPE });
+  switch (put.kind) {
+    case 'written':
+      telemetry.log('INFO', 'stac-item-written', { outputKey: key, id: item.id });
+      return { kind: 'written', key };
+    case 'already-present':
+      if (!put.sameBytes) {
+        telemetry.count('write-occupied');
+        telemetry.log('ERROR', 'write-occupied', { outputKey: key, found: put.current?.version });
+        const digest = contentDigest(body);
+        throw new OutputOccupiedError(outputs.name, key, { size: digest.size, sha256Hex: digest.sha256Hex }, put.current);
+      }
+      telemetry.count('write-already-present');
+      telemetry.log('INFO', 'write-already-present', { outputKey: key });
+      return { kind: 'already-present', key };
+    default:
+      return assertNever(put);
+  }
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected putIfAbsent result ${JSON.stringify(value)}`);
+}
+
+/** `datetime` (or null with `start_datetime`/`end_datetime`): the source item's, else the caller's. */
+function times(input: SceneStacItemInput): Record<string, string | null> {
+  const meta = input.source?.metadata;
+  if (meta !== undefined) {
+    const out: Record<string, string | null> = { datetime: meta.datetime };
+    if (meta.start_datetime !== undefined) out.start_datetime = meta.start_datetime;
+    if (meta.end_datetime !== undefined) out.end_datetime = meta.end_datetime;
+    for (const [name, value] of Object.entries(out)) {
+      if (value !== null && !RFC3339.test(value)) {
+        throw new InvalidParamsError(
+          `STAC output of ${input.sceneKey}: the source item's ${name} ${JSON.stringify(value)} is not an RFC 3339 date-time`,
+        );
+      }
+    }
+    if (out.datetime === null && (out.start_datetime === undefined || out.end_datetime === undefined)) {
+      throw new InvalidParamsError(
+        `STAC output of ${input.sceneKey}: the source item has datetime null without both start_datetime and end_datetime`,
+      );
+    }
+    return out;
+  }
+  if (input.datetime === undefined || !RFC3339.test(input.datetime)) {
+    throw new InvalidParamsError(
+      `STAC output of ${input.sceneKey}: needs a datetime (RFC 3339, e.g. 2024-06-01T10:30:00Z) when the scene has no source STAC item, ` +
+        `got ${JSON.stringify(input.datetime)}; pass the time recorded in the scene manifest`,
+    );
+  }
+  return { datetime: input.datetime };
+}
+
+/** raster v1.1 nodata: a number, or the strings it defines for the non-finite values. */
+function rasterNoData(noData: number): number | string {
+  if (Number.isNaN(noData)) return 'nan';
+  if (noData === Number.POSITIVE_INFINITY) return 'inf';
+  if (noData === Number.NEGATIVE_INFINITY) return '-inf';
+  return noData;
+}
+
+function validateGrid(input: SceneStacItemInput): void {
+  const { width, height, geoTransform } = input.target;
+  const fail = (why: string): never => {
+    throw new InvalidParamsError(`STAC output of ${input.sceneKey}: ${why}`);
+  };
+  if (!Number.isInteger(width) || width <= 0 || !Number.isInteger(height) || height <= 0) fail(`the grid is ${width}x${height}`);
+  if (geoTransform.length !== 6 || !geoTransform.every(Number.isFinite))
+    fail(`geotransform ${JSON.stringify(geoTransform)} is not six finite numbers`);
+  if (geoTransform[1] * geoTransform[5] - geoTransform[2] * geoTransform[4] === 0)
+    fail(`geotransform ${JSON.stringify(geoTransform)} is degenerate`);
+}
+
+/** The grid's pixel corner (col, row) in its CRS. */
+function toCrs(gt: GeoTransform, col: number, row: number): [number, number] {
+  return [gt[0] + col * gt[1] + row * gt[2], gt[3] + col * gt[4] + row * gt[5]];
+}
+
+/** proj:bbox: the footprint's extent in the grid's own CRS, [xmin, ymin, xmax, ymax]. */
+function projBbox(target: StacTargetGrid): number[] {
+  const corners = [
+    toCrs(target.geoTransform, 0, 0),
+    toCrs(target.geoTransform, target.width, 0),
+    toCrs(target.geoTransform, target.width, target.height),
+    toCrs(target.geoTransform, 0, target.height),
+  ];
+  const xs = corners.map((c) => c[0]);
+  const ys = corners.map((c) => c[1]);
+  return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
+}
+
+/**
+ * The footprint in WGS84: the grid's outline walked corner to corner with
+ * EDGE_POINTS points per edge, reprojected, as a closed counter-clockwise ring
+ * (RFC 7946) and its bbox. A point outside the CRS's domain is dropped; a
+ * footprint with no valid point is an error.
+ */
+function footprint(target: StacTargetGrid): { bbox: number[]; ring: number[][] } {
+  const { width: w, height: h, geoTransform: gt } = target;
+  const pixel: [number, number][] = [];
+  const edge = (c0: number, r0: number, c1: number, r1: number) => {
+    for (let i = 0; i < EDGE_POINTS; i++) pixel.push([c0 + ((c1 - c0) * i) / EDGE_POINTS, r0 + ((r1 - r0) * i) / EDGE_POINTS]);
+  };
+  edge(0, 0, 0, h);
+  edge(0, h, w, h);
+  edge(w, h, w, 0);
+  edge(w, 0, 0, 0);
+  const xs = new Float64Array(pixel.length);
+  const ys = new Float64Array(pixel.length);
+  pixel.forEach(([c, r], i) => {
+    [xs[i], ys[i]] = toCrs(gt, c, r);
+  });
+  crsTransform(crsFromEpsg(target.epsg), crsFromEpsg(4326))(xs, ys);
+  const round = (v: number) => {
+    const r = Number(v.toFixed(DEGREE_DECIMALS));
+    return Object.is(r, -0) ? 0 : r;
+  };
+  const ring: number[][] = [];
+  for (let i = 0; i < pixel.length; i++) {
+    const lon = xs[i] as number;
+    const lat = ys[i] as number;
+    if (!Number.isFinite(lon) || !Number.isFinite(lat)) continue;
+    const point = [round(lon), round(lat)];
+    const last = ring[ring.length - 1];
+    if (last === undefined || last[0] !== point[0] || last[1] !== point[1]) ring.push(point);
+  }
+  if (ring.length < 3) {
+    throw new InvalidParamsError(
+      `the ${w}x${h} grid in EPSG:${target.epsg} has no footprint in WGS84 (its corners are outside the CRS's domain)`,
+    );
+  }
+  // Walked left edge down, bottom edge right, ...: counter-clockwise in lon/lat for a north-up grid; reverse otherwise.
+  if (signedArea(ring) < 0) ring.reverse();
+  ring.push([...(ring[0] as number[])]);
+  const lons = ring.map((p) => p[0] as number);
+  const lats = ring.map((p) => p[1] as number);
+  return { bbox: [Math.min(...lons), Math.min(...lats), Math.max(...lons), Math.max(...lats)], ring };
+}
+
+/** Twice the signed area of an open ring (shoelace): positive when counter-clockwise. */
+function signedArea(ring: readonly number[][]): number {
+  let sum = 0;
+  for (let i = 0; i < ring.length; i++) {
+    const [x0, y0] = ring[i] as [number, number];
+    const [x1, y1] = ring[(i + 1) % ring.length] as [number, number];
+    sum += x0 * y1 - x1 * y0;
+  }
+  return sum;
+}
+
+/** The href of object `to` relative to object `from` (both keys in one store): `./b.vrt`, `../tiles/...`. */
+export function relativeHref(from: string, to: string): string {
+  const fromDir = from.split('/').slice(0, -1);
+  const parts = to.split('/');
+  let common = 0;
+  while (common < fromDir.length && common < parts.length - 1 && fromDir[common] === parts[common]) common++;
+  const up = fromDir.length - common;
+  const rest = parts.slice(common).join('/');
+  return up === 0 ? `./${rest}` : `${'../'.repeat(up)}${rest}`;
+}
