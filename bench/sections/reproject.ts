@@ -201,7 +201,7 @@ export async function reproject(cfg: ReprojectConfig, g: Gdal, log: (line: strin
     const agreeing = (f: (a: WarpAgreement) => number) => fmt(Math.min(...agreement.map(f)));
     rows.push(
       {
-        section: '6 reproject',
+        section: '7 reproject',
         metric: `reprojected tiles per second vs GDAL library (warm, one core): ${TMS} z${cfg.zoom}, ${TILE_PX} px, ${resampling}, 2 bands -> NDVI COG`,
         backend: 'local',
         target: 'context',
@@ -216,7 +216,7 @@ export async function reproject(cfg: ReprojectConfig, g: Gdal, log: (line: strin
           `GDAL's per-tile warps against Tessera's tiles: max |diff| ${fmt(worst)}, ${masks} mask mismatches (each tile's own row approximation)`,
       },
       {
-        section: '6 reproject',
+        section: '7 reproject',
         metric: `CPU time per reprojected tile, ${resampling}`,
         backend: 'local',
         target: 'context',
@@ -226,7 +226,7 @@ export async function reproject(cfg: ReprojectConfig, g: Gdal, log: (line: strin
         note: 'GDAL CPU / Tessera CPU: the race with whatever else the core ran taken out',
       },
       {
-        section: '6 reproject',
+        section: '7 reproject',
         metric: `where a reprojected Tessera tile goes, ${resampling} (renderTile's steps, untimed by the race)`,
         backend: 'local',
         target: 'context',

@@ -50,6 +50,8 @@ export interface MainJobOptions {
 export interface MainJobSummary {
   readonly sceneKey: string;
   readonly source: string;
+  /** A multi-file scene: each band's object (`bucket/key`), by band name. */
+  readonly bands?: Readonly<Record<string, string>> | undefined;
   readonly windows: number;
   readonly tilesWritten: number;
   readonly duplicatesDelivered: number;
@@ -185,7 +187,7 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       manifestCount = mosaic.manifestCount;
       mosaicKey = mosaic.mosaicKey;
       cogMosaicKey = mosaic.cogMosaicKey;
-      stacItemKey = mosaic.stacItemKey ?? "";
+      stacItemKey = mosaic.stacItemKey ?? '';
     } catch (error) {
       if (!(error instanceof MissingTilesError)) throw error;
       options.log(JSON.stringify({ level: 'ERROR', event: 'mosaic-failed', message: error.message }));
@@ -195,6 +197,9 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     return {
       sceneKey: fan.sceneKey,
       source: `${source.bucket}/${source.key}`,
+      ...(source.assets === undefined
+        ? {}
+        : { bands: Object.fromEntries(Object.entries(source.assets).map(([band, a]) => [band, `${source.bucket}/${a.key}`])) }),
       windows: fan.grid.count,
       tilesWritten: counters.written,
       duplicatesDelivered: duplicates + (options.injectSteal ? 1 : 0),
@@ -250,7 +255,10 @@ async function gridSummary(backend: LocalBackend, scene: string): Promise<{ crs:
   const { crs } = sceneGeoref(manifest);
   const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
   const tms = manifest.grid.target?.tms;
-  return { crs: epsg === undefined ? 'unknown (no EPSG code)' : `EPSG:${epsg}`, ...(tms === undefined ? {} : { tms: tms.id, zoom: tms.zoom }) };
+  return {
+    crs: epsg === undefined ? 'unknown (no EPSG code)' : `EPSG:${epsg}`,
+    ...(tms === undefined ? {} : { tms: tms.id, zoom: tms.zoom }),
+  };
 }
 
 /** The scene's source, and `params.bands` when `--band` or `--stac` named them. */

@@ -62,7 +62,9 @@ export function parseAssetSpecs(values: readonly string[] | undefined): Record<s
     const name = eq > 0 ? raw.slice(0, eq) : '';
     const asset = eq > 0 ? raw.slice(eq + 1) : '';
     if (!NAME.test(name) || asset === '') {
-      throw new InvalidParamsError(`--asset ${JSON.stringify(raw)}: write NAME=ASSET, e.g. --asset B04=red (an asset key or an eo:bands common name)`);
+      throw new InvalidParamsError(
+        `--asset ${JSON.stringify(raw)}: write NAME=ASSET, e.g. --asset B04=red (an asset key or an eo:bands common name)`,
+      );
     }
     if (name in out) throw new InvalidParamsError(`--asset ${name} is given twice`);
     out[name] = asset;
@@ -93,7 +95,9 @@ export async function stageBandFiles(
     const key = `scenes/${basename(spec.path)}`;
     const other = pathOfKey.get(key);
     if (other !== undefined) {
-      throw new InvalidParamsError(`band files ${other} and ${spec.path} have the same name; rename one (each is stored as scenes/<file name>)`);
+      throw new InvalidParamsError(
+        `band files ${other} and ${spec.path} have the same name; rename one (each is stored as scenes/<file name>)`,
+      );
     }
     keyOfPath.set(spec.path, key);
     pathOfKey.set(key, spec.path);
@@ -107,13 +111,17 @@ export async function stageBandFiles(
   }
   let sceneRef: SourceRef | undefined;
   if (specs.some((s) => !('path' in s))) {
-    if (scene === undefined) throw new InvalidParamsError('--band NAME=INDEX names a band of the scene file: give --scene PATH or --source-key KEY too');
+    if (scene === undefined)
+      throw new InvalidParamsError('--band NAME=INDEX names a band of the scene file: give --scene PATH or --source-key KEY too');
     sceneRef = await scene();
   }
   const assets: Record<string, AssetRef> = {};
   const bands: Record<string, number> = {};
   for (const spec of specs) {
-    const ref = 'path' in spec ? (refs.get(spec.path) as AssetRef) : { key: (sceneRef as SourceRef).key, versionToken: (sceneRef as SourceRef).versionToken };
+    const ref =
+      'path' in spec
+        ? (refs.get(spec.path) as AssetRef)
+        : { key: (sceneRef as SourceRef).key, versionToken: (sceneRef as SourceRef).versionToken };
     assets[spec.name] = ref;
     bands[spec.name] = spec.index;
   }
@@ -150,7 +158,9 @@ export async function stageStacItem(
     itemKey = item;
     validateObjectKey(itemKey);
     if (!(await backend.sources.head(itemKey))) {
-      throw new InvalidParamsError(`--stac ${JSON.stringify(item)}: neither a file nor an object in the source store (${backend.sources.root})`);
+      throw new InvalidParamsError(
+        `--stac ${JSON.stringify(item)}: neither a file nor an object in the source store (${backend.sources.root})`,
+      );
     }
   }
   const itemHead = await backend.sources.head(itemKey);

@@ -67,7 +67,8 @@ function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyState
  * - tile: reads source objects (pinned versions), writes `tiles/`, claims and commits in the table, sends
  *   fan-out chunks to the tile queue.
  * - scene and tile: send a poison record to their own trigger queue's DLQ.
- * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists `tiles/`, writes `mosaics/`.
+ * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists and reads `tiles/` (a COG mosaic is
+ *   built from their bytes), writes `mosaics/` (the VRT, the COG mosaic, the STAC Item).
  * - ingest: reads any key of the source bucket (an `object:KEY` href) and lists it, writes `staging/` (the
  *   attempt's download) and create-only writes the source prefix (the promoted scene: a copy from staging,
  *   `If-None-Match: *`), and gets / conditionally puts / queries the manifest table. No delete anywhere:
@@ -146,6 +147,8 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
           Action: 's3:GetObject',
           Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
         },
+        // A COG mosaic (`mosaic: cog`) is built from the tiles' bytes: read-only on tiles/.
+        { Sid: 'ReadTiles', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.tiles) },
         // The sweep lists scenes/ and mosaics/ to find scenes still waiting for a mosaic, and tiles/ to prove every tile exists.
         listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes, OUTPUT_PREFIXES.mosaics, OUTPUT_PREFIXES.tiles], 'ListScenesMosaicsTiles'),
         writeUnder(arns.outputBucket, OUTPUT_PREFIXES.mosaics, 'WriteMosaics'),

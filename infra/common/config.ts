@@ -348,7 +348,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     try {
       stacAssets = parseStacSelection(stacText, key('stacAssets'));
     } catch (e) {
-      problems.push(`${e instanceof Error ? e.message : String(e)}; e.g. \`${set('stacAssets', `'{"B04":"red","B08":"nir"}'`)}\``);
+      problems.push(`${e instanceof Error ? e.message : String(e)}; set it with \`${set('stacAssets', `'{"B04":"red","B08":"nir"}'`)}\``);
     }
   }
   const suffix = get('sourceSuffix') ?? (stacText === undefined ? '.tif' : '.json');
@@ -394,7 +394,16 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     // On a STAC stack the bands are the selection's (their indexes come from each item at fan-out).
     const bands = stacAssets === undefined ? undefined : Object.fromEntries(Object.keys(stacAssets).map((b) => [b, 1]));
     const tiling = tilingParams(bands === undefined ? params : { ...params, bands });
-    if (bands !== undefined) parseExpression(tiling.expression, Object.keys(bands));
+    if (bands !== undefined) {
+      try {
+        parseExpression(tiling.expression, Object.keys(bands));
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        problems.push(
+          `${key('expression')} must use only the bands ${key('stacAssets')} selects: ${why}; add the band to ${key('stacAssets')}`,
+        );
+      }
+    }
   } catch (e) {
     problems.push(
       `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}): ${e instanceof Error ? e.message : String(e)}`,

@@ -255,7 +255,8 @@ class TilePlacer {
     const { key, window: w } = this.tile(i);
     const head = this.heads[i] as ObjectHead;
     // Pinned to the version head() saw: a tile replaced between the head and this read is not mixed in.
-    const source = await openGeoTiff(this.outputs, key, { pin: { version: head.version } });
+    // No block cache: the tile is read by one window, so a decoded block is never asked for twice.
+    const source = await openGeoTiff(this.outputs, key, { pin: { version: head.version }, blockCacheBytes: 0 });
     if (source.width !== w.width || source.height !== w.height) {
       throw new InvalidParamsError(
         `tile ${JSON.stringify(key)} is ${source.width}x${source.height} but the scene manifest places a ${w.width}x${w.height} window there; ` +

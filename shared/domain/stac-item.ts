@@ -184,8 +184,10 @@ function parseAsset(name: string, raw: unknown, fail: (why: string) => never): S
     return fail(`has ${where} whose "roles" is not an array of strings`);
   // STAC 1.1 moved eo:bands and raster:bands into one `bands` array (common
   // name as `eo:common_name`); 1.0 items use the eo extension's `eo:bands`
-  // (`common_name`). Read whichever is there, `bands` first.
-  const listed = raw.bands !== undefined ? { field: 'bands', value: raw.bands } : { field: 'eo:bands', value: raw['eo:bands'] };
+  // (`common_name`), or only the raster extension's `raster:bands`, which
+  // names no band but still says how many the file holds. `bands` first.
+  const field = raw.bands !== undefined ? 'bands' : raw['eo:bands'] !== undefined ? 'eo:bands' : 'raster:bands';
+  const listed = { field, value: raw[field] };
   const bands: StacBand[] = [];
   if (listed.value !== undefined) {
     if (!Array.isArray(listed.value)) return fail(`has ${where} whose "${listed.field}" is not an array`);
@@ -361,7 +363,7 @@ function chooseAsset(item: StacItemInput, itemKey: string, band: string, wanted:
   if (candidates.length === 0) {
     const names = Object.values(item.assets)
       .filter((a) => a.type === undefined || /tiff/i.test(a.type))
-      .map((a) => (a.bands.length === 0 ? a.name : `${a.name} (${a.bands.map(bandLabel).join(', ')})`));
+      .map((a) => (a.bands.some((b) => b.name ?? b.commonName) ? `${a.name} (${a.bands.map(bandLabel).join(', ')})` : a.name));
     throw new InvalidParamsError(
       `${where}: no asset is called ${quote(wanted)} and no band has that name or common name; the item's raster assets: ${names.slice(0, 40).join('; ')}${names.length > 40 ? '; ...' : ''}`,
     );

@@ -107,11 +107,23 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
     await put(stack, `${DIR}/B04.tif`, bandBytes);
     await put(stack, `${DIR}/item.json`, item('S2B_T31UDQ_20240601'));
     const rt = createTestRuntime({ env }, emulatorClients());
-    const itemRecord = (await sceneRecords(stack, 2)).find((r) => keyOf(r) === `${DIR}/item.json`) as SQSRecord;
-    // Its third receive, of the three the redrive policy allows (TESSERA_MAX_DELIVERIES).
-    const last = { ...itemRecord, attributes: { ...itemRecord.attributes, ApproximateReceiveCount: '3' } };
-    expect(await createSceneHandler(rt)({ Records: [last] })).toEqual({ batchItemFailures: [] });
-    expect(rt.backend.telemetry.counters()).toMatchObject({ 'scene-incomplete': 1, poison: 1, enqueued: 0 });
+    const handler = createSceneHandler(rt);
+    // Each receive, real: the handler hands the item back, its backoff passes, SQS delivers it again (receive 1, 2, 3).
+    const receives: string[] = [];
+    let pending = (await sceneRecords(stack, 2)).filter((r) => keyOf(r) === `${DIR}/item.json`);
+    while (pending.length > 0) {
+      const [record] = pending as [SQSRecord];
+      receives.push(record.attributes.ApproximateReceiveCount);
+      const { batchItemFailures } = (await handler({ Records: [record] })) as { batchItemFailures: unknown[] };
+      if (batchItemFailures.length === 0) break;
+      await sqsClient().send(
+        new ChangeMessageVisibilityCommand({ QueueUrl: stack.scenes.url, ReceiptHandle: record.receiptHandle, VisibilityTimeout: 0 }),
+      );
+      pending = await sceneRecords(stack, 1);
+    }
+    // At the third receive of the three the redrive policy allows (TESSERA_MAX_DELIVERIES) the handler dead-letters it itself.
+    expect(receives).toEqual(['1', '2', '3']);
+    expect(rt.backend.telemetry.counters()).toMatchObject({ 'scene-incomplete': 3, poison: 1, enqueued: 0 });
     const dlq = await sqsClient().send(
       new ReceiveMessageCommand({
         QueueUrl: stack.scenesDlq.url,

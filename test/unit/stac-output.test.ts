@@ -93,7 +93,12 @@ describe('sceneStacItem', () => {
   it('is a valid STAC 1.0.0 Item with the projection v2.0.0 and raster v1.1.0 extensions', () => {
     const item = sceneStacItem({ ...UTM, assets: { vrt: outputKeys.mosaic(SCENE), cog: outputKeys.cogMosaic(SCENE) } });
     expect(schemaErrors(item)).toEqual([]);
-    expect(item).toMatchObject({ type: 'Feature', stac_version: '1.0.0', id: SCENE, stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION] });
+    expect(item).toMatchObject({
+      type: 'Feature',
+      stac_version: '1.0.0',
+      id: SCENE,
+      stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION],
+    });
   });
 
   it('the schemas catch what is wrong: the validation is not vacuous', () => {
@@ -129,7 +134,7 @@ describe('sceneStacItem', () => {
       name: 'WebMercatorQuad zoom 12 tiles',
       target: {
         epsg: 3857,
-        geoTransform: [244_598.40, 9.554628535647032, 0, 6_271_072.33, 0, -9.554628535647032],
+        geoTransform: [244_598.4, 9.554628535647032, 0, 6_271_072.33, 0, -9.554628535647032],
         width: 2048,
         height: 1536,
         tms: { id: 'WebMercatorQuad', zoom: 12, minCol: 2073, minRow: 1408 },
@@ -154,7 +159,8 @@ describe('sceneStacItem', () => {
       expect(ring[0]).toEqual(ring[ring.length - 1]);
       // RFC 7946: the exterior ring is counter-clockwise.
       let twiceArea = 0;
-      for (let i = 0; i + 1 < ring.length; i++) twiceArea += (ring[i]?.[0] as number) * (ring[i + 1]?.[1] as number) - (ring[i + 1]?.[0] as number) * (ring[i]?.[1] as number);
+      for (let i = 0; i + 1 < ring.length; i++)
+        twiceArea += (ring[i]?.[0] as number) * (ring[i + 1]?.[1] as number) - (ring[i + 1]?.[0] as number) * (ring[i]?.[1] as number);
       expect(twiceArea).toBeGreaterThan(0);
       for (const [lon, lat] of ring as [number, number][]) {
         expect(lon).toBeGreaterThanOrEqual(item.bbox[0] as number);
@@ -197,13 +203,22 @@ describe('sceneStacItem', () => {
       },
       'scenes/S2/item.json',
     );
-    const item = sceneStacItem({ ...UTM, datetime: undefined, source: { href: 's3://sources/scenes/S2/item.json', metadata: source.metadata } }) as {
+    const item = sceneStacItem({
+      ...UTM,
+      datetime: undefined,
+      source: { href: 's3://sources/scenes/S2/item.json', metadata: source.metadata },
+    }) as {
       properties: Record<string, unknown>;
       links: unknown[];
     };
     expect(item.properties.datetime).toBe('2024-06-01T10:56:29.024000Z');
     expect(item.links).toEqual([
-      { rel: 'derived_from', href: 's3://sources/scenes/S2/item.json', type: 'application/geo+json', title: 'source item S2B_31UDQ_20240601_0_L2A' },
+      {
+        rel: 'derived_from',
+        href: 's3://sources/scenes/S2/item.json',
+        type: 'application/geo+json',
+        title: 'source item S2B_31UDQ_20240601_0_L2A',
+      },
     ]);
     expect(schemaErrors(item)).toEqual([]);
 
@@ -214,7 +229,11 @@ describe('sceneStacItem', () => {
         metadata: { id: 'mosaic', datetime: null, start_datetime: '2024-06-01T00:00:00Z', end_datetime: '2024-06-30T23:59:59Z' },
       },
     }) as typeof item;
-    expect(range.properties).toMatchObject({ datetime: null, start_datetime: '2024-06-01T00:00:00Z', end_datetime: '2024-06-30T23:59:59Z' });
+    expect(range.properties).toMatchObject({
+      datetime: null,
+      start_datetime: '2024-06-01T00:00:00Z',
+      end_datetime: '2024-06-30T23:59:59Z',
+    });
     expect(schemaErrors(range)).toEqual([]);
   });
 
@@ -252,7 +271,9 @@ describe('writeSceneStacItem', () => {
     expect(await writeSceneStacItem(store, key, item, telemetry)).toEqual({ kind: 'written', key });
     expect(await writeSceneStacItem(store, key, sceneStacItem(UTM), telemetry)).toEqual({ kind: 'already-present', key });
     expect(telemetry.counters()['write-already-present']).toBe(1);
-    expect(lines.map((l) => JSON.parse(l))).toContainEqual(expect.objectContaining({ level: 'INFO', event: 'write-already-present', outputKey: key }));
+    expect(lines.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({ level: 'INFO', event: 'write-already-present', outputKey: key }),
+    );
     expect(JSON.parse(new TextDecoder().decode(await store.get(key)))).toEqual(item);
   });
 

@@ -111,7 +111,8 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   const size = intOption('size', values.size, 5120, 16, 65_536);
   const tilePx = intOption('tile', values.tile, 256, 16, 8192);
   const output = outputProfileOption(values.compression, values.level);
-  if (values.asset !== undefined && values.stac === undefined) throw new InvalidParamsError('--asset names an asset of --stac ITEM: give --stac too');
+  if (values.asset !== undefined && values.stac === undefined)
+    throw new InvalidParamsError('--asset names an asset of --stac ITEM: give --stac too');
   if ((values.tms === undefined) !== (values.zoom === undefined)) throw new InvalidParamsError('--tms and --zoom go together');
   const grid: Record<string, unknown> = {
     ...(values.expression === undefined ? {} : { expression: values.expression }),
@@ -167,6 +168,7 @@ export function formatProfile(p: TileProfile | undefined): string {
 export function formatSummary(s: MainJobSummary): string {
   const rows: [string, string | number][] = [
     ['scene', s.source],
+    ...(s.bands === undefined ? [] : Object.entries(s.bands).map(([band, key]) => [`  band ${band}`, key] as [string, string])),
     ['scene key', s.sceneKey],
     ['windows (grid count)', s.windows],
     ['tiles written', s.tilesWritten],

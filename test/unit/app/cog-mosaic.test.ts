@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildCogMosaic, type CogMosaicInput, CogMosaicTooLargeError, type CogMosaicTile } from '../../../shared/app/cog-mosaic.js';
+import { buildCogMosaic, type CogMosaicInput, type CogMosaicTile, CogMosaicTooLargeError } from '../../../shared/app/cog-mosaic.js';
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { InvalidParamsError, MissingTilesError, OutputOccupiedError, SourceChangedError } from '../../../shared/domain/errors.js';
 import type { ObjectHead } from '../../../shared/ports/object-store.port.js';
@@ -37,7 +37,15 @@ describe('encodeCogByStrips', () => {
   for (const c of cases) {
     it(`gives encodeCog's bytes for a ${c.width} x ${c.height} raster in ${c.blockSize}-pixel ${c.compression} blocks (${c.lanes} lane(s))`, async () => {
       const data = field(c.width, c.height);
-      const spec = { width: c.width, height: c.height, geoTransform: GT, crs: CRS, noData: NO_DATA, blockSize: c.blockSize, compression: c.compression };
+      const spec = {
+        width: c.width,
+        height: c.height,
+        geoTransform: GT,
+        crs: CRS,
+        noData: NO_DATA,
+        blockSize: c.blockSize,
+        compression: c.compression,
+      };
       const asked: [number, number][] = [];
       const read = rowsOf(data, c.width);
       const streamed = await encodeCogByStrips(
@@ -86,7 +94,8 @@ async function writeTiles(
     for (let x = 0; x < width; x += tilePx) {
       const window = { x, y, width: Math.min(tilePx, width - x), height: Math.min(tilePx, height - y) };
       const pixels = new Float32Array(window.width * window.height);
-      for (let r = 0; r < window.height; r++) pixels.set(data.subarray((y + r) * width + x, (y + r) * width + x + window.width), r * window.width);
+      for (let r = 0; r < window.height; r++)
+        pixels.set(data.subarray((y + r) * width + x, (y + r) * width + x + window.width), r * window.width);
       const key = `tiles/scene/${y / tilePx}_${x / tilePx}.tif`;
       const cog = encodeCog({
         ...window,
@@ -130,7 +139,16 @@ describe('buildCogMosaic', () => {
     const result = await buildCogMosaic(store, input(tiles), telemetry);
     expect(result).toEqual({ kind: 'written', key: 'mosaics/scene.tif', bytes: expect.any(Number), width, height });
     const stored = await store.get('mosaics/scene.tif');
-    const reference = encodeCog({ width, height, data, geoTransform: GT, crs: CRS, noData: NO_DATA, blockSize: 256, compression: 'DEFLATE' });
+    const reference = encodeCog({
+      width,
+      height,
+      data,
+      geoTransform: GT,
+      crs: CRS,
+      noData: NO_DATA,
+      blockSize: 256,
+      compression: 'DEFLATE',
+    });
     expect(Buffer.from(stored).equals(Buffer.from(reference))).toBe(true);
     expect(result.bytes).toBe(reference.byteLength);
     const cog = await openGeoTiff(store, 'mosaics/scene.tif');
@@ -222,7 +240,9 @@ describe('buildCogMosaic', () => {
       heads++;
       return head(key);
     };
-    const error = await buildCogMosaic(store, input(tiles, { maxPixels: width * height - 1 }), new JsonTelemetry()).catch((e: unknown) => e);
+    const error = await buildCogMosaic(store, input(tiles, { maxPixels: width * height - 1 }), new JsonTelemetry()).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(CogMosaicTooLargeError);
     expect((error as Error).message).toMatch(/open the VRT mosaic "mosaics\/scene\.vrt" instead/);
     expect(heads).toBe(0);
@@ -243,6 +263,8 @@ describe('buildCogMosaic', () => {
     const outside = [...tiles.slice(1), { key: 'tiles/scene/0_0.tif', window: { x: 1000, y: 0, width: 512, height: 512 } }];
     await expect(buildCogMosaic(store, input(outside), new JsonTelemetry())).rejects.toThrow(InvalidParamsError);
     const wrongSize = [...tiles.slice(1), { key: 'tiles/scene/0_0.tif', window: { x: 0, y: 0, width: 256, height: 512 } }];
-    await expect(buildCogMosaic(store, input(wrongSize), new JsonTelemetry())).rejects.toThrow(/is 512x512 but the scene manifest places a 256x512 window/);
+    await expect(buildCogMosaic(store, input(wrongSize), new JsonTelemetry())).rejects.toThrow(
+      /is 512x512 but the scene manifest places a 256x512 window/,
+    );
   });
 });

@@ -50,7 +50,9 @@ describe('parseStacItem', () => {
     expect(s2.assets.red?.bands).toEqual([{ name: 'B04', commonName: 'red' }]);
     expect(s2.assets.visual?.bands.map((b) => b.commonName)).toEqual(['red', 'green', 'blue']);
     expect(s2.assets.red?.type).toBe('image/tiff; application=geotiff; profile=cloud-optimized');
-    expect(s2.assets.scl?.bands).toEqual([]);
+    // scl lists only raster:bands: one band, unnamed
+    expect(s2.assets.scl?.bands).toEqual([{}]);
+    expect(s2.assets.safe_manifest?.bands).toEqual([]);
   });
 
   it('reads a Landsat Collection 2 L2 item (STAC 1.0)', () => {
@@ -310,6 +312,18 @@ describe('resolveStacAssets', () => {
       G: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_TCI_10m.tif`, index: 2, asset: 'visual' },
     });
     expect(() => resolveStacAssets(s2, S2_KEY, { X: 'visual:4' })).toThrow(/lists 3 bands, so there is no band 4/);
+  });
+
+  it('counts the bands of an asset that lists only raster:bands (STAC 1.0), so a multi-band one must say which', () => {
+    const doc = item({
+      rgb: { href: 'rgb.tif', 'raster:bands': [{ data_type: 'uint8' }, { data_type: 'uint8' }, { data_type: 'uint8' }] },
+    });
+    const parsed = parse(doc);
+    expect(parsed.assets.rgb?.bands).toEqual([{}, {}, {}]);
+    expect(() => resolveStacAssets(parsed, parsed.itemKey, { G: 'rgb' })).toThrow(
+      /holds 3 bands \(\(unnamed\), \(unnamed\), \(unnamed\)\); say which: "rgb:1" \.\. "rgb:3"/,
+    );
+    expect(resolveStacAssets(parsed, parsed.itemKey, { G: 'rgb:2' }).G).toEqual({ key: 'S2/T31UDQ/rgb.tif', index: 2, asset: 'rgb' });
   });
 
   it('refuses an asset that is not a GeoTIFF', () => {

@@ -54,7 +54,8 @@ interface GdalInfoJson {
   bands: { block: [number, number]; type: string; noDataValue?: number; overviews?: { size: [number, number] }[] }[];
 }
 
-const gdalinfo = (path: string): GdalInfoJson => JSON.parse(execFileSync('gdalinfo', ['-json', path], { encoding: 'utf8' })) as GdalInfoJson;
+const gdalinfo = (path: string): GdalInfoJson =>
+  JSON.parse(execFileSync('gdalinfo', ['-json', path], { encoding: 'utf8' })) as GdalInfoJson;
 
 /** True when GDAL reads the same float32 pixels from `tile` as from `window` of `mosaic` (no Tessera code involved). */
 function gdalSamePixels(mosaic: string, tile: string, window: { x: number; y: number; width: number; height: number }): boolean {
@@ -62,11 +63,18 @@ function gdalSamePixels(mosaic: string, tile: string, window: { x: number; y: nu
     'import json, sys',
     'from osgeo import gdal',
     'm, t, w = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])',
-    'a = gdal.Open(m).GetRasterBand(1).ReadRaster(w["x"], w["y"], w["width"], w["height"], buf_type=gdal.GDT_Float32)',
-    'b = gdal.Open(t).GetRasterBand(1).ReadRaster(0, 0, w["width"], w["height"], buf_type=gdal.GDT_Float32)',
+    'gdal.UseExceptions()',
+    // The datasets stay in variables: a band of a dataset Python has already freed crashes GDAL.
+    'mds, tds = gdal.Open(m), gdal.Open(t)',
+    'a = mds.GetRasterBand(1).ReadRaster(w["x"], w["y"], w["width"], w["height"], buf_type=gdal.GDT_Float32)',
+    'b = tds.GetRasterBand(1).ReadRaster(0, 0, w["width"], w["height"], buf_type=gdal.GDT_Float32)',
     'print(json.dumps(a == b))',
   ].join('\n');
-  return JSON.parse(execFileSync(PYTHON, ['-c', script, mosaic, tile, JSON.stringify(window)], { encoding: 'utf8' })) as boolean;
+  const out = execFileSync(PYTHON, ['-c', script, mosaic, tile, JSON.stringify(window)], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return JSON.parse(out) as boolean;
 }
 
 describe('outputs are COGs by GDAL’s rules', () => {
