@@ -116,7 +116,10 @@ export async function encodeCogByStrips(spec: CogStripSpec, read: StripReader, h
       return predictTile(level.spec, tile);
     };
     const out = new Array<Uint8Array>(across);
-    const account = (tx: number, block: Uint8Array) => {
+    const account = (tx: number, compressed: Uint8Array) => {
+      // node:zlib hands back a view of its output chunk (sized for the worst case, about the raw block):
+      // kept as is, every held block would pin a raw block's worth of memory. A copy of its own instead.
+      const block = compressed.byteLength < compressed.buffer.byteLength ? compressed.slice() : compressed;
       out[tx] = block;
       held += block.byteLength + 8; // the block, its 4-byte leader and its 4-byte trailer
       if (how.budget && held > how.budget.maxBytes) throw how.budget.exceeded(held);

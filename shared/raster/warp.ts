@@ -95,6 +95,8 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
   const maxError = options.maxErrorPixels ?? 0.125;
   const whole = options.targetWindowOf ?? { grid: target, x: 0, y: 0 };
   const toSource = pixelTransform(whole.grid, source, maxError, whole.x, whole.y);
+  // One point at a time is always exact (GDALApproxTransform transforms five points or fewer exactly).
+  const toSourceExact = pixelTransform(whole.grid, source, 0, whole.x, whole.y);
   // The raster's own extent, in the window's pixel coordinates: what "outside the source" means.
   const sw = options.sourceWindowOf;
   const minU = sw === undefined ? 0 : -sw.x;
@@ -116,7 +118,7 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
       const scale =
         resampling === 'nearest'
           ? { x: 1, y: 1 }
-          : kernelScale(pixelTransform(whole.grid, source, maxError, 0, 0), whole.grid, {
+          : kernelScale(whole.grid, source, {
               width: maxU - minU,
               height: maxV - minV,
               x: minU,
@@ -125,13 +127,24 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
       const use4 = scale.x >= 0.95 && scale.y >= 0.95;
       const us = new Float64Array(target.width);
       const vs = new Float64Array(target.width);
+      const u1 = new Float64Array(1);
+      const v1 = new Float64Array(1);
       for (let j = 0; j < target.height; j++) {
         toSource(j + 0.5, 0.5, us, vs);
         for (let i = 0; i < target.width; i++) {
-          const u = us[i] as number;
-          const v = vs[i] as number;
-          // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets).
-          if (!(u >= minU && v >= minV && u + EPSILON <= maxU && v + EPSILON <= maxV)) continue;
+          let u = us[i] as number;
+          let v = vs[i] as number;
+          // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets). Like gdalwarp, a centre the
+          // row approximation puts less than a pixel outside it is transformed again on its own, exactly, and
+          // tested once more: near an edge the approximation's 0.125 px decide whether a pixel is nodata.
+          let edge = rasterEdge(u, v, minU, minV, maxU, maxV);
+          if (edge === 'near') {
+            toSourceExact(j + 0.5, i + 0.5, u1, v1);
+            u = u1[0] as number;
+            v = v1[0] as number;
+            edge = rasterEdge(u, v, minU, minV, maxU, maxV);
+          }
+          if (edge !== 'inside') continue;
           // Inside the raster but outside the window read: the caller's window was too small for this pixel.
           if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
           // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
@@ -173,6 +186,19 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     default:
       return assertNever(resampling);
   }
+}
+
+/**
+ * Where a source pixel/line coordinate lies against the raster [minU, maxU) x [minV, maxV), tested in
+ * GWKCheckAndComputeSrcOffsets' order (left, top, right, bottom): inside, outside by less than a pixel on
+ * the first side it fails (`near`: gdalwarp retries it with the exact transformer), or outside.
+ */
+function rasterEdge(u: number, v: number, minU: number, minV: number, maxU: number, maxV: number): 'inside' | 'near' | 'outside' {
+  if (!(u >= minU)) return u > minU - 1 ? 'near' : 'outside';
+  if (!(v >= minV)) return v > minV - 1 ? 'near' : 'outside';
+  if (u + EPSILON > maxU) return u < maxU + 1 ? 'near' : 'outside';
+  if (v + EPSILON > maxV) return v < maxV + 1 ? 'near' : 'outside';
+  return 'inside';
 }
 
 function assertNever(value: never): never {
@@ -338,51 +364,61 @@ function approximateRow(
 
 /**
  * gdalwarp's dfXScale/dfYScale for a grid warped in one chunk: target size over the size of the source
- * window it needs (the bounding box of its edges in the source), snapped to 1 when nearly equal and to
- * 1/n when nearly a whole reduction (GDALWarpKernel::PerformWarp).
+ * window it needs, snapped to 1 when nearly equal and to 1/n when nearly a whole reduction
+ * (GDALWarpKernel::PerformWarp). The source window is the bounding box of the target's edges mapped into
+ * the source, 21 points an edge, as GDALWarpOperation::ComputeSourceWindow samples them: a fixed cost
+ * whatever the grid's size, so a tile of a wide grid pays the same as a small grid.
  */
 function kernelScale(
-  toSource: RowTransform,
   target: RasterGrid,
-  source: { readonly width: number; readonly height: number; readonly x: number; readonly y: number },
+  source: RasterGrid,
+  raster: { readonly width: number; readonly height: number; readonly x: number; readonly y: number },
 ): { x: number; y: number } {
+  const steps = 20;
+  const n = 4 * (steps + 1);
+  const xs = new Float64Array(n);
+  const ys = new Float64Array(n);
+  const [tx0, tdx, , ty0, , tdy] = target.geoTransform;
+  let k = 0;
+  for (let s = 0; s <= steps; s++) {
+    const t = s / steps;
+    for (const [px, py] of [
+      [t * target.width, 0],
+      [t * target.width, target.height],
+      [0, t * target.height],
+      [target.width, t * target.height],
+    ] as const) {
+      xs[k] = tx0 + px * tdx;
+      ys[k] = ty0 + py * tdy;
+      k++;
+    }
+  }
+  crsTransform(target.crs, source.crs)(xs, ys);
+  const [sx0, sdx, , sy0, , sdy] = source.geoTransform;
   let minU = Infinity;
   let maxU = -Infinity;
   let minV = Infinity;
   let maxV = -Infinity;
-  const take = (us: Float64Array, vs: Float64Array) => {
-    for (let k = 0; k < us.length; k++) {
-      // In the whole raster's pixel coordinates (`source.x`/`y` is where the window read starts in them, negated).
-      const u = (us[k] as number) - source.x;
-      const v = (vs[k] as number) - source.y;
-      if (!Number.isFinite(u) || !Number.isFinite(v)) continue;
-      minU = Math.min(minU, u);
-      maxU = Math.max(maxU, u);
-      minV = Math.min(minV, v);
-      maxV = Math.max(maxV, v);
-    }
-  };
-  const row = new Float64Array(target.width + 1);
-  const rowV = new Float64Array(target.width + 1);
-  const steps = 20;
-  for (let s = 0; s <= steps; s++) {
-    toSource((s / steps) * target.height, 0, row, rowV);
-    if (s === 0 || s === steps) take(row, rowV);
-    else {
-      take(row.subarray(0, 1), rowV.subarray(0, 1));
-      take(row.subarray(target.width), rowV.subarray(target.width));
-    }
+  for (let i = 0; i < n; i++) {
+    // In the whole raster's pixel coordinates (`raster.x`/`y` is where the window read starts in them, negated).
+    const u = ((xs[i] as number) - sx0) / sdx - raster.x;
+    const v = ((ys[i] as number) - sy0) / sdy - raster.y;
+    if (!Number.isFinite(u) || !Number.isFinite(v)) continue;
+    minU = Math.min(minU, u);
+    maxU = Math.max(maxU, u);
+    minV = Math.min(minV, v);
+    maxV = Math.max(maxV, v);
   }
   if (!Number.isFinite(minU)) return { x: 1, y: 1 };
-  const width = Math.min(source.width, Math.ceil(maxU)) - Math.max(0, Math.floor(minU));
-  const height = Math.min(source.height, Math.ceil(maxV)) - Math.max(0, Math.floor(minV));
+  const width = Math.min(raster.width, Math.ceil(maxU)) - Math.max(0, Math.floor(minU));
+  const height = Math.min(raster.height, Math.ceil(maxV)) - Math.max(0, Math.floor(minV));
   const snap = (dst: number, src: number): number => {
     if (src <= 0) return 1;
     let scale = dst / src;
     if (src >= dst && src <= dst + 1) scale = 1;
     if (scale < 1) {
-      const n = Math.round(1 / scale);
-      if (Math.abs(1 / scale - n) < 0.05) scale = 1 / n;
+      const r = Math.round(1 / scale);
+      if (Math.abs(1 / scale - r) < 0.05) scale = 1 / r;
     }
     return scale;
   };

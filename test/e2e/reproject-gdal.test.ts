@@ -36,7 +36,7 @@ type Resampling = 'nearest' | 'bilinear' | 'cubic';
 
 /** What gdal-warp-compare.py prints. */
 interface Agreement {
-  mosaic: { epsg: number; geoTransform: number[]; size: [number, number]; noData: number };
+  mosaic: { path: string; epsg: number; geoTransform: number[]; size: [number, number]; noData: number };
   reference: string;
   /** gdalwarp's chunks per band (one, unless --gdal-chunking). */
   chunks: Record<string, number>;
@@ -96,9 +96,18 @@ const TARGETS: readonly Target[] = [
     epsg: 3857,
   })),
   ...(['nearest', 'bilinear'] as const).map((r) => ({
-    name: `--tms WebMercatorQuad --zoom Z --resampling ${r}`,
+    name: `--tms WebMercatorQuad --zoom Z --resampling ${r}${r === 'bilinear' ? ' --mosaic cog' : ''}`,
     resampling: r,
-    flags: (s: Scene) => ['--tms', 'WebMercatorQuad', '--zoom', String(s.zoom), '--resampling', r],
+    // One of them also writes the single COG mosaic, checked like the VRT.
+    flags: (s: Scene) => [
+      '--tms',
+      'WebMercatorQuad',
+      '--zoom',
+      String(s.zoom),
+      '--resampling',
+      r,
+      ...(r === 'bilinear' ? ['--mosaic', 'cog'] : []),
+    ],
     epsg: 3857,
   })),
 ];
@@ -163,6 +172,19 @@ describe('tessera run reprojects real imagery as gdalwarp does', () => {
           if (target.resampling === 'nearest') expect(a.identical).toBe(a.validBoth);
           else expect(a.withinTolerancePct).toBeGreaterThanOrEqual(99);
           expect(a.maskAgreePct).toBeGreaterThanOrEqual(99.5);
+          if (target.name.endsWith('--mosaic cog')) {
+            // The COG mosaic (assembled from the tiles) holds the same pixels on the same grid as the VRT.
+            expect(typeof s.cogMosaicPath).toBe('string');
+            const c = compare(s.cogMosaicPath as string, scene, target.resampling);
+            expect({ ...c.mosaic, path: '' }).toEqual({ ...a.mosaic, path: '' });
+            expect([c.validBoth, c.identical, c.validOnlyOurs, c.validOnlyGdal]).toEqual([
+              a.validBoth,
+              a.identical,
+              a.validOnlyOurs,
+              a.validOnlyGdal,
+            ]);
+            measured.push(`  (the COG mosaic: the same figures as the VRT's)`);
+          }
           if (target.name.startsWith('--tms')) {
             const own = compare(s.mosaicPath, scene, target.resampling, ['--gdal-chunking']);
             measured.push(

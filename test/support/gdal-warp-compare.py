@@ -202,8 +202,10 @@ def main():
         one = gdal.Translate('', src, format='VRT', bandList=[index])
         nodata = one.GetRasterBand(1).GetNoDataValue()
         before = len(kernel_calls)
+        # Without a source nodata, an alpha band says which target pixels the source covers (-dstalpha).
+        coverage = {'dstNodata': nodata} if nodata is not None else {'dstAlpha': True}
         ds = gdal.Warp('', one, format='MEM', dstSRS=dst_wkt, outputBounds=warp_te, xRes=tr[0], yRes=tr[1],
-                       resampleAlg=args.resampling, dstNodata=nodata, **chunk_options)
+                       resampleAlg=args.resampling, **coverage, **chunk_options)
         chunks[name] = len(kernel_calls) - before
         if not args.gdal_chunking and chunks[name] != 1:
             fail(f'gdalwarp of {name} ran in {chunks[name]} chunks, not one: {kernel_calls[before:][:3]}')
