@@ -21,8 +21,9 @@ for (let y = 0; y < size; y += tilePx) for (let x = 0; x < size; x += tilePx) {
 }
 global.gc?.();
 const base = process.memoryUsage();
-let peak = 0;
-const timer = setInterval(() => { const m = process.memoryUsage(); peak = Math.max(peak, m.rss); }, 5);
+let peak = 0; let live = 0;
+const baseLive = (global.gc?.(), process.memoryUsage().arrayBuffers + process.memoryUsage().heapUsed);
+const timer = setInterval(() => { const m = process.memoryUsage(); peak = Math.max(peak, m.rss); if (global.gc) { global.gc(); const g = process.memoryUsage(); live = Math.max(live, g.arrayBuffers + g.heapUsed - baseLive); } }, process.env.GCMS ? Number(process.env.GCMS) : 5);
 const t0 = performance.now();
 let bytes = 0;
 if (mode === 'stream') {
@@ -35,4 +36,4 @@ if (mode === 'stream') {
 }
 clearInterval(timer);
 const m = process.memoryUsage(); peak = Math.max(peak, m.rss);
-console.log(JSON.stringify({ mode, size, pixels: size * size, bytes, seconds: +((performance.now() - t0) / 1000).toFixed(2), baseRssMiB: +(base.rss / 2 ** 20).toFixed(0), peakRssMiB: +(peak / 2 ** 20).toFixed(0), storeTilesMiB: null }));
+console.log(JSON.stringify({ mode, size, pixels: size * size, bytes, seconds: +((performance.now() - t0) / 1000).toFixed(2), baseRssMiB: +(base.rss / 2 ** 20).toFixed(0), peakRssMiB: +(peak / 2 ** 20).toFixed(0), liveMiB: +(live / 2 ** 20).toFixed(0) }));
