@@ -1,3 +1,4 @@
+import { assertNever } from '../domain/claim.js';
 import { contentDigest } from '../domain/content-digest.js';
 import { InvalidParamsError, MissingTilesError, OutputOccupiedError, TesseraError } from '../domain/errors.js';
 import type { ObjectHead, ObjectStore } from '../ports/object-store.port.js';
@@ -15,11 +16,14 @@ export const MAX_COG_MOSAIC_PIXELS = 16_384 * 16_384;
 
 /**
  * The most compressed bytes a COG mosaic may have: the blocks are held until
- * the file is laid out, then copied into it, so the peak is about twice this
- * (768 MiB) plus two block rows of pixels, inside the 1024 MB of the cloud
- * mosaic functions (infra/common/config.ts SUPPORT_FUNCTION_MEMORY_MB).
+ * the file is laid out, then copied into it, so the live peak is about twice
+ * this plus two block rows of pixels. Measured on an 8192 x 8192 mosaic (a
+ * 168 MiB file): 215 MiB live at most, but the process grew by 488 MiB (freed
+ * tile reads and strips the collector had not returned yet). At 256 MiB that
+ * is about 750 MB, inside the 1024 MB of the cloud mosaic functions
+ * (infra/common/config.ts SUPPORT_FUNCTION_MEMORY_MB); docs/outputs.md.
  */
-export const MAX_COG_MOSAIC_BYTES = 384 * 1024 * 1024;
+export const MAX_COG_MOSAIC_BYTES = 256 * 1024 * 1024;
 
 /** A mosaic too large to build as one COG here: the VRT mosaic (same tiles, no copy) serves it instead. */
 export class CogMosaicTooLargeError extends TesseraError {
@@ -167,16 +171,12 @@ export async function buildCogMosaic(outputs: ObjectStore, input: CogMosaicInput
       telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
       return { kind: 'already-present', ...result };
     default:
-      return assertNeverPut(put);
+      return assertNever(put, 'putIfAbsent result');
   }
 }
 
 /** The media type of a COG (the STAC best practice's, also what the item's asset says). */
 export const COG_CONTENT_TYPE = 'image/tiff; application=geotiff; profile=cloud-optimized';
-
-function assertNeverPut(put: never): never {
-  throw new Error(`unexpected putIfAbsent result ${JSON.stringify(put)}`);
-}
 
 function validateInput(input: CogMosaicInput): void {
   const fail = (why: string): never => {

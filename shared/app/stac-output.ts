@@ -1,4 +1,5 @@
 import { canonicalJson } from '../domain/canonical-json.js';
+import { assertNever } from '../domain/claim.js';
 import { contentDigest } from '../domain/content-digest.js';
 import { InvalidParamsError, OutputOccupiedError } from '../domain/errors.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
@@ -183,12 +184,8 @@ export async function writeSceneStacItem(
       telemetry.log('INFO', 'write-already-present', { outputKey: key });
       return { kind: 'already-present', key };
     default:
-      return assertNever(put);
+      return assertNever(put, 'putIfAbsent result');
   }
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected putIfAbsent result ${JSON.stringify(value)}`);
 }
 
 /** `datetime` (or null with `start_datetime`/`end_datetime`): the source item's, else the caller's. */

@@ -1,6 +1,6 @@
 import { InvalidParamsError } from '../domain/errors.js';
 import { codecLanes } from './codecs.js';
-import { assembleCog, cogOverviewSizes, downsampleAverage } from './cog-writer.js';
+import { assembleCog, cogOverviewSizes, downsampleAverage, yieldToEventLoop } from './cog-writer.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   type BlockCompression,
@@ -178,6 +178,3 @@ export async function encodeCogByStrips(spec: CogStripSpec, read: StripReader, h
     levels.map((l) => l.blocks),
   );
 }
-
-/** One turn of the event loop (its timers and I/O callbacks run), then back. */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -272,8 +272,8 @@ export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsync
   return assembleCog(plan.levels, compressed);
 }
 
-/** One turn of the event loop (its timers and I/O callbacks run), then back. */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** One turn of the event loop (its timers and I/O callbacks run), then back. Shared with cog-strip-writer.ts. */
+export const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Lays out the header, the IFDs and the compressed tiles (`encoded[level][tile]`) as a COG.

@@ -4,6 +4,7 @@ import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
+import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { SOAK_SCENARIOS } from './scenarios-soak.js';
@@ -30,6 +31,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...SOAK_SCENARIOS,
   ...STAC_SCENARIOS,
   ...BAND_SCENARIOS,
+  ...OUTPUT_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.
