@@ -5,7 +5,7 @@ import type { Resampling, TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { type Crs, crsFromEpsg, crsTransform } from '../raster/crs.js';
 import { epsgFromWkt, type GeoTransform, type RasterSource } from '../raster/index.js';
-import { tileMatrix, tileMatrixSet, tileRangeForGrid, tileGrid as tmsTileGrid } from '../raster/tile-matrix-set.js';
+import { footprintBounds, tileMatrix, tileMatrixSet, tileRangeForGrid, tileGrid as tmsTileGrid } from '../raster/tile-matrix-set.js';
 import { type RasterGrid, roundToInteger, warpBand } from '../raster/warp.js';
 import { openSourceCached } from './raster-cache.js';
 
@@ -164,31 +164,14 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
   return { crs: { epsg: crs.epsg }, geoTransform: [minX, res, 0, maxY, 0, -res], width, height };
 }
 
-/** Points per edge when a footprint is reprojected (as shared/raster/tile-matrix-set.ts bounds a grid). */
-const EDGE_STEPS = 20;
-
 /** gdalwarp's suggested output (GDALSuggestedWarpOutput) of one grid in `crs`: the reprojected extent and a square pixel size. */
 function suggestedOutput(grid: RasterGrid, crs: Crs): { minX: number; minY: number; maxX: number; maxY: number; res: number } {
-  const [xs, ys] = edgePoints(grid, 0, 0, grid.width, grid.height, EDGE_STEPS);
-  crsTransform(grid.crs, crs)(xs, ys);
-  let minX = Infinity;
-  let minY = Infinity;
-  let maxX = -Infinity;
-  let maxY = -Infinity;
-  for (let k = 0; k < xs.length; k++) {
-    const x = xs[k] as number;
-    const y = ys[k] as number;
-    if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
-    minX = Math.min(minX, x);
-    maxX = Math.max(maxX, x);
-    minY = Math.min(minY, y);
-    maxY = Math.max(maxY, y);
-  }
-  if (!Number.isFinite(minX) || maxX <= minX || maxY <= minY) {
+  const b = footprintBounds(grid, crs);
+  if (b === undefined || b.maxX <= b.minX || b.maxY <= b.minY) {
     throw new InvalidParamsError(`the footprint of a band does not transform into EPSG:${crs.epsg}`);
   }
-  const res = Math.hypot(maxX - minX, maxY - minY) / Math.hypot(grid.width, grid.height);
-  return { minX, minY, maxX, maxY, res };
+  const res = Math.hypot(b.maxX - b.minX, b.maxY - b.minY) / Math.hypot(grid.width, grid.height);
+  return { ...b, res };
 }
 
 /** Pixel-corner points along the edges of the box (x0, y0)-(x1, y1) of `grid`, in the grid's CRS. */

@@ -1,17 +1,8 @@
 import { InvalidParamsError } from '../domain/errors.js';
 import { codecLanes } from './codecs.js';
-import { assembleCog, cogOverviewSizes, downsampleAverage, yieldToEventLoop } from './cog-writer.js';
+import { assembleCog, cogBaseSpec, cogOverviewSizes, downsampleAverage, yieldToEventLoop } from './cog-writer.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
-import {
-  type BlockCompression,
-  COMPRESSION_LEVELS,
-  compressTile,
-  compressTileAsync,
-  predictTile,
-  type TiledImageSpec,
-  tilesAcross,
-  validateImageSpec,
-} from './tiff-writer.js';
+import { type BlockCompression, compressTile, compressTileAsync, predictTile, type TiledImageSpec, tilesAcross } from './tiff-writer.js';
 
 /** The raster a strip-by-strip COG describes: {@link EncodeCogOptions} without the pixels. */
 export interface CogStripSpec {
@@ -75,24 +66,8 @@ interface Level {
  */
 export async function encodeCogByStrips(spec: CogStripSpec, read: StripReader, how: EncodeCogByStripsOptions = {}): Promise<Uint8Array> {
   const { width, height, blockSize, noData } = spec;
-  if (spec.compression !== 'DEFLATE' && spec.compression !== 'ZSTD' && spec.compression !== 'NONE') {
-    throw new InvalidParamsError(`encodeCogByStrips: compression ${String(spec.compression)} is not supported; use DEFLATE, ZSTD or NONE`);
-  }
-  if (typeof noData !== 'number') throw new InvalidParamsError('encodeCogByStrips: noData must be a number');
-  // The same base image as planCog in cog-writer.ts: a different spec would give other bytes than encodeCog.
-  const base: TiledImageSpec = {
-    width,
-    height,
-    blockSize,
-    dataType: 'float32',
-    samplesPerPixel: 1,
-    planar: false,
-    compression: spec.compression,
-    predictor: spec.predictor ?? (spec.compression === 'NONE' ? 1 : 3),
-    level: spec.level ?? (spec.compression === 'NONE' ? 0 : COMPRESSION_LEVELS[spec.compression].gdalDefault),
-    noData,
-  };
-  validateImageSpec(base);
+  // The same base image as encodeCog's (cog-writer.ts): a different spec would give other bytes.
+  const base = cogBaseSpec(spec, 'encodeCogByStrips');
   const specs: TiledImageSpec[] = [
     { ...base, georeference: { geoTransform: spec.geoTransform, crs: spec.crs } },
     ...cogOverviewSizes(width, height, blockSize).map(

@@ -151,24 +151,7 @@ function planCog(opts: EncodeCogOptions): CogPlan {
   if (data.length !== width * height) {
     throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
   }
-  if (opts.compression !== 'DEFLATE' && opts.compression !== 'ZSTD' && opts.compression !== 'NONE') {
-    throw new InvalidParamsError(`encodeCog: compression ${String(opts.compression)} is not supported; use DEFLATE, ZSTD or NONE`);
-  }
-  if (typeof noData !== 'number') throw new InvalidParamsError('encodeCog: noData must be a number');
-  const base: TiledImageSpec = {
-    width,
-    height,
-    blockSize,
-    dataType: 'float32',
-    samplesPerPixel: 1,
-    planar: false,
-    compression: opts.compression,
-    // A predictor only helps a compressor (and TIFF forbids one without compression).
-    predictor: opts.predictor ?? (opts.compression === 'NONE' ? 1 : 3),
-    level: opts.level ?? (opts.compression === 'NONE' ? 0 : COMPRESSION_LEVELS[opts.compression].gdalDefault),
-    noData,
-  };
-  validateImageSpec(base);
+  const base = cogBaseSpec(opts, 'encodeCog');
 
   const levels: TiledImageSpec[] = [{ ...base, georeference: { geoTransform: opts.geoTransform, crs: opts.crs } }];
   const pixels: Float32Array[] = [data];
@@ -190,6 +173,35 @@ function planCog(opts: EncodeCogOptions): CogPlan {
     return predictTile(spec, cut);
   };
   return { levels, counts: levels.map(tileCount), predicted };
+}
+
+/**
+ * The base image of every COG Tessera writes (float32, one sample, the codec's predictor and level),
+ * checked: one definition for the in-memory and the streaming writer, so they give the same bytes.
+ */
+export function cogBaseSpec(
+  spec: Pick<EncodeCogOptions, 'width' | 'height' | 'blockSize' | 'compression' | 'predictor' | 'level' | 'noData'>,
+  who: string,
+): TiledImageSpec {
+  if (spec.compression !== 'DEFLATE' && spec.compression !== 'ZSTD' && spec.compression !== 'NONE') {
+    throw new InvalidParamsError(`${who}: compression ${String(spec.compression)} is not supported; use DEFLATE, ZSTD or NONE`);
+  }
+  if (typeof spec.noData !== 'number') throw new InvalidParamsError(`${who}: noData must be a number`);
+  const base: TiledImageSpec = {
+    width: spec.width,
+    height: spec.height,
+    blockSize: spec.blockSize,
+    dataType: 'float32',
+    samplesPerPixel: 1,
+    planar: false,
+    compression: spec.compression,
+    // A predictor only helps a compressor (and TIFF forbids one without compression).
+    predictor: spec.predictor ?? (spec.compression === 'NONE' ? 1 : 3),
+    level: spec.level ?? (spec.compression === 'NONE' ? 0 : COMPRESSION_LEVELS[spec.compression].gdalDefault),
+    noData: spec.noData,
+  };
+  validateImageSpec(base);
+  return base;
 }
 
 /**

@@ -155,11 +155,10 @@ export function tileRangeForBounds(
 }
 
 /**
- * The tiles of zoom `zoom` covering the footprint of `grid` (any CRS): its edges, 21 points each, are
- * transformed into the set's CRS and their bounding box taken (as gdalwarp bounds a reprojected grid).
- * Undefined when the footprint misses the matrix or does not transform.
+ * The bounding box in `crs` of the footprint of `grid` (any CRS): its edges, 21 points each, transformed
+ * (as gdalwarp bounds a reprojected grid). Undefined when no point transforms.
  */
-export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterGrid): TileRange | undefined {
+export function footprintBounds(grid: RasterGrid, crs: Crs): { minX: number; minY: number; maxX: number; maxY: number } | undefined {
   const [x0, dx, , y0, , dy] = grid.geoTransform;
   const steps = 20;
   const xs = new Float64Array(4 * (steps + 1));
@@ -177,7 +176,7 @@ export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterG
       ys[e * (steps + 1) + k] = y0 + py * dy;
     });
   }
-  crsTransform(grid.crs, set.crs)(xs, ys);
+  crsTransform(grid.crs, crs)(xs, ys);
   let minX = Infinity;
   let minY = Infinity;
   let maxX = -Infinity;
@@ -191,8 +190,16 @@ export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterG
     minY = Math.min(minY, y);
     maxY = Math.max(maxY, y);
   }
-  if (!Number.isFinite(minX)) return undefined;
-  return tileRangeForBounds(set, zoom, { minX, minY, maxX, maxY });
+  return Number.isFinite(minX) ? { minX, minY, maxX, maxY } : undefined;
+}
+
+/**
+ * The tiles of zoom `zoom` covering the footprint of `grid` (any CRS): its {@link footprintBounds} in
+ * the set's CRS. Undefined when the footprint misses the matrix or does not transform.
+ */
+export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterGrid): TileRange | undefined {
+  const bounds = footprintBounds(grid, set.crs);
+  return bounds === undefined ? undefined : tileRangeForBounds(set, zoom, bounds);
 }
 
 /** Every tile of a range, row by row. */

@@ -684,15 +684,21 @@ class Created {
   addScene(m: SceneManifest, now: number): void {
     const scene = m.sceneKey;
     for (const prefix of [outputKeys.tilePrefix(scene), `scenes/${scene}/`]) this.prefixes.add(prefix);
-    this.keys.add(outputKeys.mosaic(scene));
+    this.addMosaics(scene);
     this.keys.add(sceneLifecycleKeys.closedOut(scene));
     // The mosaic sweep's index entry lives under the UTC hour of the fan-out: this hour or the last.
     for (const ms of [now, now - 3_600_000]) this.keys.add(sceneLifecycleKeys.indexEntry(indexHourOf(ms), scene));
     for (const w of windows(m.grid)) this.claims.add(tileJobKey(scene, w));
   }
 
+  /** Everything an assembly writes beside a scene: the VRT, the COG mosaic (`mosaic: cog`) and the STAC Item. */
+  private addMosaics(scene: string): void {
+    for (const key of [outputKeys.mosaic(scene), outputKeys.cogMosaic(scene), outputKeys.stacItem(scene)]) this.keys.add(key);
+  }
+
   addDerivedScene(scene: string, jobs: readonly TileJob[]): void {
     this.prefixes.add(outputKeys.tilePrefix(scene));
+    this.addMosaics(scene);
     for (const j of jobs) this.claims.add(j.jobKey);
   }
 }
