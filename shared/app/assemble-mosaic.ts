@@ -1,5 +1,6 @@
 import { MissingTilesError } from '../domain/errors.js';
 import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
+import type { StacItemMetadata } from '../domain/stac-item.js';
 import { type Window, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
 import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
@@ -123,6 +124,20 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
 }
 
 /**
+ * The scene's source STAC Item for the output Item: its time, and a `derived_from` link where the source
+ * store can name the Item by URI. A store that cannot still gives the time (no link rather than a wrong one).
+ */
+function sourceOf(
+  backend: Backend,
+  manifest: SceneManifest,
+  item: StacItemMetadata,
+): { source: { href: string; metadata: StacItemMetadata } } | { datetime: string } | Record<string, never> {
+  const href = backend.sources.uriOf?.(manifest.source.key);
+  if (href !== undefined) return { source: { href, metadata: item } };
+  return item.datetime === null ? {} : { datetime: item.datetime };
+}
+
+/**
  * The output's STAC Item beside the mosaic, create-only (shared/app/stac-output.ts). Its time is the
  * source item's, else the manifest's `createdAt`; a scene whose CRS has no EPSG code gets none (logged).
  */
@@ -154,11 +169,10 @@ async function writeStacItem(
     noData: tiling.noData,
     assets: { vrt: vrtKey, ...(cogKey === undefined ? {} : { cog: cogKey }) },
     expression: tiling.expression,
-    ...(manifest.sourceItem === undefined
-      ? {}
-      : { source: { href: `${manifest.source.bucket}/${manifest.source.key}`, metadata: manifest.sourceItem } }),
     // A manifest from before createdAt was recorded: the Unix epoch says "unknown" without inventing a time.
     datetime: manifest.createdAt ?? new Date(0).toISOString(),
+    // The source Item's time, when there is one, is the output's.
+    ...(manifest.sourceItem === undefined ? {} : sourceOf(backend, manifest, manifest.sourceItem)),
   });
   await writeSceneStacItem(backend.outputs, key, item, backend.telemetry);
   return key;

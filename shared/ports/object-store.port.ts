@@ -87,6 +87,12 @@ export type DeleteIfVersionResult =
  */
 export interface ObjectStore {
   readonly name: string;
+  /**
+   * An absolute URI of the object that tools outside Tessera open (`s3://bucket/key`, `gs://bucket/key`,
+   * the blob's `https://` URL, a `file://` URL), for links in output metadata (the STAC Item's
+   * `derived_from`). Path segments percent-encoded. Optional: a store without one gets no such link.
+   */
+  uriOf?(key: string): string;
   putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult>;
   putIfMatch(key: string, body: Uint8Array, expectedVersion: string, options?: PutOptions): Promise<PutIfMatchResult>;
   /**

@@ -455,6 +455,17 @@ export function describeObjectStoreContract(
         expect(listed).toEqual([key]);
       });
 
+      it('names an object by an absolute URI whose decoded path ends with its key', async () => {
+        const s = await get();
+        const key = `${freshPrefix()}Zürich a+b%2F/scene one.tif`;
+        expect(s.uriOf, `${name} names its objects by URI (the STAC Item's derived_from link)`).toBeTypeOf('function');
+        const uri = new URL((s.uriOf as (k: string) => string)(key));
+        expect(['s3:', 'gs:', 'https:', 'http:', 'file:']).toContain(uri.protocol);
+        // Percent-encoded: a space, a plus and a literal %2F survive the round trip as themselves.
+        expect(uri.pathname).not.toContain(' ');
+        expect(decodeURIComponent(uri.pathname).endsWith(`/${key}`)).toBe(true);
+      });
+
       it.each([[''], ['../etc/passwd'], ['a//b'], ['/abs'], ['a/./b'], ['bad\u0000key'], ['x'.repeat(1025)]])(
         'refuses the invalid key %j before touching the backend',
         async (key) => {

@@ -90,7 +90,9 @@ describe('tessera run on band files and STAC Items', () => {
     expect(stac.id).toBe(s.sceneKey);
     expect(stac.properties.datetime).toBe('2020-02-19T11:34:25.405000Z');
     expect(stac.properties['proj:code']).toBe('EPSG:3857');
-    expect(stac.links.some((l) => l.rel === 'derived_from')).toBe(true);
+    // The source Item, by the URI the source store names it with (a file:// URL on the local backend).
+    const source = stac.links.find((l) => l.rel === 'derived_from');
+    expect(source?.href).toMatch(/^file:\/\/.*\/sources\/objects\/scenes\/S2A_29RKH_20200219_0_L2A\/item\.json$/);
   }, 120_000);
 
   it('refuses malformed --band and --asset values, and a bad grid option, before importing anything', async () => {

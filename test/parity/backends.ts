@@ -84,6 +84,11 @@ export class CountingObjectStore implements ObjectStore {
     this.name = inner.name;
   }
 
+  uriOf(key: string): string {
+    if (this.inner.uriOf === undefined) throw new Error(`${this.inner.name} has no uriOf`);
+    return this.inner.uriOf(key);
+  }
+
   putIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> {
     return this.inner.putIfAbsent(key, body, options);
   }

@@ -114,6 +114,10 @@ interface Stored {
  */
 export class S3ObjectStore implements ObjectStore {
   readonly name = 's3';
+
+  uriOf(key: string): string {
+    return `s3://${this.bucket}/${key.split('/').map(encodeURIComponent).join('/')}`;
+  }
   readonly #retries: number;
   readonly #baseMs: number;
   readonly #capMs: number;

@@ -69,6 +69,10 @@ export class AzureBlobObjectStore implements ObjectStore {
   /** @param container a client for an existing container (infra/ creates it; tests create their own). */
   constructor(private readonly container: ContainerClient) {}
 
+  uriOf(key: string): string {
+    return `${this.container.url}/${key.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
   async putIfAbsent(key: string, body: Uint8Array, options: PutOptions = {}): Promise<PutIfAbsentResult> {
     const blob = this.blob(key);
     const digest = contentDigest(body);

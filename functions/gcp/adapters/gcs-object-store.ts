@@ -71,6 +71,10 @@ export class GcsObjectStore implements ObjectStore {
   /** @param bucket an SDK bucket handle; the bucket must exist. */
   constructor(private readonly bucket: Bucket) {}
 
+  uriOf(key: string): string {
+    return `gs://${this.bucket.name}/${key.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
   async putIfAbsent(key: string, body: Uint8Array, options: PutOptions = {}): Promise<PutIfAbsentResult> {
     const file = this.file(key);
     const digest = contentDigest(body);

@@ -16,6 +16,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { AdapterError, ObjectKeyConflictError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
@@ -71,6 +72,10 @@ export class FsObjectStore implements ObjectStore {
   readonly #tmp: string;
   readonly #locks: string;
   readonly #hashes = new Map<string, string>();
+
+  uriOf(key: string): string {
+    return pathToFileURL(this.pathOf(key)).href;
+  }
 
   constructor(root: string) {
     this.root = resolve(root);
