@@ -361,7 +361,18 @@ class GeoTiffSource implements RasterSource {
     return found.sort((a, b) => b.width - a.width);
   }
 
-  async mask(): Promise<RasterSource | undefined> {
+  /** The mask source, found once: every tile of a warm instance reads it through the same block cache. */
+  private maskSource: Promise<RasterSource | undefined> | undefined;
+
+  mask(): Promise<RasterSource | undefined> {
+    this.maskSource ??= this.findMask().catch((e: unknown) => {
+      this.maskSource = undefined;
+      throw e;
+    });
+    return this.maskSource;
+  }
+
+  private async findMask(): Promise<RasterSource | undefined> {
     if (!this.chain || this.isMask) return undefined;
     for (const image of await this.chain.images()) {
       if (this.kind(image) !== 'mask') continue;
