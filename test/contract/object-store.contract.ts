@@ -460,7 +460,7 @@ export function describeObjectStoreContract(
         const key = `${freshPrefix()}Zürich a+b%2F/scene one.tif`;
         expect(s.uriOf, `${name} names its objects by URI (the STAC Item's derived_from link)`).toBeTypeOf('function');
         const uri = new URL((s.uriOf as (k: string) => string)(key));
-        expect(['s3:', 'gs:', 'https:', 'http:', 'file:']).toContain(uri.protocol);
+        expect(['s3:', 'gs:', 'https:', 'http:', 'file:', 'memory:']).toContain(uri.protocol);
         // Percent-encoded: a space, a plus and a literal %2F survive the round trip as themselves.
         expect(uri.pathname).not.toContain(' ');
         expect(decodeURIComponent(uri.pathname).endsWith(`/${key}`)).toBe(true);

@@ -31,6 +31,11 @@ interface StoredObject {
  */
 export class MemoryObjectStore implements ObjectStore {
   readonly name = 'memory';
+
+  /** A URI no tool outside the process opens, but the shape every store's has (tests of links use it). */
+  uriOf(key: string): string {
+    return `memory://store/${key.split('/').map(encodeURIComponent).join('/')}`;
+  }
   private readonly objects = new Map<string, StoredObject>();
   private sequence = 0;
 
