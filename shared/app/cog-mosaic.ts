@@ -3,9 +3,8 @@ import { contentDigest } from '../domain/content-digest.js';
 import { InvalidParamsError, MissingTilesError, OutputOccupiedError, TesseraError } from '../domain/errors.js';
 import type { ObjectHead, ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
-import { encodeCogByStrips } from '../raster/cog-strip-writer.js';
-import { type GeoTransform, openGeoTiff, type RasterCrs, type RasterWindow } from '../raster/index.js';
-import type { BlockCompression } from '../raster/tiff-writer.js';
+import { type CogStripSpec, encodeCogByStrips } from '../raster/cog-strip-writer.js';
+import { openGeoTiff, type RasterWindow } from '../raster/index.js';
 
 /**
  * The largest COG mosaic by pixels: 16384 x 16384 (1 GiB as float32, never
@@ -45,21 +44,14 @@ export interface CogMosaicTile {
   readonly window: RasterWindow;
 }
 
-export interface CogMosaicInput {
+/** The mosaic's raster (size, georeferencing, nodata, codec: the tiles' own), and where its tiles and bytes live. */
+export interface CogMosaicInput extends Omit<CogStripSpec, 'predictor'> {
   /** For the errors and logs (MissingTilesError names the scene). */
   readonly sceneKey: string;
   /** Where the COG goes: outputKeys.cogMosaic(scene). */
   readonly mosaicKey: string;
   /** The VRT mosaic of the same scene, named in the error that refuses an oversized COG. */
   readonly vrtKey?: string | undefined;
-  readonly width: number;
-  readonly height: number;
-  readonly geoTransform: GeoTransform;
-  readonly crs: RasterCrs;
-  readonly noData: number;
-  readonly blockSize: number;
-  readonly compression: BlockCompression;
-  readonly level?: number | undefined;
   /**
    * The deterministic tile list from the scene manifest (sceneTiles), never a
    * listing: a listing would take in a stray object and could not tell a

@@ -1,22 +1,10 @@
 import { InvalidParamsError } from '../domain/errors.js';
 import { codecLanes } from './codecs.js';
-import { assembleCog, cogBaseSpec, cogOverviewSizes, downsampleAverage, yieldToEventLoop } from './cog-writer.js';
-import type { GeoTransform, RasterCrs } from './georeferencing.js';
-import { type BlockCompression, compressTile, compressTileAsync, predictTile, type TiledImageSpec, tilesAcross } from './tiff-writer.js';
+import { assembleCog, cogBaseSpec, cogOverviewSizes, downsampleAverage, type EncodeCogOptions, yieldToEventLoop } from './cog-writer.js';
+import { compressTile, compressTileAsync, predictTile, type TiledImageSpec, tilesAcross } from './tiff-writer.js';
 
 /** The raster a strip-by-strip COG describes: {@link EncodeCogOptions} without the pixels. */
-export interface CogStripSpec {
-  readonly width: number;
-  readonly height: number;
-  readonly geoTransform: GeoTransform;
-  readonly crs: RasterCrs;
-  readonly noData: number;
-  /** Tile size in pixels (a multiple of 16). Also the height of every strip asked for. */
-  readonly blockSize: number;
-  readonly compression: BlockCompression;
-  readonly predictor?: 1 | 3 | undefined;
-  readonly level?: number | undefined;
-}
+export type CogStripSpec = Omit<EncodeCogOptions, 'data'>;
 
 /**
  * Rows `[y, y + rows)` of the full-resolution raster, row-major, `rows * width`

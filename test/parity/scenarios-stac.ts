@@ -3,6 +3,7 @@ import { fanOutStacSceneEvent, type StacEventDelivery } from '../../shared/app/s
 import { TesseraError } from '../../shared/domain/errors.js';
 import type { SourceRef } from '../../shared/domain/job-key.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
+import { RED_ASSET, stacItemBytes } from '../support/stac-fixtures.js';
 import { PARITY_MAX_RECEIVE_COUNT } from './backends.js';
 import { PARITY_PARAMS, parityScene, SCENE_SIZE, type ScenarioContext } from './harness.js';
 import type { Json } from './outcome.js';
@@ -17,35 +18,20 @@ const SELECTION = { B04: 'red', B08: 'nir' } as const;
 const STAC_PARAMS = { ...PARITY_PARAMS, version: 'parity-stac-1' };
 const CONFIG = { selection: SELECTION, params: STAC_PARAMS, platform: 'local', functionTimeoutSec: 900 } as const;
 
-/**
- * A STAC 1.0 item as publishers write them, beside its bands: `red` a one-band COG, `pair` a two-band
- * file whose band 2 is the only `nir` (picked by common name), a JPEG thumbnail, and any `extra` assets.
- */
-function itemBytes(assets: Record<string, unknown> = {}): Uint8Array {
-  return new TextEncoder().encode(
-    JSON.stringify({
-      type: 'Feature',
-      stac_version: '1.0.0',
-      id: 'S2B_T31UDQ_20240601',
-      collection: 'sentinel-2-l2a',
-      geometry: null,
-      properties: { datetime: '2024-06-01T10:56:29Z' },
-      links: [],
-      assets: {
-        red: { href: './B04.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B04', common_name: 'red' }] },
-        pair: {
-          href: './B04+B08.tif',
-          type: 'image/tiff; application=geotiff',
-          'eo:bands': [
-            { name: 'B04', common_name: 'red' },
-            { name: 'B08', common_name: 'nir' },
-          ],
-        },
-        thumbnail: { href: './thumb.jpg', type: 'image/jpeg' },
-        ...assets,
-      },
-    }),
-  );
+/** The test Item, with `extra` assets beside `red` (a one-band COG) and `pair` (a two-band file whose band 2 is the only `nir`, picked by common name). */
+function itemBytes(extra: Record<string, unknown> = {}): Uint8Array {
+  return stacItemBytes({
+    red: RED_ASSET,
+    pair: {
+      href: './B04+B08.tif',
+      type: 'image/tiff; application=geotiff',
+      'eo:bands': [
+        { name: 'B04', common_name: 'red' },
+        { name: 'B08', common_name: 'nir' },
+      ],
+    },
+    ...extra,
+  });
 }
 
 /** The parity scene as the band files: B04.tif and B04+B08.tif (its two bands), optionally only the first. */

@@ -11,6 +11,7 @@ import type { JobMessage, JobQueue } from '../../../shared/ports/job-queue.port.
 import { FakeClock } from '../../support/fake-clock.js';
 import { syntheticSceneBytes } from '../../support/local-scene.js';
 import { MemoryObjectStore } from '../../support/memory-object-store.js';
+import { RED_ASSET, stacItemBytes } from '../../support/stac-fixtures.js';
 
 class Capture implements JobQueue {
   readonly name = 'capture';
@@ -25,25 +26,13 @@ const ITEM_KEY = 'scenes/S2/T31UDQ/2024-06-01/item.json';
 const SELECTION = { B04: 'red', B08: 'nir' } as const;
 const CONFIG = { selection: SELECTION, params: PARAMS, platform: 'aws-lambda', functionTimeoutSec: 900 } as const;
 
-/** A STAC 1.0 item whose bands sit beside it, as STAC publishers lay them out. */
-function itemJson(assets: Record<string, unknown> = {}): Uint8Array {
-  return new TextEncoder().encode(
-    JSON.stringify({
-      type: 'Feature',
-      stac_version: '1.0.0',
-      id: 'S2B_T31UDQ_20240601',
-      collection: 'sentinel-2-l2a',
-      geometry: null,
-      properties: { datetime: '2024-06-01T10:56:29Z' },
-      links: [],
-      assets: {
-        red: { href: './B04.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B04', common_name: 'red' }] },
-        nir: { href: './B08.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B08', common_name: 'nir' }] },
-        thumbnail: { href: './thumb.jpg', type: 'image/jpeg' },
-        ...assets,
-      },
-    }),
-  );
+/** The test Item, with `extra` assets beside its bands B04.tif and B08.tif. */
+function itemJson(extra: Record<string, unknown> = {}): Uint8Array {
+  return stacItemBytes({
+    red: RED_ASSET,
+    nir: { href: './B08.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B08', common_name: 'nir' }] },
+    ...extra,
+  });
 }
 
 async function setup(bands: readonly ('B04' | 'B08')[] = ['B04', 'B08']) {
