@@ -5,7 +5,7 @@ import { type Window, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
 import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
-import { buildCogMosaic } from './cog-mosaic.js';
+import { buildCogMosaic, type CogMosaicInput } from './cog-mosaic.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
 import { sceneStacItem, writeSceneStacItem } from './stac-output.js';
@@ -92,24 +92,7 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
   backend.telemetry.log('INFO', 'mosaic-assembled', { sceneKey, mosaicKey, sources: sources.length, result: put.kind });
   let cogMosaicKey: string | undefined;
   if (tiling.mosaic === 'cog') {
-    const cog = await buildCogMosaic(
-      backend.outputs,
-      {
-        sceneKey,
-        mosaicKey: outputKeys.cogMosaic(sceneKey),
-        vrtKey: mosaicKey,
-        width: manifest.grid.width,
-        height: manifest.grid.height,
-        geoTransform: georef.geoTransform,
-        crs: georef.crs,
-        noData: tiling.noData,
-        blockSize: tiling.blockSize,
-        compression: tiling.compression,
-        level: tiling.level,
-        tiles: [...sceneTiles(manifest)],
-      },
-      backend.telemetry,
-    );
+    const cog = await buildCogMosaic(backend.outputs, cogMosaicInputOf(manifest), backend.telemetry);
     cogMosaicKey = cog.key;
   }
   const stacItemKey = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey);
@@ -120,6 +103,26 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     manifestCount: sources.length,
     gridCount: manifest.grid.count,
     result: put.kind,
+  };
+}
+
+/** The COG mosaic of a scene (`mosaic: cog`): its grid, the tiles' codec and nodata, and the tiles from the manifest. */
+export function cogMosaicInputOf(manifest: SceneManifest): CogMosaicInput {
+  const tiling = tilingParams(manifest.params);
+  const georef = sceneGeoref(manifest);
+  return {
+    sceneKey: manifest.sceneKey,
+    mosaicKey: outputKeys.cogMosaic(manifest.sceneKey),
+    vrtKey: outputKeys.mosaic(manifest.sceneKey),
+    width: manifest.grid.width,
+    height: manifest.grid.height,
+    geoTransform: georef.geoTransform,
+    crs: georef.crs,
+    noData: tiling.noData,
+    blockSize: tiling.blockSize,
+    compression: tiling.compression,
+    level: tiling.level,
+    tiles: [...sceneTiles(manifest)],
   };
 }
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
-import { sceneGeoref, sceneTiles } from '../../../shared/app/assemble-mosaic.js';
+import { cogMosaicInputOf, sceneGeoref, sceneTiles } from '../../../shared/app/assemble-mosaic.js';
 import { buildCogMosaic } from '../../../shared/app/cog-mosaic.js';
 import { fanOutScene } from '../../../shared/app/fan-out.js';
 import { processTile } from '../../../shared/app/process-tile.js';
@@ -15,7 +15,6 @@ import { makeTileJob } from '../../../shared/app/tile-job.js';
 import { outputKeys } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
 import { windows } from '../../../shared/domain/tile-grid.js';
-import { tilingParams } from '../../../shared/domain/tiling-params.js';
 import { FakeClock } from '../../support/fake-clock.js';
 import { putSyntheticScene } from '../../support/local-scene.js';
 import { fixtureSettings } from '../../support/tile-fixture.js';
@@ -135,25 +134,9 @@ describe('outputs are COGs by GDAL’s rules', () => {
   });
 
   it('the COG mosaic of those tiles is a valid COG with internal overviews, holding exactly the tiles’ pixels', async () => {
-    const tiling = tilingParams(manifest.params);
+    const input = cogMosaicInputOf(manifest);
+    const result = await buildCogMosaic(b.outputs, input, telemetry);
     const georef = sceneGeoref(manifest);
-    const result = await buildCogMosaic(
-      b.outputs,
-      {
-        sceneKey: manifest.sceneKey,
-        mosaicKey: outputKeys.cogMosaic(manifest.sceneKey),
-        width: manifest.grid.width,
-        height: manifest.grid.height,
-        geoTransform: georef.geoTransform,
-        crs: georef.crs,
-        noData: tiling.noData,
-        blockSize: tiling.blockSize,
-        compression: tiling.compression,
-        level: tiling.level,
-        tiles: [...sceneTiles(manifest)],
-      },
-      telemetry,
-    );
     const path = await fileOf(result.key);
     const verdict = validateCog(path);
     expect(verdict.output).toContain('is a valid cloud optimized GeoTIFF');
@@ -173,7 +156,7 @@ describe('outputs are COGs by GDAL’s rules', () => {
       sceneKey: manifest.sceneKey,
       itemKey: outputKeys.stacItem(manifest.sceneKey),
       target: { epsg, geoTransform: georef.geoTransform, width: manifest.grid.width, height: manifest.grid.height },
-      noData: tiling.noData,
+      noData: input.noData,
       assets: { vrt: outputKeys.mosaic(manifest.sceneKey), cog: result.key },
       datetime: '2024-06-01T10:30:00Z',
     }) as { properties: Record<string, unknown> };
