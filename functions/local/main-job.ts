@@ -19,6 +19,7 @@ import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './co
 import type { Progress } from './progress.js';
 import { type BandSpec, stageBandFiles, stageStacItem } from './scene-input.js';
 import { runWorkerProcesses } from './worker-process.js';
+import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
 
 export interface MainJobOptions {
   readonly dir: string;
@@ -285,11 +286,11 @@ async function stageScene(backend: LocalBackend, options: MainJobOptions) {
         `--source-key ${JSON.stringify(key)}: no such object in the source store (${backend.sources.root}); \`tessera ingest\` prints the published key`,
       );
   } else if (options.scene) {
-    key = `scenes/${options.scene.split(/[\\/]/).pop() ?? 'scene.tif'}`;
+    key = `${DEFAULT_SOURCE_PREFIX}${options.scene.split(/[\\/]/).pop() ?? 'scene.tif'}`;
     options.progress.phase('import');
     await backend.sources.importFile(key, options.scene);
   } else {
-    key = `scenes/synthetic-${options.width}x${options.height}-seed${options.seed}.tif`;
+    key = `${DEFAULT_SOURCE_PREFIX}synthetic-${options.width}x${options.height}-seed${options.seed}.tif`;
     if (!(await backend.sources.head(key))) {
       options.progress.phase('synthetic scene');
       const tmp = join(backend.dir, `synthetic-${process.pid}.tif`);

@@ -5,6 +5,7 @@ import type { AssetRef, SourceRef } from '../../shared/domain/job-key.js';
 import { validateObjectKey } from '../../shared/domain/object-key.js';
 import { readStacItem, resolveStacAssets } from '../../shared/domain/stac-item.js';
 import { LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
+import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
 
 /**
  * How `tessera run` names a scene's bands (issue 14, section 1):
@@ -92,7 +93,7 @@ export async function stageBandFiles(
   const pathOfKey = new Map<string, string>();
   for (const spec of specs) {
     if (!('path' in spec) || keyOfPath.has(spec.path)) continue;
-    const key = `scenes/${basename(spec.path)}`;
+    const key = `${DEFAULT_SOURCE_PREFIX}${basename(spec.path)}`;
     const other = pathOfKey.get(key);
     if (other !== undefined) {
       throw new InvalidParamsError(
@@ -151,7 +152,7 @@ export async function stageStacItem(
   let itemKey: string;
   if (onDisk) {
     const path = resolve(item);
-    itemKey = `scenes/${basename(dirname(path))}/${basename(path)}`;
+    itemKey = `${DEFAULT_SOURCE_PREFIX}${basename(dirname(path))}/${basename(path)}`;
     progress.phase('import');
     await backend.sources.importFile(itemKey, path);
   } else {

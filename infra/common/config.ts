@@ -7,9 +7,10 @@ import { parseStacSelection } from '../../shared/domain/stac-item.js';
 import { OUTPUT_COMPRESSIONS, tilingParams } from '../../shared/domain/tiling-params.js';
 import { parseExpression } from '../../shared/raster/expression.js';
 import { gcpFirestoreDatabaseId } from './naming.js';
+import { AREAS, DEFAULT_SOURCE_PREFIX, type DeployedRole, DEPLOYED_ROLES } from '../../shared/domain/key-layout.js';
 
 /** Where ingest stages an attempt's download in the source bucket (shared/app/ingest.ts), outside the scene prefix. */
-export const STAGING_PREFIX = 'staging/';
+export const STAGING_PREFIX: string = AREAS.staging.prefix;
 
 /**
  * The typed stack configuration (../../docs/deploy.md lists every key).
@@ -32,8 +33,8 @@ export type GcpTileTrigger = (typeof GCP_TILE_TRIGGERS)[number];
  * `ingest`, triggered by the stack's ingest queue (staging, validation, promotion, manifest row), and `reconcile`,
  * a schedule that compares the promoted prefix with the manifest both ways.
  */
-export const FUNCTION_ROLES = ['scene', 'tile', 'mosaic', 'ingest', 'reconcile'] as const;
-export type FunctionRole = (typeof FUNCTION_ROLES)[number];
+export const FUNCTION_ROLES = DEPLOYED_ROLES;
+export type FunctionRole = DeployedRole;
 
 /**
  * Timeout of the scene (fan-out) and mosaic functions. They read a header or
@@ -340,7 +341,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   const tileMaxConcurrency =
     int('tileMaxConcurrency', { min: LAMBDA_MIN_MAX_CONCURRENCY, max: 1000 }, DEFAULT_TILE_MAX_CONCURRENCY) ?? DEFAULT_TILE_MAX_CONCURRENCY;
 
-  const prefix = get('sourcePrefix') ?? 'scenes/';
+  const prefix = get('sourcePrefix') ?? DEFAULT_SOURCE_PREFIX;
   // A STAC stack's scenes start on their item (docs/multi-file-scenes.md): its trigger filters take `.json`.
   const stacText = get('stacAssets');
   let stacAssets: Record<string, string> | undefined;
@@ -359,7 +360,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   }
   if (prefix.startsWith('/'))
     problems.push(`${key('sourcePrefix')} must not start with "/" (object keys have no leading slash), got ${JSON.stringify(prefix)}`);
-  if (prefix.startsWith('tiles/') || prefix.startsWith('mosaics/')) {
+  if (prefix.startsWith(AREAS.tiles.prefix) || prefix.startsWith(AREAS.mosaics.prefix)) {
     problems.push(`${key('sourcePrefix')} ${JSON.stringify(prefix)} collides with an output prefix; pick another, e.g. scenes/`);
   }
   // Ingest stages downloads under staging/ in the source bucket: the scene trigger must never see one.

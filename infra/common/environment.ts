@@ -2,6 +2,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
+import { AREAS } from '../../shared/domain/key-layout.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import type { StackConfig } from './config.js';
 
@@ -11,9 +12,9 @@ import type { StackConfig } from './config.js';
  * IAM grants each function write access to its own prefix only.
  */
 export const OUTPUT_PREFIXES = {
-  tiles: 'tiles/',
-  scenes: 'scenes/',
-  mosaics: 'mosaics/',
+  tiles: AREAS.tiles.prefix,
+  scenes: AREAS.scenes.prefix,
+  mosaics: AREAS.mosaics.prefix,
 } as const;
 
 /** Keys a tile write notification must match to be worth a mosaic attempt. */

@@ -3,6 +3,7 @@ import { contentDigest } from '../domain/content-digest.js';
 import { AdapterError, TesseraError } from '../domain/errors.js';
 import { validateManifestIdentity } from '../domain/manifest-entry.js';
 import { validateObjectKey } from '../domain/object-key.js';
+import { DEFAULT_SOURCE_PREFIX, DEFAULT_STAGING_PREFIX } from '../domain/key-layout.js';
 import type { ArtefactFetcher, ArtefactHref } from '../ports/artefact-fetcher.port.js';
 import type { Clock } from '../ports/clock.port.js';
 import type { ManifestEntry, ManifestStore, RegisterResult } from '../ports/manifest-store.port.js';
@@ -245,8 +246,8 @@ function assetName(asset: string): string {
 }
 
 /** Default prefixes. `scenes/` is the scene trigger's default source prefix (tessera:sourcePrefix); staging lives outside it. */
-export const DEFAULT_STAGING_PREFIX = 'staging/';
-export const DEFAULT_PUBLISHED_PREFIX = 'scenes/';
+export { DEFAULT_STAGING_PREFIX };
+export const DEFAULT_PUBLISHED_PREFIX = DEFAULT_SOURCE_PREFIX;
 
 /** The keys of one artefact. The published key carries the checksum, so new bytes of one item id never meet the old object. */
 export const ingestKeys = {

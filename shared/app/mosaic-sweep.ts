@@ -1,5 +1,6 @@
 import { InvalidEventError, MissingTilesError } from '../domain/errors.js';
 import { outputKeys } from '../domain/job-key.js';
+import { parseKeys, SWEEP_STATE_KEY } from '../domain/key-layout.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import { assembleMosaic, type MosaicResult } from './assemble-mosaic.js';
 import type { Backend } from './backend.js';
@@ -44,7 +45,7 @@ export interface MosaicSweepOptions {
 }
 
 /** Where the sweep keeps its cursor and its pending scenes (create-only, then compare-and-swap on the version). */
-export const SWEEP_STATE_KEY = 'index/mosaic-sweep.json';
+export { SWEEP_STATE_KEY };
 
 /** The sweep's state between runs. Bounded: only scenes not yet assembled or closed, and at most `closeAfterMs` old. */
 export interface SweepState {
@@ -74,9 +75,6 @@ export interface ClosedOutReport {
   readonly closedAt: number;
 }
 
-const SCENE_MANIFEST = /^scenes\/([0-9a-f]{64})\/scene\.json$/;
-const MOSAIC = /^mosaics\/([0-9a-f]{64})\.(vrt|closed\.json)$/;
-const INDEX_ENTRY = /^index\/scenes\/(\d{10})\/([0-9a-f]{64})$/;
 const TILE_WINDOW = /\/(\d+_\d+)\.tif$/;
 
 /**
@@ -295,9 +293,9 @@ async function readIndex(
   const last = Math.min(now, hour + (maxHours - 1) * INDEX_HOUR_MS);
   for (; hour <= last; hour += INDEX_HOUR_MS) {
     for await (const head of backend.outputs.list(sceneLifecycleKeys.indexHour(indexHourOf(hour)))) {
-      const m = INDEX_ENTRY.exec(head.key);
+      const m = parseKeys.indexEntry(head.key);
       // An entry re-read within the last hour or two may name a scene already resolved: tryScenes drops it at two heads.
-      if (m) add(m[2] as string, indexHourStart(m[1] as string));
+      if (m) add(m.scene, indexHourStart(m.hour));
     }
   }
   // Next run starts at the first hour not fully read, never later than an hour behind now.
@@ -308,13 +306,13 @@ async function readIndex(
 /** Scene keys with a manifest and neither a mosaic nor a close-out report, oldest manifest first (the first run's bootstrap). */
 export async function scenesWithoutMosaic(outputs: ObjectStore): Promise<{ sceneKey: string; at: number }[]> {
   const done = new Set<string>();
-  for await (const head of outputs.list('mosaics/')) {
-    const key = MOSAIC.exec(head.key)?.[1];
+  for await (const head of outputs.list(outputKeys.allMosaics())) {
+    const key = parseKeys.mosaicOrClosedOut(head.key);
     if (key) done.add(key);
   }
   const waiting: { sceneKey: string; at: number }[] = [];
-  for await (const head of outputs.list('scenes/')) {
-    const key = SCENE_MANIFEST.exec(head.key)?.[1];
+  for await (const head of outputs.list(outputKeys.allScenes())) {
+    const key = parseKeys.sceneManifest(head.key);
     if (key && !done.has(key) && head.key === outputKeys.sceneManifest(key)) waiting.push({ sceneKey: key, at: head.lastModified });
   }
   return waiting.sort((a, b) => a.at - b.at);

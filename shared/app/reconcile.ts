@@ -39,7 +39,7 @@ export interface ReconcileReport {
  */
 export async function reconcile(backend: Backend, sceneKey?: string, options: ReconcileOptions = {}): Promise<ReconcileReport> {
   const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_SEC * 1000;
-  const prefix = sceneKey === undefined ? 'tiles/' : outputKeys.tilePrefix(sceneKey);
+  const prefix = sceneKey === undefined ? outputKeys.allTiles() : outputKeys.tilePrefix(sceneKey);
   /** Each tile and when the store says it was written. */
   const objects = new Map<string, number>();
   for await (const head of backend.outputs.list(prefix)) objects.set(head.key, head.lastModified);

@@ -39,25 +39,9 @@ export interface SceneManifest {
   readonly sourceItem?: StacItemMetadata | undefined;
 }
 
-/**
- * The keys of a scene's lifecycle beside its manifest. Every one is written
- * create-only: each records a fact that, once true, stays true.
- */
-export const sceneLifecycleKeys = {
-  /** Tombstone: an old-version tile job found the source overwritten; the scene can never complete. */
-  superseded: (scene: string): string => `scenes/${scene}/superseded.json`,
-  /** A fan-out chunk whose tile jobs are all enqueued (so a redelivered chunk enqueues nothing). */
-  chunkDone: (scene: string, first: number, count: number): string => `scenes/${scene}/chunks/${first}-${count}.json`,
-  /** Every chunk message of the scene is on the queue (so a redelivered scene event sends none). */
-  fannedOut: (scene: string): string => `scenes/${scene}/fanned-out.json`,
-  /** A scene the mosaic sweep closed out without a mosaic, with the report naming its missing windows. */
-  closedOut: (scene: string): string => `mosaics/${scene}.closed.json`,
-  /** The mosaic sweep's pending index: one entry per scene, under the UTC hour its fan-out ran. */
-  indexEntry: (hour: string, scene: string): string => `${SCENE_INDEX_PREFIX}${hour}/${scene}`,
-  indexHour: (hour: string): string => `${SCENE_INDEX_PREFIX}${hour}/`,
-} as const;
+import { sceneLifecycleKeys } from '../domain/key-layout.js';
 
-export const SCENE_INDEX_PREFIX = 'index/scenes/';
+export { sceneLifecycleKeys };
 const HOUR_MS = 3_600_000;
 
 /** The index bucket of an instant: its UTC hour as `YYYYMMDDHH`, which sorts as time does. */

@@ -125,24 +125,4 @@ export function repairJobKey(tileKey: string, expectedVersion: string): string {
   return sha256(`${tileKey}\nrepair\n${expectedVersion}`);
 }
 
-/** A tile's place in a tile matrix set: `{tms}/{z}/{x}/{y}` (x the column, y the row, from the top left). */
-export interface TmsTileIndex {
-  readonly tms: string;
-  readonly z: number;
-  readonly x: number;
-  readonly y: number;
-}
-
-/** Deterministic output keys: no UUID, no timestamp. */
-export const outputKeys = {
-  /** `tiles/{scene}/{row}_{col}.tif`, or on a tile matrix set `tiles/{scene}/{tms}/{z}/{x}/{y}.tif`. */
-  tile: (scene: string, window: Pick<Window, 'row' | 'col'>, tms?: TmsTileIndex): string =>
-    tms === undefined ? `tiles/${scene}/${window.row}_${window.col}.tif` : `tiles/${scene}/${tms.tms}/${tms.z}/${tms.x}/${tms.y}.tif`,
-  tilePrefix: (scene: string): string => `tiles/${scene}/`,
-  sceneManifest: (scene: string): string => `scenes/${scene}/scene.json`,
-  mosaic: (scene: string): string => `mosaics/${scene}.vrt`,
-  /** The optional single-COG mosaic (`--mosaic cog`), built from the tiles' keys. */
-  cogMosaic: (scene: string): string => `mosaics/${scene}.tif`,
-  /** The STAC Item describing the output, beside the mosaic. */
-  stacItem: (scene: string): string => `mosaics/${scene}.stac.json`,
-} as const;
+export { outputKeys, type TmsTileIndex } from './key-layout.js';

@@ -25,6 +25,7 @@ import {
 } from './catalog/index.js';
 import { type ChoiceCost, type DataSite, priceChoice } from './cost-model.js';
 import { normalizeWorkload, type PricedLocation, type Workload, type WorkloadInput } from './workload.js';
+import { DEFAULT_SOURCE_PREFIX } from '../domain/key-layout.js';
 
 /**
  * `tessera choose`: given where the data is and what the job needs, rank the
@@ -476,7 +477,7 @@ function defaultParam<K extends 'string' | 'number'>(name: string, kind: K): K e
 
 /** Stack file defaults: the example values of the stack-config contract, and the default processing parameters. */
 export const STACK_DEFAULTS = {
-  sourcePrefix: 'scenes/',
+  sourcePrefix: DEFAULT_SOURCE_PREFIX,
   sourceSuffix: '.tif',
   /**
    * Deliveries before dead-lettering: 5 everywhere, as infra/common/config.ts

@@ -1,4 +1,5 @@
 import { TesseraError } from '../../domain/errors.js';
+import { DEFAULT_SOURCE_PREFIX } from '../../domain/key-layout.js';
 
 /**
  * The stack outputs `tessera verify` reads: what infra/index.ts exports
@@ -106,7 +107,7 @@ export function parseStackOutputs(text: string, source: string): StackOutputs {
         region: str('region'),
         leaseSeconds: num('leaseSeconds'),
         functionTimeoutSeconds: num('functionTimeoutSeconds'),
-        sourcePrefix: str('sourcePrefix', 'scenes/'),
+        sourcePrefix: str('sourcePrefix', DEFAULT_SOURCE_PREFIX),
         sourceBucket: str('sourceBucket'),
         outputBucket: str('outputBucket'),
         claimsTable: str('claimsTable'),
@@ -127,7 +128,7 @@ export function parseStackOutputs(text: string, source: string): StackOutputs {
         region: str('region'),
         leaseSeconds: num('leaseSeconds'),
         functionTimeoutSeconds: num('functionTimeoutSeconds'),
-        sourcePrefix: str('sourcePrefix', 'scenes/'),
+        sourcePrefix: str('sourcePrefix', DEFAULT_SOURCE_PREFIX),
         storageAccount: str('storageAccount'),
         sourceContainer: str('sourceContainer'),
         outputContainer: str('outputContainer'),
@@ -150,7 +151,7 @@ export function parseStackOutputs(text: string, source: string): StackOutputs {
         project: str('project'),
         leaseSeconds: num('leaseSeconds'),
         functionTimeoutSeconds: num('functionTimeoutSeconds'),
-        sourcePrefix: str('sourcePrefix', 'scenes/'),
+        sourcePrefix: str('sourcePrefix', DEFAULT_SOURCE_PREFIX),
         sourceBucket: str('sourceBucket'),
         outputBucket: str('outputBucket'),
         claimsCollection: str('claimsCollection'),

@@ -8,7 +8,8 @@ import type { ObjectHead } from '../../ports/object-store.port.js';
 import { COG_GHOST_AREA } from '../../raster/cog-writer.js';
 import { openGeoTiff } from '../../raster/geotiff-source.js';
 import type { Backend } from '../backend.js';
-import { indexHourOf, readSceneManifest, SCENE_INDEX_PREFIX, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
+import { verifyKeys } from '../../domain/key-layout.js';
+import { indexHourOf, readSceneManifest, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
 import { makeTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../tile-job.js';
 
 /**
@@ -252,7 +253,7 @@ async function findManifest(t: VerifyTarget, sourceKey: string): Promise<SceneMa
   );
   for (const hour of hours) {
     for await (const entry of t.backend.outputs.list(sceneLifecycleKeys.indexHour(hour))) {
-      const scene = entry.key.slice(`${SCENE_INDEX_PREFIX}${hour}/`.length);
+      const scene = entry.key.slice(sceneLifecycleKeys.indexHour(hour).length);
       const manifest = await readSceneManifest(t.backend.outputs, scene).catch(() => undefined);
       if (manifest?.source.key === sourceKey) return manifest;
     }
@@ -449,7 +450,7 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
     name: '16 create-only writers of one output key',
     async run({ t, runId }) {
       const { outputs } = t.backend;
-      const key = `verify/${runId}/race.bin`;
+      const key = verifyKeys.race(runId);
       const body = new TextEncoder().encode(`tessera verify ${runId}\n`);
       const results = await Promise.all(Array.from({ length: 16 }, () => outputs.putIfAbsent(key, body)));
       const written = results.filter((r) => r.kind === 'written').length;
@@ -468,7 +469,7 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
       const { outputs } = t.backend;
       const names = ['a+b.tif', 'a%2Fb.tif', 'with space.tif', 'çà-日本.tif'];
       for (const name of names) {
-        const key = `verify/${runId}/odd/${name}`;
+        const key = verifyKeys.odd(runId, name);
         const body = new TextEncoder().encode(key);
         const put = await outputs.putIfAbsent(key, body);
         if (put.kind !== 'written') return { pass: false, detail: `${JSON.stringify(key)}: ${put.kind}` };
@@ -476,7 +477,7 @@ export const LIVE_SCENARIOS: readonly LiveScenario[] = [
         if (got !== key) return { pass: false, detail: `${JSON.stringify(key)} read back ${JSON.stringify(got)}` };
       }
       const listed: string[] = [];
-      for await (const h of outputs.list(`verify/${runId}/odd/`)) listed.push(h.key.slice(`verify/${runId}/odd/`.length));
+      for await (const h of outputs.list(verifyKeys.oddPrefix(runId))) listed.push(h.key.slice(verifyKeys.oddPrefix(runId).length));
       const missing = names.filter((n) => !listed.includes(n));
       if (missing.length > 0 || listed.length !== names.length)
         return { pass: false, detail: `list gave ${JSON.stringify(listed.sort())}` };
@@ -678,12 +679,12 @@ class Created {
   readonly deadLetters: ((m: JobMessage) => boolean)[] = [];
 
   constructor(runId: string) {
-    this.prefixes.add(`verify/${runId}/`);
+    this.prefixes.add(verifyKeys.run(runId));
   }
 
   addScene(m: SceneManifest, now: number): void {
     const scene = m.sceneKey;
-    for (const prefix of [outputKeys.tilePrefix(scene), `scenes/${scene}/`]) this.prefixes.add(prefix);
+    for (const prefix of [outputKeys.tilePrefix(scene), outputKeys.scenePrefix(scene)]) this.prefixes.add(prefix);
     this.addMosaics(scene);
     this.keys.add(sceneLifecycleKeys.closedOut(scene));
     // The mosaic sweep's index entry lives under the UTC hour of the fan-out: this hour or the last.
