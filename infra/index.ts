@@ -66,6 +66,8 @@ export default async function main(): Promise<Record<string, unknown>> {
         manifestCollection: MANIFEST_COLLECTION,
         firestoreDatabase: cfg.firestoreDatabase,
         tileAckDeadlineSeconds: cfg.ackDeadlineSec,
+        // The account `tessera verify` runs as, by impersonation (docs/iam.md).
+        verifyServiceAccount: stack.serviceAccounts.verify.email,
       };
     }
     case 'azure': {

@@ -7,6 +7,8 @@ import { install as installAzure } from './emulators/azure.mjs';
 import { install as installGcp } from './emulators/gcp.mjs';
 import { install as installGdal } from './emulators/gdal.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
+// The real Pulumi CLI and language host (vendor/pulumi/) for the real-engine test.
+import { install as installPulumi } from './emulators/pulumi.mjs';
 
 const started = Date.now();
 for (const [name, install] of [
@@ -15,6 +17,7 @@ for (const [name, install] of [
   ['azure', installAzure],
   ['postgres', installPostgres],
   ['gdal', installGdal],
+  ['pulumi', installPulumi],
 ]) {
   try {
     await install();

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
@@ -8,12 +9,14 @@ import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { clockSkewMarginMs, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
 import { DynamoDbManifestStore } from './adapters/dynamodb-manifest-store.js';
 import { S3ObjectStore, type S3Sender } from './adapters/s3-object-store.js';
+import { SecretsManagerSecret, type SecretsManagerSender } from './adapters/secrets-manager-secret.js';
 import { SqsJobQueue, type SqsSender } from './adapters/sqs-job-queue.js';
 
 /** The SDK clients the AWS backend is built from. Tests pass clients pointed at the emulators. */
@@ -21,6 +24,8 @@ export interface AwsClients {
   readonly dynamodb: DynamoDbSender;
   readonly s3: S3Sender;
   readonly sqs: SqsSender;
+  /** Read only by a tile function whose sink URL is a secret (TESSERA_FEATURE_SINK_SECRET); made on demand otherwise. */
+  readonly secretsManager?: SecretsManagerSender | undefined;
 }
 
 export interface AwsRuntime {
@@ -62,6 +67,7 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     dynamodb: options.clients?.dynamodb ?? new DynamoDBClient({}),
     s3: options.clients?.s3 ?? new S3Client({}),
     sqs: options.clients?.sqs ?? new SQSClient({}),
+    secretsManager: options.clients?.secretsManager ?? (config.featureSinkSecret ? new SecretsManagerClient({}) : undefined),
   };
   const clock = options.clock ?? systemClock;
   const owner = options.owner ?? env.AWS_LAMBDA_LOG_STREAM_NAME ?? `${hostname()}:${process.pid}`;
@@ -81,8 +87,18 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     queue: new SqsJobQueue(clients.sqs, config.tileQueue, { deadLetterQueueUrl: config.deadLetterQueue }),
     clock,
     telemetry,
-    // The optional PostGIS feature sink (a secret URL infra/ sets from tessera:featureSinkUrl): docs/postgis.md.
-    sink: config.featureSinkUrl ? PostgisFeatureSink.fromUrl(config.featureSinkUrl) : undefined,
+    // The optional PostGIS feature sink (tessera:featureSinkUrl): its URL is in Secrets Manager, docs/postgis.md.
+    // TESSERA_FEATURE_SINK itself is for a runtime composed by hand (tests, a local run against these resources).
+    sink: config.featureSinkSecret
+      ? secretFeatureSink(
+          new SecretsManagerSecret(clients.secretsManager ?? new SecretsManagerClient({}), config.featureSinkSecret.secretId, {
+            versionId: config.featureSinkSecret.versionId,
+            purpose: 'the PostGIS feature sink URL',
+          }),
+        )
+      : config.featureSinkUrl
+        ? PostgisFeatureSink.fromUrl(config.featureSinkUrl)
+        : undefined,
   };
   return {
     config,
@@ -92,6 +108,29 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     clients,
     manifest: config.manifestTable ? new DynamoDbManifestStore(clients.dynamodb, config.manifestTable) : undefined,
   };
+}
+
+/**
+ * The PostGIS sink of a URL kept in Secrets Manager. The read starts at cold start, while the first job renders, so
+ * it costs the first tile nothing; compose stays synchronous because the handlers build their runtime on first use.
+ * A failed read is not kept: the first put reads again and throws its SecretUnavailableError, which gives the claim
+ * back (shared/app/process-tile.ts) and fails the delivery, retryable or not as the error says.
+ */
+function secretFeatureSink(secret: SecretsManagerSecret): FeatureSink {
+  let sink: Promise<PostgisFeatureSink> | undefined;
+  const open = (): Promise<PostgisFeatureSink> => {
+    sink ??= secret.value().then(
+      (url) => PostgisFeatureSink.fromUrl(url),
+      (error: unknown) => {
+        sink = undefined;
+        throw error;
+      },
+    );
+    return sink;
+  };
+  // Nobody awaits the cold-start read: its failure is handled here and surfaces at the put instead.
+  open().catch(() => undefined);
+  return { name: 'postgis', put: async (feature) => (await open()).put(feature) };
 }
 
 /**

@@ -1,5 +1,8 @@
 import pg from 'pg';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
+import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { sqlState } from './postgres-error.js';
 
 /** The part of a `pg.Pool` the adapters use, so tests can inject any pool (or a wrapper) without a cast. */
 export type PgPool = Pick<pg.Pool, 'connect' | 'query' | 'end'>;
@@ -35,16 +38,40 @@ export function parsePostgresUrl(url: string): { readonly connectionString: stri
  * A small pool for one function instance or CLI run. Few connections: a
  * serverless fleet of many instances must not exhaust `max_connections`; one
  * insert per tile needs no more. `application_name` shows Tessera in pg_stat_activity.
+ *
+ * The pool reports a connection the server ended while it sat idle (a restart,
+ * a failover, `idle_session_timeout`, a proxy's idle cut) as an `'error'` event
+ * of the pool, and Node ends the process on an `'error'` event nobody listens
+ * to: one restart of the database would take every warm worker down with it.
+ * pg-pool has already dropped that connection when it emits, so the next
+ * checkout opens a new one; all that is left to do is to say so (WARN
+ * `postgres-connection-lost`, counted). A connection that dies in use fails its
+ * query instead, which the adapters turn into a retryable AdapterError
+ * (postgres-error.ts), so that costs one retry of the operation.
+ *
+ * @param options `telemetry`: where the lost connection is logged and counted; without one, a JSON line
+ *   on stderr in the same shape (stdout may be a CLI's output)
  */
-export function postgresPool(url: string, options: { readonly max?: number } = {}): pg.Pool {
-  const { connectionString } = parsePostgresUrl(url);
-  return new pg.Pool({
+export function postgresPool(url: string, options: { readonly max?: number; readonly telemetry?: Telemetry } = {}): pg.Pool {
+  const { connectionString, display } = parsePostgresUrl(url);
+  const pool = new pg.Pool({
     connectionString,
     max: options.max ?? 4,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
     application_name: 'tessera',
   });
+  const telemetry = options.telemetry ?? new JsonTelemetry((line) => process.stderr.write(`${line}\n`));
+  pool.on('error', (error: Error) => {
+    telemetry.count('postgres-connection-lost');
+    telemetry.log('WARN', 'postgres-connection-lost', {
+      server: display,
+      code: sqlState(error) ?? null,
+      message: error.message.split('\n')[0],
+      note: 'an idle pooled connection was ended by the server or the network; the pool opens a new one on next use',
+    });
+  });
+  return pool;
 }
 
 /**

@@ -24,6 +24,14 @@ export function isRetryablePg(error: unknown): boolean {
   return code.startsWith('08') || code === '40001' || code === '40P01' || code.startsWith('53') || code.startsWith('57');
 }
 
+/**
+ * A transport failure, a connection exception (class 08), or the server ending the session (57P01 a terminated
+ * backend or a shutdown, 57P05 idle_session_timeout, ...); 57014 is a cancelled statement on a live session.
+ */
+function connectionLost(code: string | undefined): boolean {
+  return code === undefined || /^E[A-Z]+$/.test(code) || code.startsWith('08') || code.startsWith('57P');
+}
+
 /** The AdapterError for an unexpected PostgreSQL failure: names the adapter and the table, and what to do. */
 export function pgFailure(tag: string, table: string, what: string, error: unknown): AdapterError {
   const code = sqlState(error);
@@ -38,7 +46,9 @@ export function pgFailure(tag: string, table: string, what: string, error: unkno
           : code === '3D000'
             ? 'the database in the connection URL does not exist: create it or fix the URL'
             : retryable
-              ? 'the server did not answer or is overloaded: retry'
+              ? connectionLost(code)
+                ? 'the connection was lost (a server restart or failover, an idle timeout, a proxy, the network): retry; the pool opens a new connection'
+                : 'the server is overloaded, cancelled the statement, or the transaction conflicted with another: retry'
               : 'this is not a condition the adapter expects: check the server version and the table definition';
   const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
   return new AdapterError(`[${tag}] ${what} on ${table} failed (${code ?? 'no SQLSTATE'}: ${message}); ${hint}`, {

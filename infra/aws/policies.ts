@@ -36,6 +36,8 @@ export interface FunctionArns {
   /** The dead-letter queue of the trigger queue: the handler settles a poison record there at once. */
   readonly deadLetterQueue: string | undefined;
   readonly logGroup: string;
+  /** The Secrets Manager secret holding the PostGIS sink URL (tessera:featureSinkUrl); the tile role alone reads it. */
+  readonly featureSinkSecret?: string | undefined;
 }
 
 /** The `s3:prefix` condition that limits ListBucket to some prefixes. */
@@ -186,6 +188,15 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
       break;
     default:
       assertNever(role, 'function role');
+  }
+  // The sink URL is a credential: only the function that writes feature rows may read it (docs/postgis.md).
+  if (role === 'tile' && arns.featureSinkSecret !== undefined) {
+    statements.push({
+      Sid: 'ReadFeatureSinkSecret',
+      Effect: 'Allow',
+      Action: 'secretsmanager:GetSecretValue',
+      Resource: arns.featureSinkSecret,
+    });
   }
   return { Version: '2012-10-17', Statement: statements };
 }

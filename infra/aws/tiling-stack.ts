@@ -4,6 +4,7 @@ import { getCallerIdentityOutput } from '@pulumi/aws/getCallerIdentity';
 import * as iam from '@pulumi/aws/iam';
 import * as lambda from '@pulumi/aws/lambda';
 import * as s3 from '@pulumi/aws/s3';
+import * as secretsmanager from '@pulumi/aws/secretsmanager';
 import * as sns from '@pulumi/aws/sns';
 import * as sqs from '@pulumi/aws/sqs';
 import type { input as awsInput } from '@pulumi/aws/types';
@@ -174,6 +175,10 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, queues.scene.queue, account.accountId, cfg.source);
 
     const monitoring = monitoringPrefix('aws', cfg.stack);
+    // The PostGIS sink URL (tessera:featureSinkUrl) is a credential, and a Lambda environment is readable by anyone
+    // allowed lambda:GetFunctionConfiguration: it lives in Secrets Manager, and the tile function gets its ARN.
+    const sinkSecret =
+      cfg.featureSinkUrl === undefined ? undefined : this.featureSinkSecret(`${name}-feature-sink`, cfg.featureSinkUrl, tags);
     const logGroups = {} as Record<FunctionRole, cloudwatch.LogGroup>;
     const functions = {} as Record<FunctionRole, lambda.Function>;
     for (const role of FUNCTION_ROLES) {
@@ -201,15 +206,27 @@ export class AwsTilingStack extends pulumi.ComponentResource {
               trigger?.queue.arn,
               trigger?.deadLetter.arn,
               logGroup.arn,
+              role === 'tile' ? sinkSecret?.secret.arn : undefined,
             ])
-            .apply(([sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, lg]) =>
-              JSON.stringify(
-                functionPolicy(
-                  role,
-                  { sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, logGroup: lg },
-                  cfg.source.prefix,
+            .apply(
+              ([sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, lg, featureSinkSecret]) =>
+                JSON.stringify(
+                  functionPolicy(
+                    role,
+                    {
+                      sourceBucket,
+                      outputBucket,
+                      claimsTable,
+                      manifestTable,
+                      tileQueue,
+                      triggerQueue,
+                      deadLetterQueue,
+                      logGroup: lg,
+                      featureSinkSecret,
+                    },
+                    cfg.source.prefix,
+                  ),
                 ),
-              ),
             ),
         },
         parent,
@@ -239,7 +256,15 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                 ...(trigger ? { maxDeliveries: trigger.maxReceiveCount } : {}),
                 ...(ingestion ? { manifestTable: this.manifestTable.name } : {}),
                 ...(role === 'ingest' ? { ingestQueue: queues.ingest.queue.url } : {}),
-                ...(role === 'tile' && cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
+                ...(role === 'tile' && sinkSecret
+                  ? {
+                      featureSink: {
+                        kind: 'aws-secrets-manager' as const,
+                        secretArn: sinkSecret.secret.arn,
+                        versionId: sinkSecret.version.versionId,
+                      },
+                    }
+                  : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
@@ -344,6 +369,25 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
       alarmTopic: this.alarmTopic.arn,
     });
+  }
+
+  /**
+   * The secret holding the PostGIS sink URL, and its one version. The value is a Pulumi secret, so the state holds it
+   * encrypted; AWS encrypts it with the account's aws/secretsmanager key, which GetSecretValue alone lets a role use.
+   * Deleting the stack schedules the secret's deletion (30 days to restore it); a new stack gets a new name.
+   */
+  private featureSinkSecret(
+    name: string,
+    url: string,
+    tags: StandardTags,
+  ): { readonly secret: secretsmanager.Secret; readonly version: secretsmanager.SecretVersion } {
+    const secret = new secretsmanager.Secret(
+      name,
+      { description: 'PostGIS feature sink URL of the Tessera tile function (tessera:featureSinkUrl)', tags },
+      { parent: this },
+    );
+    const version = new secretsmanager.SecretVersion(name, { secretId: secret.id, secretString: pulumi.secret(url) }, { parent: this });
+    return { secret, version };
   }
 
   /** An alarm that fires on the first occurrence (at least 1 in a period) and notifies the alarm topic. */

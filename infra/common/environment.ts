@@ -3,7 +3,8 @@ import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
 import { AREAS } from '../../shared/domain/key-layout.js';
-import { ENV } from '../../shared/domain/runtime-config.js';
+import { assertNever } from '../../shared/domain/claim.js';
+import { ENV, KEY_VAULT_REFERENCE_PREFIX } from '../../shared/domain/runtime-config.js';
 import type { StackConfig } from './config.js';
 
 /**
@@ -56,9 +57,22 @@ export interface RuntimeResources {
   readonly manifestTable?: pulumi.Input<string>;
   /** The ingest queue (SQS URL / Pub/Sub topic / Azure queue name): the ingest function. */
   readonly ingestQueue?: pulumi.Input<string>;
-  /** The PostGIS feature sink URL (tessera:featureSinkUrl): the tile function only. Always set as a Pulumi secret. */
-  readonly featureSink?: pulumi.Input<string>;
+  /** Where the tile function finds the PostGIS feature sink URL (tessera:featureSinkUrl); never the URL itself. */
+  readonly featureSink?: FeatureSinkReference;
 }
+
+/**
+ * Where a function finds the PostGIS sink URL, which is a credential: a Pulumi secret only protects the state, and a
+ * function's configuration is readable by anyone allowed to read the function. So the environment holds a pointer
+ * into the cloud's secret store, and only the reading function's identity may follow it (docs/postgis.md).
+ * GCP has no variant: the platform itself fills TESSERA_FEATURE_SINK from Secret Manager
+ * (serviceConfig.secretEnvironmentVariables in infra/gcp/tiling-stack.ts), outside this environment.
+ */
+export type FeatureSinkReference =
+  /** The secret's ARN and the version the stack wrote: the tile function reads it at cold start. */
+  | { readonly kind: 'aws-secrets-manager'; readonly secretArn: pulumi.Input<string>; readonly versionId: pulumi.Input<string> }
+  /** A Key Vault secret URI (with its version): the Functions platform resolves the reference as the app's keyVaultReferenceIdentity. */
+  | { readonly kind: 'azure-key-vault'; readonly secretUri: pulumi.Input<string> };
 
 /**
  * A function's environment, keyed by the names in shared/domain/runtime-config.ts
@@ -104,7 +118,19 @@ export function functionEnvironment(
   if (resources.ingestQueue !== undefined) env[ENV.ingestQueue] = resources.ingestQueue;
   // A STAC stack: its scene trigger reads each item and picks these assets (shared/app/stac-scene.ts).
   if (cfg.stacAssets !== undefined) env[ENV.stacAssets] = canonicalJson(cfg.stacAssets);
-  // A connection secret: encrypted in the state and masked in previews, whatever the caller passed.
-  if (resources.featureSink !== undefined) env[ENV.featureSink] = pulumi.secret(resources.featureSink);
+  const sink = resources.featureSink;
+  switch (sink?.kind) {
+    case undefined:
+      break;
+    case 'aws-secrets-manager':
+      env[ENV.featureSinkSecret] = sink.secretArn;
+      env[ENV.featureSinkSecretVersion] = sink.versionId;
+      break;
+    case 'azure-key-vault':
+      env[ENV.featureSink] = pulumi.interpolate`${KEY_VAULT_REFERENCE_PREFIX}SecretUri=${sink.secretUri})`;
+      break;
+    default:
+      assertNever(sink, 'feature sink reference');
+  }
   return env;
 }

@@ -53,6 +53,16 @@ export function gcpServiceAccountId(stack: string, role: string): string {
   return `ts-${shortHash([stack], 8)}-${role}`.slice(0, 30);
 }
 
+/**
+ * A GCP project custom role id (3-64 letters, digits, underscores and periods). Unique per project and kept
+ * for 37 days after a delete (the provider undeletes it on the next create), so it carries the stack too.
+ */
+export function gcpCustomRoleId(stack: string, what: string): string {
+  const readable = `tessera_${slug(stack).replace(/-/g, '_')}_${what}`;
+  if (readable.length <= 64) return readable;
+  return `tessera_${shortHash([stack], 10)}_${what}`.slice(0, 64);
+}
+
 /** A log group, metric or alert name prefix per stack. */
 export function monitoringPrefix(cloud: Cloud, stack: string): string {
   return cloud === 'aws' ? `/tessera/${slug(stack)}` : `tessera-${slug(stack)}`;

@@ -12,6 +12,7 @@ import type { input as gcpInput } from '@pulumi/gcp/types';
 import * as pulumi from '@pulumi/pulumi';
 import * as time from '@pulumiverse/time';
 import type { Platform } from '../../shared/domain/ceilings.js';
+import { type FunctionRole as IdentityRole, FUNCTION_ROLES as IDENTITY_ROLES, type StoreName } from '../../shared/domain/key-layout.js';
 import {
   FIRESTORE_DEFAULT_DATABASE,
   FUNCTION_ROLES,
@@ -23,10 +24,11 @@ import {
   SUPPORT_FUNCTION_MEMORY_MB,
   SUPPORT_FUNCTION_TIMEOUT_SEC,
 } from '../common/config.js';
-import { functionEnvironment, OUTPUT_PREFIXES } from '../common/environment.js';
-import { gcpServiceAccountId, monitoringPrefix } from '../common/naming.js';
+import { functionEnvironment } from '../common/environment.js';
+import { gcpCustomRoleId, gcpServiceAccountId, monitoringPrefix } from '../common/naming.js';
 import { type Archive, GCP_ENTRY_POINTS } from '../common/packaging.js';
 import { gcpLabels, type StandardTags } from '../common/tags.js';
+import { GCS_CUSTOM_ROLES, GCS_GRANT_ROLE, type GcsCustomRole, gcsGrantPlan, objectCondition } from './storage-grants.js';
 
 export interface GcpTilingStackArgs {
   readonly config: GcpStackConfig;
@@ -86,6 +88,13 @@ export const IAM_PROPAGATION_WAIT = '120s';
  * artifacts bucket only.
  */
 export const BUILD_PROJECT_ROLES = ['roles/logging.logWriter', 'roles/artifactregistry.writer'] as const;
+/** What `tessera verify` does with its two taps (functions/gcp/verify-target.ts Tap): the project-level half of its grants. */
+export const VERIFY_TAP_PERMISSIONS = [
+  'pubsub.subscriptions.create',
+  'pubsub.subscriptions.get',
+  'pubsub.subscriptions.consume',
+  'pubsub.subscriptions.delete',
+] as const;
 /** Matches the JSON lines JsonTelemetry writes for a commit whose lease was stolen (Cloud Run puts them in jsonPayload). */
 export const LEASE_STOLEN_LOG_FILTER = 'jsonPayload.event="lease-stolen" AND jsonPayload.level="ERROR"';
 
@@ -100,13 +109,8 @@ export function gcfCpuFor(memoryMb: number): string {
   return '8';
 }
 
-/** An IAM condition limiting an object role to one prefix of one bucket. */
-function underPrefix(bucket: pulumi.Input<string>, prefix: string, title: string): storage.BucketIAMMemberArgs['condition'] {
-  return {
-    title,
-    expression: pulumi.interpolate`resource.name.startsWith("projects/_/buckets/${bucket}/objects/${prefix}")`,
-  };
-}
+/** `sceneIndex` -> `scene-index`, for logical resource names. */
+const kebab = (id: string): string => id.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
 /**
  * Tessera on GCP: GCS finalize -> Eventarc -> scene function -> Pub/Sub ->
@@ -131,7 +135,11 @@ export class GcpTilingStack extends pulumi.ComponentResource {
   readonly ingestDeadLetterTopic: pubsub.Topic;
   readonly ingestSubscription: pubsub.Subscription;
   readonly functions: Readonly<Record<FunctionRole, cloudfunctionsv2.Function>>;
-  readonly serviceAccounts: Readonly<Record<FunctionRole | 'trigger', serviceaccount.Account>>;
+  /**
+   * One account per function, one for the triggers, and `verify`'s: the identity an operator or CI impersonates
+   * to run `tessera verify` (docs/iam.md), holding its layout grants and nothing the functions do not need.
+   */
+  readonly serviceAccounts: Readonly<Record<IdentityRole | 'trigger', serviceaccount.Account>>;
   /** The account Cloud Build builds the functions as (buildConfig.serviceAccount). */
   readonly buildAccount: serviceaccount.Account;
 
@@ -258,9 +266,9 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       parent,
     );
 
-    // One service account per function, plus one for the triggers (Eventarc and the push subscription).
-    const accounts = {} as Record<FunctionRole | 'trigger', serviceaccount.Account>;
-    for (const role of [...FUNCTION_ROLES, 'trigger'] as const) {
+    // One service account per function, one for the triggers (Eventarc and the push subscription), and verify's.
+    const accounts = {} as Record<IdentityRole | 'trigger', serviceaccount.Account>;
+    for (const role of [...IDENTITY_ROLES, 'trigger'] as const) {
       accounts[role] = new serviceaccount.Account(
         `${name}-${role}`,
         { project, accountId: gcpServiceAccountId(cfg.stack, role), displayName: `Tessera ${cfg.stack} ${role}` },
@@ -268,7 +276,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       );
     }
     this.serviceAccounts = accounts;
-    const member = (role: FunctionRole | 'trigger') => accounts[role].member;
+    const member = (role: IdentityRole | 'trigger') => accounts[role].member;
     // Builds run as a dedicated account: since 2024 a new project's default build account may lack what a build needs.
     this.buildAccount = new serviceaccount.Account(
       `${name}-build`,
@@ -290,65 +298,57 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         parent,
       ),
     );
-    // Least privilege, as a table: reads on whole buckets (listing needs the bucket), writes limited
-    // to the function's own output prefix by an IAM condition on the object name.
-    const bucketGrants: readonly { id: string; bucket: storage.Bucket; role: string; who: FunctionRole; onlyUnder?: string }[] = [
-      // scene: read sources, create scene manifests.
-      { id: 'scene-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'scene' },
-      { id: 'scene-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'scene' },
-      {
-        id: 'scene-write-manifests',
-        bucket: this.outputBucket,
-        role: 'roles/storage.objectCreator',
-        who: 'scene',
-        onlyUnder: OUTPUT_PREFIXES.scenes,
-      },
-      // tile: read sources, create tiles and replace them in a repair (objectUser: create and delete).
-      { id: 'tile-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'tile' },
-      { id: 'tile-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'tile' },
-      {
-        id: 'tile-write-tiles',
-        bucket: this.outputBucket,
-        role: 'roles/storage.objectUser',
-        who: 'tile',
-        onlyUnder: OUTPUT_PREFIXES.tiles,
-      },
-      // mosaic: read manifests and list tiles, create mosaics.
-      { id: 'mosaic-read-outputs', bucket: this.outputBucket, role: 'roles/storage.objectViewer', who: 'mosaic' },
-      {
-        id: 'mosaic-write-mosaics',
-        bucket: this.outputBucket,
-        role: 'roles/storage.objectCreator',
-        who: 'mosaic',
-        onlyUnder: OUTPUT_PREFIXES.mosaics,
-      },
-      // ingest: read sources (staging and an href under the bucket), create staging objects and promoted scenes
-      // (objectCreator: create only, no delete; staging expires by the lifecycle rule).
-      { id: 'ingest-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'ingest' },
-      {
-        id: 'ingest-write-staging',
-        bucket: this.sourceBucket,
-        role: 'roles/storage.objectCreator',
-        who: 'ingest',
-        onlyUnder: STAGING_PREFIX,
-      },
-      {
-        id: 'ingest-promote-scenes',
-        bucket: this.sourceBucket,
-        role: 'roles/storage.objectCreator',
-        who: 'ingest',
-        onlyUnder: cfg.source.prefix,
-      },
-      // reconcile: list and read the promoted prefix.
-      { id: 'reconcile-read-sources', bucket: this.sourceBucket, role: 'roles/storage.objectViewer', who: 'reconcile' },
-    ];
-    for (const g of bucketGrants) {
-      const condition = g.onlyUnder === undefined ? undefined : underPrefix(g.bucket.name, g.onlyUnder, `${g.onlyUnder} only`);
-      new storage.BucketIAMMember(
-        `${name}-${g.id}`,
-        { bucket: g.bucket.name, role: g.role, member: member(g.who), ...(condition ? { condition } : {}) },
-        parent,
+    // Object grants: derived from the one key layout (shared/domain/key-layout.ts ROLE_ACCESS) by gcsGrantPlan, with
+    // Cloud Storage's semantics (a replace needs delete too), one binding per (role, area, permission) conditioned on
+    // the area's object names, and one list binding per (role, bucket). docs/iam.md has the resulting table.
+    const customRoles = {} as Record<GcsCustomRole, projects.IAMCustomRole>;
+    for (const id of Object.keys(GCS_CUSTOM_ROLES) as GcsCustomRole[]) {
+      const def = GCS_CUSTOM_ROLES[id];
+      customRoles[id] = new projects.IAMCustomRole(
+        `${name}-${kebab(id)}`,
+        {
+          project,
+          roleId: gcpCustomRoleId(cfg.stack, id),
+          title: `${def.title} (${cfg.stack})`,
+          description: def.description,
+          permissions: [...def.permissions],
+          stage: 'GA',
+        },
+        afterApis,
       );
+    }
+    const buckets: Record<StoreName, storage.Bucket> = { sources: this.sourceBucket, outputs: this.outputBucket };
+    const grantRole = (kind: keyof typeof GCS_GRANT_ROLE): pulumi.Input<string> => {
+      const r = GCS_GRANT_ROLE[kind];
+      return 'predefined' in r ? r.predefined : customRoles[r.custom].name;
+    };
+    for (const role of IDENTITY_ROLES) {
+      const plan = gcsGrantPlan(role, cfg.source.prefix);
+      for (const g of plan.objects) {
+        const bucketName = buckets[g.store].name;
+        new storage.BucketIAMMember(
+          `${name}-${role}-${g.kind}-${kebab(g.area)}`,
+          {
+            bucket: bucketName,
+            role: grantRole(g.kind),
+            member: member(role),
+            condition: {
+              // IAM caps a title at 100 characters and a description at 256.
+              title: `${role} ${g.kind} ${g.exact ? '' : 'under '}${g.prefix}`.slice(0, 100),
+              description: g.why.slice(0, 256),
+              expression: bucketName.apply((b) => objectCondition(b, g.prefix, g.exact)),
+            },
+          },
+          parent,
+        );
+      }
+      for (const store of plan.lists) {
+        new storage.BucketIAMMember(
+          `${name}-${role}-list-${store}`,
+          { bucket: buckets[store].name, role: customRoles.objectLister.name, member: member(role) },
+          parent,
+        );
+      }
     }
     // scene publishes tile jobs; scene and tile settle poison in the dead-letter topic at once (shared/app/poison.ts).
     const topicGrants = [
@@ -401,6 +401,52 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         afterApis,
       );
     }
+    // verify's account beyond its object grants (docs/deploy.md, step 4): the claim race and its cleanup in the claims
+    // database; the replay and the poison probe, published to the tile topic; and its two taps, subscriptions of its
+    // own on the tile and dead-letter topics. A tap needs attachSubscription on the topic (roles/pubsub.subscriber
+    // there), while creating, reading and deleting a subscription are checked on the project: a custom role holds
+    // exactly those four permissions (Pub/Sub has no IAM condition on subscription names to narrow it by).
+    new projects.IAMMember(
+      `${name}-verify-claims`,
+      {
+        project,
+        role: 'roles/datastore.user',
+        member: member('verify'),
+        condition: {
+          title: 'claims database only',
+          expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${databaseName}")`,
+        },
+      },
+      afterApis,
+    );
+    new pubsub.TopicIAMMember(
+      `${name}-verify-publish`,
+      { project, topic: this.tileTopic.name, role: 'roles/pubsub.publisher', member: member('verify') },
+      parent,
+    );
+    for (const [id, topic] of [
+      ['tiles', this.tileTopic],
+      ['dead-letter', this.deadLetterTopic],
+    ] as const) {
+      new pubsub.TopicIAMMember(
+        `${name}-verify-tap-${id}`,
+        { project, topic: topic.name, role: 'roles/pubsub.subscriber', member: member('verify') },
+        parent,
+      );
+    }
+    const verifyTaps = new projects.IAMCustomRole(
+      `${name}-verify-taps`,
+      {
+        project,
+        roleId: gcpCustomRoleId(cfg.stack, 'verifyTaps'),
+        title: `Tessera verify taps (${cfg.stack})`,
+        description: "tessera verify's own subscriptions: create, read from and delete them (docs/deploy.md)",
+        permissions: [...VERIFY_TAP_PERMISSIONS],
+        stage: 'GA',
+      },
+      afterApis,
+    );
+    new projects.IAMMember(`${name}-verify-taps`, { project, role: verifyTaps.name, member: member('verify') }, afterApis);
     // Triggers (Eventarc, the push subscription, Cloud Scheduler) share one account; GCS publishes its events through Pub/Sub.
     const triggerGrants = [
       new projects.IAMMember(
@@ -754,6 +800,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       ingestDeadLetterSubscription: ingestDeadLetterSubscription.name,
       manifestCollection: MANIFEST_COLLECTION,
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
+      verifyServiceAccount: accounts.verify.email,
     });
   }
 }

@@ -65,8 +65,11 @@ interface WrappableMonitor {
   getRegisteredResources(): Map<string, unknown>;
 }
 
-/** Provider-computed attributes, by resource type: what a real `pulumi up` would fill in. */
-function computed(type: string, name: string, inputs: Record<string, unknown>): Record<string, unknown> {
+/**
+ * Provider-computed attributes, by resource type: what a real `pulumi up` would fill in.
+ * Also the table of the stand-in provider that runs the program on the real engine (test/infra/standin-provider/).
+ */
+export function computed(type: string, name: string, inputs: Record<string, unknown>): Record<string, unknown> {
   const physical = (inputs.name as string | undefined) ?? `${name}-0a1b2c3`;
   switch (type) {
     case 'aws:s3/bucket:Bucket':
@@ -89,6 +92,13 @@ function computed(type: string, name: string, inputs: Record<string, unknown>): 
       return { name: physical, arn: `arn:aws:events:eu-west-1:${ACCOUNT_ID}:rule/${physical}` };
     case 'aws:sns/topic:Topic':
       return { name: physical, arn: `arn:aws:sns:eu-west-1:${ACCOUNT_ID}:${physical}` };
+    case 'aws:secretsmanager/secret:Secret': {
+      // Secrets Manager appends six random characters to a secret's name in its ARN; the ARN is also its id.
+      const arn = `arn:aws:secretsmanager:eu-west-1:${ACCOUNT_ID}:secret:${physical}-AbCdEf`;
+      return { name: physical, arn, id: arn };
+    }
+    case 'aws:secretsmanager/secretVersion:SecretVersion':
+      return { secretArn: inputs.secretId, versionId: `0f1e2d3c-4b5a-4968-8776-${Buffer.from(name).toString('hex').slice(0, 12)}` };
     case 'gcp:storage/bucket:Bucket':
       return { name: physical, url: `gs://${physical}` };
     case 'gcp:pubsub/topic:Topic':
@@ -121,6 +131,16 @@ function computed(type: string, name: string, inputs: Record<string, unknown>): 
       return { name: physical };
     case 'gcp:firestore/database:Database':
       return { name: physical, id: `projects/${inputs.project}/databases/${physical}` };
+    case 'gcp:secretmanager/secret:Secret':
+      return {
+        name: `projects/${GCP_PROJECT_NUMBER}/secrets/${inputs.secretId}`,
+        id: `projects/${inputs.project}/secrets/${inputs.secretId}`,
+      };
+    case 'gcp:secretmanager/secretVersion:SecretVersion':
+      return { version: '1', name: `${inputs.secret}/versions/1`, id: `${inputs.secret}/versions/1` };
+    case 'gcp:projects/iAMCustomRole:IAMCustomRole':
+      // The role's full name, which a binding's `role` takes (a bare roleId is refused).
+      return { name: `projects/${inputs.project}/roles/${inputs.roleId}`, id: `projects/${inputs.project}/roles/${inputs.roleId}` };
     case 'azure-native:resources:ResourceGroup':
       return { name: `${name}1a2b3c4d`, id: `/subscriptions/${AZURE_SUBSCRIPTION}/resourceGroups/${name}1a2b3c4d` };
     case 'azure-native:managedidentity:UserAssignedIdentity':
@@ -166,13 +186,31 @@ function computed(type: string, name: string, inputs: Record<string, unknown>): 
       };
     case 'azure-native:eventgrid:SystemTopic':
       return { name: `${name}5e4d3c2b` };
+    case 'azure-native:keyvault:Vault': {
+      const vault = (inputs.vaultName as string | undefined) ?? `${name}3c2b1a0f`;
+      return {
+        name: vault,
+        id: `/subscriptions/${AZURE_SUBSCRIPTION}/resourceGroups/${inputs.resourceGroupName}/providers/Microsoft.KeyVault/vaults/${vault}`,
+        properties: { ...(inputs.properties as object), vaultUri: `https://${vault}.vault.azure.net/` },
+      };
+    }
+    case 'azure-native:keyvault:Secret': {
+      // The service never returns a secret's value: the state has its URIs, not the value.
+      const uri = `https://${inputs.vaultName}.vault.azure.net/secrets/${inputs.secretName}`;
+      return {
+        name: inputs.secretName,
+        id: `/subscriptions/${AZURE_SUBSCRIPTION}/resourceGroups/${inputs.resourceGroupName}/providers/Microsoft.KeyVault/vaults/${inputs.vaultName}/secrets/${inputs.secretName}`,
+        properties: { secretUri: uri, secretUriWithVersion: `${uri}/0123456789abcdef0123456789abcdef` },
+      };
+    }
     default:
       if (type.startsWith('azure-native:')) return { name: physical, id: `/subscriptions/${AZURE_SUBSCRIPTION}/mock/${type}/${name}` };
       return { name: physical };
   }
 }
 
-function calls(args: pulumi.runtime.MockCallArgs): Record<string, unknown> {
+/** What a provider function (an invoke) returns, by token; the stand-in provider answers invokes with it too. */
+export function calls(args: Pick<pulumi.runtime.MockCallArgs, 'token' | 'inputs'>): Record<string, unknown> {
   switch (args.token) {
     case 'aws:index/getCallerIdentity:getCallerIdentity':
       return { accountId: ACCOUNT_ID, arn: `arn:aws:iam::${ACCOUNT_ID}:user/ci`, userId: 'AIDAMOCK', id: ACCOUNT_ID };
@@ -185,6 +223,14 @@ function calls(args: pulumi.runtime.MockCallArgs): Record<string, unknown> {
     default:
       throw new Error(`the infra mocks do not know the call ${args.token}: add it to infra/preflight/mock-run.ts`);
   }
+}
+
+/** The id and the state (inputs plus the computed attributes) a provider answers a create with. */
+export function mockResource(type: string, name: string, inputs: Record<string, unknown>): { id: string; state: Record<string, unknown> } {
+  const extra = computed(type, name, inputs);
+  // A resource's `id` output is what the provider returns as its id (GCP topics: the full path).
+  const id = typeof extra.id === 'string' ? extra.id : `${name}-id`;
+  return { id, state: { ...inputs, ...extra } };
 }
 
 /** Resolve every Output (deeply) in a value the program returned. */
@@ -219,10 +265,7 @@ export async function runProgramUnderMocks(stack: string, config: Readonly<Recor
     {
       newResource(args) {
         const inputs = args.inputs as Record<string, unknown>;
-        const extra = computed(args.type, args.name, inputs);
-        // A resource's `id` output is what the provider returns as its id (GCP topics: the full path).
-        const id = typeof extra.id === 'string' ? extra.id : `${args.name}-id`;
-        const state = { ...inputs, ...extra };
+        const { id, state } = mockResource(args.type, args.name, inputs);
         declared.push({ type: args.type, name: args.name, custom: args.custom ?? true, id, inputs, state });
         return { id, state };
       },

@@ -449,7 +449,15 @@ export type SceneEventFanOut =
   /** The object no longer has the event's version (overwritten since): the newer version's own event makes its scene. */
   | { readonly kind: 'source-changed'; readonly current: string | undefined }
   /** The object is gone: nothing to fan out. */
-  | { readonly kind: 'source-gone' };
+  | { readonly kind: 'source-gone' }
+  /**
+   * The event names a version whose scene can no longer be made (a STAC Item version whose recorded band version is
+   * gone): ignored and counted (`event-stale`); new bytes make a new scene through their own event or a backfill.
+   */
+  | { readonly kind: 'stale'; readonly reason: StaleEventReason; readonly key: string };
+
+/** Why an event's scene can no longer be made: a STAC Item version's recorded band version is gone. */
+export type StaleEventReason = 'band-version-gone';
 
 /**
  * Fan out the scene of one storage event, the same way on every cloud: with

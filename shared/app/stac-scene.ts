@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import type { Platform } from '../domain/ceilings.js';
 import { AdapterError, ObjectNotFoundError, SceneIncompleteError, SourceChangedError } from '../domain/errors.js';
 import type { AssetRef, ProcessingParams, SourceRef } from '../domain/job-key.js';
+import { itemPinKeys } from '../domain/key-layout.js';
 import type { RuntimeConfig } from '../domain/runtime-config.js';
 import { MAX_STAC_ITEM_BYTES, readStacItem, resolveStacAssets } from '../domain/stac-item.js';
 import type { Backend } from './backend.js';
@@ -101,17 +103,14 @@ export async function fanOutStacSceneEvent(
   const stac = readStacItem(bytes, item.key);
   const resolved = resolveStacAssets(stac, item.key, config.selection);
 
-  const heads = await versionsOf(
-    backend,
-    Object.values(resolved).map((r) => r.key),
-  );
-  const missing = [...heads].filter(([, version]) => version === undefined).map(([key]) => key);
-  if (missing.length > 0) throw incomplete(backend, item, missing, delivery);
+  const bandKeys = [...new Set(Object.values(resolved).map((r) => r.key))].sort();
+  const pins = await itemBandPins(backend, item, bandKeys, delivery);
+  const heads = new Map(Object.entries(pins.versions));
 
   const assets: Record<string, AssetRef> = {};
   const bands: Record<string, number> = {};
   for (const [band, r] of Object.entries(resolved)) {
-    Object.defineProperty(assets, band, { value: { key: r.key, versionToken: heads.get(r.key) as string }, enumerable: true });
+    Object.defineProperty(assets, band, { value: { key: r.key, versionToken: pins.versions[r.key] as string }, enumerable: true });
     Object.defineProperty(bands, band, { value: r.index, enumerable: true });
   }
   const source: SourceRef = { bucket: item.bucket, key: item.key, versionToken: item.versionToken, assets };
@@ -131,10 +130,18 @@ export async function fanOutStacSceneEvent(
   } catch (error) {
     if (error instanceof SourceChangedError) {
       if (error.key === item.key) return { kind: 'source-changed', current: error.currentVersion };
-      throw new AdapterError(
-        `[scene:stac] band object ${JSON.stringify(error.key)} of STAC item ${JSON.stringify(item.key)} changed while its scene was fanned out; retried with its new version`,
-        { cause: error, retryable: true },
-      );
+      // The band version this item version was resolved to is no longer readable (overwritten on a store that keeps
+      // no old versions, or expired): this item version's scene can never be made. New band bytes make a new scene
+      // through a new item version or a backfill (docs/multi-file-scenes.md), never under this event's key.
+      backend.telemetry.count('event-stale');
+      backend.telemetry.log('WARN', 'stac-band-version-gone', {
+        item: item.key,
+        itemVersion: item.versionToken,
+        band: error.key,
+        pinned: pins.versions[error.key] ?? null,
+        current: error.currentVersion ?? null,
+      });
+      return { kind: 'stale', reason: 'band-version-gone', key: error.key };
     }
     if (error instanceof ObjectNotFoundError) {
       // The item, or a band deleted since its head: only the first ends the scene.
@@ -148,6 +155,105 @@ export async function fanOutStacSceneEvent(
     }
     throw error;
   }
+}
+
+/** The band versions one item version was resolved to, and whether this delivery recorded them or found them recorded. */
+export interface ItemBandPins {
+  /** Band object key -> its version token, for every band key the selection resolved to. */
+  readonly versions: Readonly<Record<string, string>>;
+  readonly recorded: 'written' | 'found';
+}
+
+/** The record's id: the item's identity (bucket, key, version token) and the band keys the selection resolved to. */
+export function itemPinId(item: SourceRef, bandKeys: readonly string[]): string {
+  return createHash('sha256')
+    .update(['tessera-item-pins-v1', item.bucket, item.key, item.versionToken, ...[...bandKeys].sort()].join('\n'))
+    .digest('hex');
+}
+
+/**
+ * The band versions of one item version, resolved once: the first delivery that finds every band heads them and
+ * records the answer create-only under {@link itemPinKeys} (the item's key and version token name it); every later
+ * delivery of the same item version, however late and whatever was re-uploaded meanwhile, reads that record back.
+ * So a duplicate item event always makes the same scene key (design note 1: "if two duplicate deliveries would
+ * produce different keys, the key is wrong"). Two first deliveries racing: one record is written, the other
+ * delivery reads the winner's and uses it.
+ */
+export async function itemBandPins(
+  backend: Backend,
+  item: SourceRef,
+  bandKeys: readonly string[],
+  delivery: StacEventDelivery,
+): Promise<ItemBandPins> {
+  const key = itemPinKeys.record(itemPinId(item, bandKeys));
+  const found = await readPinRecord(backend, key, item, bandKeys);
+  if (found !== undefined) return { versions: found, recorded: 'found' };
+  const heads = await versionsOf(backend, bandKeys);
+  const missing = [...heads].filter(([, version]) => version === undefined).map(([k]) => k);
+  if (missing.length > 0) throw incomplete(backend, item, missing, delivery);
+  const versions = Object.fromEntries([...heads].map(([k, v]) => [k, v as string]));
+  const record: ItemPinRecord = {
+    item: { bucket: item.bucket, key: item.key, versionToken: item.versionToken },
+    bands: versions,
+    resolvedAt: new Date(backend.clock.now()).toISOString(),
+  };
+  const put = await backend.outputs.putIfAbsent(key, new TextEncoder().encode(JSON.stringify(record)), {
+    contentType: 'application/json',
+  });
+  if (put.kind === 'written') {
+    backend.telemetry.log('INFO', 'item-pins-recorded', { item: item.key, itemVersion: item.versionToken, bands: versions });
+    return { versions, recorded: 'written' };
+  }
+  // Another delivery of this item version recorded first (or our own write's answer was lost): its answer stands.
+  const theirs = await readPinRecord(backend, key, item, bandKeys);
+  if (theirs === undefined)
+    throw new AdapterError(`[scene:stac] the band pins of ${JSON.stringify(item.key)} at ${key} are present but unreadable; retried`, {
+      retryable: true,
+    });
+  return { versions: theirs, recorded: 'found' };
+}
+
+interface ItemPinRecord {
+  readonly item: { readonly bucket: string; readonly key: string; readonly versionToken: string };
+  readonly bands: Readonly<Record<string, string>>;
+  readonly resolvedAt: string;
+}
+
+/** The recorded band versions, checked against what this delivery needs; undefined when there is no record. */
+async function readPinRecord(
+  backend: Backend,
+  key: string,
+  item: SourceRef,
+  bandKeys: readonly string[],
+): Promise<Record<string, string> | undefined> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await backend.outputs.get(key);
+  } catch (error) {
+    if (error instanceof ObjectNotFoundError) return undefined;
+    throw error;
+  }
+  let record: ItemPinRecord;
+  try {
+    record = JSON.parse(new TextDecoder().decode(bytes)) as ItemPinRecord;
+  } catch (cause) {
+    throw new AdapterError(
+      `[scene:stac] the band pins record ${key} is not JSON; it was written create-only, so it was changed behind Tessera's back`,
+      {
+        cause,
+      },
+    );
+  }
+  const out: Record<string, string> = {};
+  for (const k of bandKeys) {
+    const v = record.bands?.[k];
+    if (typeof v !== 'string' || record.item?.key !== item.key || record.item?.versionToken !== item.versionToken)
+      throw new AdapterError(
+        `[scene:stac] the band pins record ${key} does not match item ${JSON.stringify(item.key)} (band ${k}); it was changed behind Tessera's back`,
+      );
+    out[k] = v;
+  }
+  return out;
 }
 
 /** The current version of each distinct key (undefined: not in the store). */

@@ -1,5 +1,5 @@
 import type { Clock } from '../ports/clock.port.js';
-import type { Counter, LogLevel, Telemetry } from '../ports/telemetry.port.js';
+import { COUNTERS, type Counter, type LogLevel, type Telemetry } from '../ports/telemetry.port.js';
 
 /** The wall clock. The only place the core reads the time of day. */
 export const systemClock: Clock = {
@@ -12,33 +12,7 @@ export const systemClock: Clock = {
   },
 };
 
-export const COUNTERS: readonly Counter[] = [
-  'claimed',
-  'claim-rejected',
-  'lease-taken-over',
-  'written',
-  'write-already-present',
-  'lease-stolen',
-  'committed',
-  'failed',
-  'event-ignored',
-  'poison',
-  'enqueued',
-  'version-mismatch',
-  'write-occupied',
-  'source-changed',
-  'code-version-refused',
-  'heartbeat-failed',
-  'mosaic-closed-out',
-  'feature-inserted',
-  'feature-already-present',
-  'ingest-published',
-  'ingest-already-published',
-  'ingest-lost-race',
-  'ingest-invalid',
-  'ingest-occupied',
-  'scene-incomplete',
-];
+export { COUNTERS };
 
 export type CounterSnapshot = Record<Counter, number>;
 

@@ -54,6 +54,8 @@ export const AREAS = {
   sceneIndex: { store: 'outputs', prefix: 'index/scenes/', holds: "the mosaic sweep's index of scenes by hour" },
   /** The mosaic sweep's own state: one object. */
   sweepState: { store: 'outputs', prefix: 'index/mosaic-sweep.json', exact: true, holds: "the mosaic sweep's progress" },
+  /** The band versions of each STAC Item version, resolved once and reused by every delivery of its event. */
+  itemPins: { store: 'outputs', prefix: 'index/item-pins/', holds: 'the band versions each STAC Item version was resolved to' },
   /** `tessera verify`'s own probes: `verify/{run}/...`. */
   verify: { store: 'outputs', prefix: 'verify/', holds: "tessera verify's probe objects" },
 } as const satisfies Record<string, Area>;
@@ -97,6 +99,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
       why: 'fan-out writes the scene manifest and the fanned-out / chunk markers create-only, and reads them back on a duplicate',
     },
     { area: 'sceneIndex', access: ['create'], why: "fan-out enters the scene in the mosaic sweep's index" },
+    {
+      area: 'itemPins',
+      access: ['read', 'create'],
+      why: "a STAC Item version's band versions are recorded create-only at its first complete delivery and reused by every later one",
+    },
   ],
   tile: [
     { area: 'source', access: ['read', 'list'], why: 'a tile job reads its window of the pinned scene' },
@@ -160,7 +167,7 @@ export interface TmsTileIndex {
   readonly y: number;
 }
 
-const { tiles, scenes, mosaics, sceneIndex, sweepState, staging, verify } = AREAS;
+const { tiles, scenes, mosaics, sceneIndex, sweepState, staging, verify, itemPins } = AREAS;
 
 /** Deterministic output keys: no UUID, no timestamp. */
 export const outputKeys = {
@@ -212,6 +219,15 @@ export const SWEEP_STATE_KEY: string = sweepState.prefix;
 /** Default staging prefix of ingest (outside the source prefix). */
 export const DEFAULT_STAGING_PREFIX: string = staging.prefix;
 
+/**
+ * The band pins of one STAC Item version under one band selection: `index/item-pins/{id}.json`, where `id` is a
+ * digest of the item's bucket, key and version token and of the band keys the selection resolved to (the caller
+ * computes it: the layout only places it).
+ */
+export const itemPinKeys = {
+  record: (id: string): string => `${itemPins.prefix}${id}.json`,
+} as const;
+
 /** `tessera verify`'s probe keys. */
 export const verifyKeys = {
   run: (runId: string): string => `${verify.prefix}${runId}/`,
@@ -220,11 +236,11 @@ export const verifyKeys = {
   oddPrefix: (runId: string): string => `${verify.prefix}${runId}/odd/`,
 } as const;
 
-const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 const SCENE_KEY = '([0-9a-f]{64})';
-const SCENE_MANIFEST_RE = new RegExp(`^${escape(scenes.prefix)}${SCENE_KEY}/scene\\.json$`);
-const MOSAIC_OR_CLOSED_RE = new RegExp(`^${escape(mosaics.prefix)}${SCENE_KEY}\\.(vrt|closed\\.json)$`);
-const INDEX_ENTRY_RE = new RegExp(`^${escape(sceneIndex.prefix)}(\\d{10})/${SCENE_KEY}$`);
+const SCENE_MANIFEST_RE = new RegExp(`^${escapeRegExp(scenes.prefix)}${SCENE_KEY}/scene\\.json$`);
+const MOSAIC_OR_CLOSED_RE = new RegExp(`^${escapeRegExp(mosaics.prefix)}${SCENE_KEY}\\.(vrt|closed\\.json)$`);
+const INDEX_ENTRY_RE = new RegExp(`^${escapeRegExp(sceneIndex.prefix)}(\\d{10})/${SCENE_KEY}$`);
 
 /** Read keys of the layout back into their parts (undefined when a key is not of that kind). */
 export const parseKeys = {

@@ -44,10 +44,23 @@ export const ENV = {
   /** SQS queue URL / Pub/Sub topic name / Azure queue name of ingest requests (`tessera ingest --cloud` enqueues there). */
   ingestQueue: 'TESSERA_INGEST_QUEUE',
   /**
-   * The optional PostGIS feature sink of the tile function: `postgis://user:password@host:5432/db`. A
-   * secret (stack config `tessera:featureSinkUrl`, set as a secret); absent: no feature rows (docs/postgis.md).
+   * The optional PostGIS feature sink of the tile function: `postgis://user:password@host:5432/db`; absent: no
+   * feature rows (docs/postgis.md). The deployed stacks never write the URL into a function's configuration: on GCP
+   * the platform fills this variable from Secret Manager, on Azure it resolves a Key Vault reference into it, and on
+   * AWS it stays unset ({@link ENV.featureSinkSecret} instead). The local backend takes the URL itself.
    */
   featureSink: 'TESSERA_FEATURE_SINK',
+  /**
+   * AWS: the ARN of the Secrets Manager secret holding the feature sink URL. The tile function reads it at cold
+   * start, since Lambda has no secret environment variables and its environment is readable by anyone allowed
+   * `lambda:GetFunctionConfiguration`.
+   */
+  featureSinkSecret: 'TESSERA_FEATURE_SINK_SECRET',
+  /**
+   * AWS: the version of {@link ENV.featureSinkSecret} the stack wrote. Pinned so that a rotation through `pulumi up`
+   * changes the function's configuration, which replaces every warm instance holding the old URL.
+   */
+  featureSinkSecretVersion: 'TESSERA_FEATURE_SINK_SECRET_VERSION',
   /**
    * A STAC stack's asset selection (stack config `tessera:stacAssets`): JSON band name -> STAC asset,
    * e.g. {"B04":"red","B08":"nir"}. Set: a scene starts on its STAC Item (docs/multi-file-scenes.md).
@@ -78,11 +91,16 @@ export interface RuntimeConfig {
   readonly ingestQueue?: string | undefined;
   /** {@link ENV.featureSink}; only a tile function of a stack with a sink has one. Never logged (it holds a password). */
   readonly featureSinkUrl?: string | undefined;
+  /** {@link ENV.featureSinkSecret} and its version: where an AWS tile function reads its sink URL from. */
+  readonly featureSinkSecret?: { readonly secretId: string; readonly versionId: string | undefined } | undefined;
   /** {@link ENV.stacAssets}: set on a STAC stack, whose scene trigger reads STAC Items (shared/app/stac-scene.ts). */
   readonly stacAssets?: Readonly<Record<string, string>> | undefined;
 }
 
 export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
+
+/** How an Azure app setting names a Key Vault secret for the platform to resolve: `@Microsoft.KeyVault(SecretUri=...)`. */
+export const KEY_VAULT_REFERENCE_PREFIX = '@Microsoft.KeyVault(';
 
 /**
  * The clock skew margin (docs/architecture.md, "Clocks"): NTP-synchronised hosts are within milliseconds;
@@ -176,6 +194,18 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
       return v;
     })(env[ENV.clockSkewMarginSeconds]),
   };
+  // The sink URL has one source per function: two would leave which one wins to the reader.
+  const sinkSecret = env[ENV.featureSinkSecret] || undefined;
+  const sinkSecretVersion = env[ENV.featureSinkSecretVersion] || undefined;
+  if (sinkSecret !== undefined && env[ENV.featureSink])
+    problems.push(`${ENV.featureSink} and ${ENV.featureSinkSecret} are both set; set only one (the stacks set the secret on AWS)`);
+  if (sinkSecretVersion !== undefined && sinkSecret === undefined)
+    problems.push(`${ENV.featureSinkSecretVersion} is set without ${ENV.featureSinkSecret}; set the secret's ARN too`);
+  // Azure leaves the reference itself in the setting when it cannot resolve it; as a URL it would fail far from the cause.
+  if (env[ENV.featureSink]?.startsWith(KEY_VAULT_REFERENCE_PREFIX))
+    problems.push(
+      `${ENV.featureSink} holds an unresolved Key Vault reference: the app's keyVaultReferenceIdentity needs "Key Vault Secrets User" on the secret, and the vault must be reachable (the app's Environment variables page shows why it failed; docs/postgis.md)`,
+    );
   if (problems.length > 0) throw new LeaseConfigError(`function environment is incomplete: ${problems.join('; ')}`);
   const lease = resolveLease({ platform: platform as Platform, functionTimeoutSec: config.timeout, leaseSec: config.lease });
   // A margin as long as the lease would double every takeover wait: a skew that large is a broken host, not a margin.
@@ -203,6 +233,7 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     manifestTable: env[ENV.manifestTable] || undefined,
     ingestQueue: env[ENV.ingestQueue] || undefined,
     featureSinkUrl: env[ENV.featureSink] || undefined,
+    featureSinkSecret: sinkSecret === undefined ? undefined : { secretId: sinkSecret, versionId: sinkSecretVersion },
     stacAssets,
   };
 }

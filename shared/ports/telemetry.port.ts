@@ -1,32 +1,38 @@
 export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 
 /** The counters every backend emits under the same names. */
-export type Counter =
-  | 'claimed'
-  | 'claim-rejected'
-  | 'lease-taken-over'
-  | 'written'
-  | 'write-already-present'
-  | 'lease-stolen'
-  | 'committed'
-  | 'failed'
-  | 'event-ignored'
-  | 'poison'
-  | 'enqueued'
-  | 'version-mismatch'
-  | 'write-occupied'
-  | 'source-changed'
-  | 'code-version-refused'
-  | 'heartbeat-failed'
-  | 'mosaic-closed-out'
-  | 'feature-inserted'
-  | 'feature-already-present'
-  | 'ingest-published'
-  | 'ingest-already-published'
-  | 'ingest-lost-race'
-  | 'ingest-invalid'
-  | 'ingest-occupied'
-  | 'scene-incomplete';
+/** Every counter, in report order: the one list (the type below and every snapshot derive from it). */
+export const COUNTERS = [
+  'claimed',
+  'claim-rejected',
+  'lease-taken-over',
+  'written',
+  'write-already-present',
+  'lease-stolen',
+  'committed',
+  'failed',
+  'event-ignored',
+  'poison',
+  'enqueued',
+  'version-mismatch',
+  'write-occupied',
+  'source-changed',
+  'code-version-refused',
+  'heartbeat-failed',
+  'mosaic-closed-out',
+  'feature-inserted',
+  'feature-already-present',
+  'ingest-published',
+  'ingest-already-published',
+  'ingest-lost-race',
+  'ingest-invalid',
+  'ingest-occupied',
+  'scene-incomplete',
+  'event-stale',
+  'postgres-connection-lost',
+] as const;
+
+export type Counter = (typeof COUNTERS)[number];
 
 /** Structured logs and counters. Adapters: JSON lines on stdout, CloudWatch EMF, etc. */
 export interface Telemetry {

@@ -84,6 +84,42 @@ const ASSETS = { B04: `${DIR}/B04.tif`, B08: `${DIR}/B04+B08.tif` };
 
 export const STAC_SCENARIOS: readonly Scenario[] = [
   {
+    id: '74',
+    title:
+      'a band re-uploaded after its item fanned out (no item event) and then a duplicate item event: the same item version never makes a second scene',
+    async run(ctx) {
+      await stageBands(ctx);
+      const item = await ctx.stage(`${DIR}/item.json`, itemBytes());
+      await itemEvent(ctx, 'A', item);
+      await ctx.drain('w1');
+      // The red band is uploaded again: S3, GCS and Blob send a band event, which is no scene trigger on a STAC stack;
+      // the store keeps no old version (a lifecycle rule ran), so the item version's recorded band version is gone.
+      await ctx.overwriteSource(ASSETS.B04, await syntheticSceneBytes({ ...SCENE_SIZE, seed: 11 }));
+      // The item's event again, as a redelivery: the band pins recorded for this item version decide the scene key.
+      await itemEvent(ctx, 'A', item);
+      await ctx.drain('w1');
+      const scene = await sceneKeyOf(ctx, 'A');
+      await ctx.mosaic(scene);
+      let manifests = 0;
+      for await (const h of ctx.backend.outputs.list('scenes/')) if (h.key.endsWith('/scene.json')) manifests++;
+      ctx.fact('manifests', manifests);
+      return ctx.record();
+    },
+    expected: outcome({
+      calls: {
+        'stac:fanned-out:written': 1,
+        'ack:written': 4,
+        'stac:stale': 1,
+        'mosaic:written': 1,
+      },
+      outputs: sceneOutputs('A', true),
+      counters: { enqueued: 4, claimed: 4, written: 4, committed: 4, 'event-stale': 1 },
+      manifestCount: 4,
+      claims: allCommitted('A', 'w1'),
+      facts: { manifests: 1 },
+    }),
+  },
+  {
     id: '70',
     title: 'a STAC item fans its multi-file scene out once under duplicate item events: one manifest, every tile written once, the mosaic',
     async run(ctx) {

@@ -64,10 +64,15 @@ export function bindRole<T extends object>(port: T, role: FunctionRole): T {
 }
 
 /** A backend whose ports all run as `role` (clock and telemetry pass through: they make no requests). */
-export function backendAs<B extends { readonly claims: object; readonly sources: object; readonly outputs: object; readonly queue: object; readonly sink?: object | undefined }>(
-  backend: B,
-  role: FunctionRole,
-): B {
+export function backendAs<
+  B extends {
+    readonly claims: object;
+    readonly sources: object;
+    readonly outputs: object;
+    readonly queue: object;
+    readonly sink?: object | undefined;
+  },
+>(backend: B, role: FunctionRole): B {
   return {
     ...backend,
     claims: bindRole(backend.claims, role),

@@ -1,6 +1,7 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { Context, S3Event, S3EventRecord, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { DeliveryVerdict } from '../../../shared/app/deliveries.js';
+import type { StaleEventReason } from '../../../shared/app/fan-out.js';
 import { poisonReason } from '../../../shared/app/poison.js';
 import { settleRecords } from '../../../shared/app/record-batch.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
@@ -18,7 +19,14 @@ export type SceneRecordOutcome =
   | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
   | {
       readonly kind: 'ignored';
-      readonly reason: 'not-a-create' | 'other-bucket' | 'filtered-out' | 'test-event' | 'source-changed' | 'source-gone';
+      readonly reason:
+        | 'not-a-create'
+        | 'other-bucket'
+        | 'filtered-out'
+        | 'test-event'
+        | 'source-changed'
+        | 'source-gone'
+        | StaleEventReason;
       readonly key?: string | undefined;
     };
 
@@ -82,6 +90,8 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
         return ignore('source-changed', key);
       case 'source-gone':
         return ignore('source-gone', key);
+      case 'stale':
+        return ignore(fan.reason, key);
       default:
         return assertNever(fan, 'scene fan-out');
     }

@@ -96,6 +96,8 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
           );
         case 'source-gone':
           return ignore('source blob no longer exists', { key: blob.key });
+        case 'stale':
+          return ignore(fan.reason, { key: fan.key });
         default:
           return assertNever(fan, 'scene fan-out');
       }

@@ -1,4 +1,5 @@
 import type { CloudEvent } from '@google-cloud/functions-framework';
+import type { StaleEventReason } from '../../../shared/app/fan-out.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
 import { eventTimeMs, fanOutSourceEvent } from '../../../shared/app/stac-scene.js';
 import { assertNever } from '../../../shared/domain/claim.js';
@@ -27,7 +28,7 @@ export type SceneEventOutcome =
   | { readonly kind: 'fanned-out'; readonly sceneKey: string; readonly enqueued: number; readonly source: SourceRef }
   | {
       readonly kind: 'ignored';
-      readonly reason: 'other-event' | 'other-bucket' | 'filtered-out' | 'stale-generation' | 'object-gone';
+      readonly reason: 'other-event' | 'other-bucket' | 'filtered-out' | 'stale-generation' | 'object-gone' | StaleEventReason;
       readonly key?: string | undefined;
     }
   /** Cannot succeed on any retry (malformed event, not a raster, bad parameters): logged at ERROR, counted, acknowledged. */
@@ -102,6 +103,8 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
           return ignore('stale-generation', source.key);
         case 'source-gone':
           return ignore('object-gone', source.key);
+        case 'stale':
+          return ignore(fan.reason, source.key);
         default:
           return assertNever(fan, 'scene fan-out');
       }

@@ -563,7 +563,10 @@ async function backfillSkip({ t, io, timeoutMs }: LiveContext, m: SceneManifest)
   if (gapHead === undefined || gapRow?.state !== 'COMMITTED') return { pass: false, detail: `${gapJob.outputKey} is not a committed tile` };
   const tileGone = await outputs.deleteIfVersion(gapJob.outputKey, gapHead.version);
   const rowGone = await claims.deleteIf({ jobId: gapJob.jobKey, state: 'COMMITTED', owner: gapRow.owner });
-  if (tileGone.kind !== 'deleted' || rowGone.kind !== 'deleted')
+  // `absent` makes the gap as well: it is what a delete that landed answers when its first answer was lost and the
+  // SDK resent it (both ports say so), and each delete was conditional on what verify read, so nothing else went.
+  const gone = (kind: string) => kind === 'deleted' || kind === 'absent';
+  if (!gone(tileGone.kind) || !gone(rowGone.kind))
     return { pass: false, detail: `could not make the gap: tile ${tileGone.kind}, claim row ${rowGone.kind}` };
   const before = await tileHeads(t, m.sceneKey);
   const jobs = all.map((w) => jobOf(m, w));

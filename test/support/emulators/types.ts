@@ -4,7 +4,20 @@ export interface AwsEndpoints {
   readonly dynamodb: string;
   /** moto server (S3 + SQS), e.g. http://127.0.0.1:5123 */
   readonly moto: string;
+  /**
+   * A second moto server that enforces IAM on every request (docs/iam.md): the enforced-IAM suites sign
+   * each function's S3 requests there as an IAM user carrying that function's deployed policy.
+   */
+  readonly motoIam: string;
+  /** The access key of its operator (allowed everything): a test's own set-up and checks. */
+  readonly motoIamAdmin: AwsKey;
   readonly region: string;
+}
+
+/** An access key pair. */
+export interface AwsKey {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
 }
 
 export interface GcpEndpoints {

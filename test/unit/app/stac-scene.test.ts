@@ -1,10 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import type { Backend } from '../../../shared/app/backend.js';
 import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
-import { eventTimeMs, fanOutSourceEvent, fanOutStacSceneEvent, STAC_COMPLETION_WINDOW_MS } from '../../../shared/app/stac-scene.js';
+import {
+  eventTimeMs,
+  fanOutSourceEvent,
+  fanOutStacSceneEvent,
+  itemBandPins,
+  itemPinId,
+  STAC_COMPLETION_WINDOW_MS,
+} from '../../../shared/app/stac-scene.js';
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
-import { InvalidEventError, InvalidParamsError, SceneIncompleteError } from '../../../shared/domain/errors.js';
+import { AdapterError, InvalidEventError, InvalidParamsError, SceneIncompleteError } from '../../../shared/domain/errors.js';
 import { type SourceRef, sceneKey } from '../../../shared/domain/job-key.js';
+import { AREAS, itemPinKeys, outputKeys } from '../../../shared/domain/key-layout.js';
 import { DEFAULT_PARAMS, ENV, parseRuntimeConfig } from '../../../shared/domain/runtime-config.js';
 import type { ClaimStore } from '../../../shared/ports/claim-store.port.js';
 import type { JobMessage, JobQueue } from '../../../shared/ports/job-queue.port.js';
@@ -116,6 +124,71 @@ describe('fanOutStacSceneEvent', () => {
     clock.advance(1);
     await expect(fanOutStacSceneEvent(backend, item, CONFIG, { eventTimeMs })).rejects.toMatchObject({ retryable: false });
     await expect(fanOutStacSceneEvent(backend, item, CONFIG, { eventTimeMs })).rejects.toThrow(/B04\.tif.*60 min after the item's event/);
+  });
+
+  it('resolves the band versions once per item version: a band re-uploaded before a duplicate item event makes no second scene', async () => {
+    const { backend, queue, item, telemetry } = await setup();
+    const first = await fanOutStacSceneEvent(backend, item, CONFIG);
+    if (first.kind !== 'fanned-out') throw new Error('expected a fan-out');
+    const b04 = 'scenes/S2/T31UDQ/2024-06-01/B04.tif';
+    const before = await backend.sources.head(b04);
+    // New bytes under the band's name: no item event, and this store keeps no old version.
+    await backend.sources.putIfMatch(b04, await syntheticSceneBytes({ width: 64, height: 48, seed: 9 }), before?.version as string);
+    const sent = queue.messages.length;
+    const again = await fanOutStacSceneEvent(backend, item, CONFIG);
+    expect(again).toEqual({ kind: 'stale', reason: 'band-version-gone', key: b04 });
+    expect(telemetry.counters()['event-stale']).toBe(1);
+    expect(queue.messages).toHaveLength(sent);
+    const manifests: string[] = [];
+    for await (const h of backend.outputs.list(outputKeys.allScenes())) if (h.key.endsWith('/scene.json')) manifests.push(h.key);
+    expect(manifests).toEqual([outputKeys.sceneManifest(first.result.sceneKey)]);
+  });
+
+  it('reuses the band versions another delivery of the item version recorded, even when its own heads would differ', async () => {
+    const { backend, item } = await setup();
+    const b04 = 'scenes/S2/T31UDQ/2024-06-01/B04.tif';
+    const b08 = 'scenes/S2/T31UDQ/2024-06-01/B08.tif';
+    // The race's winner recorded the versions it headed; then B04 changed (this store keeps no old version).
+    const winner = { B04: (await backend.sources.head(b04))?.version as string, B08: (await backend.sources.head(b08))?.version as string };
+    const recordKey = itemPinKeys.record(itemPinId(item, [b04, b08]));
+    await backend.outputs.putIfAbsent(
+      recordKey,
+      new TextEncoder().encode(JSON.stringify({ item, bands: { [b04]: winner.B04, [b08]: winner.B08 }, resolvedAt: 'x' })),
+    );
+    const pins = await itemBandPins(backend, item, [b04, b08], {});
+    expect(pins).toEqual({ versions: { [b04]: winner.B04, [b08]: winner.B08 }, recorded: 'found' });
+  });
+
+  it('recognises its own record after a lost write answer: the retry reads it back and makes the same scene', async () => {
+    const { backend, item } = await setup();
+    const outputs = backend.outputs;
+    let lose = true;
+    const lossy: Backend = {
+      ...backend,
+      outputs: Object.assign(Object.create(outputs) as typeof outputs, {
+        putIfAbsent: async (key: string, body: Uint8Array, options?: Parameters<typeof outputs.putIfAbsent>[2]) => {
+          const r = await outputs.putIfAbsent(key, body, options);
+          if (lose && key.startsWith(AREAS.itemPins.prefix)) {
+            lose = false;
+            throw new AdapterError('answer lost after the write landed', { retryable: true });
+          }
+          return r;
+        },
+      }),
+    };
+    await expect(fanOutStacSceneEvent(lossy, item, CONFIG)).rejects.toMatchObject({ retryable: true });
+    const retry = await fanOutStacSceneEvent(lossy, item, CONFIG);
+    const clean = await fanOutStacSceneEvent(backend, item, CONFIG);
+    if (retry.kind !== 'fanned-out' || clean.kind !== 'fanned-out') throw new Error('expected fan-outs');
+    expect(retry.result.sceneKey).toBe(clean.result.sceneKey);
+  });
+
+  it('refuses a band pins record changed behind its back (it is written create-only)', async () => {
+    const { backend, item } = await setup();
+    const b04 = 'scenes/S2/T31UDQ/2024-06-01/B04.tif';
+    const b08 = 'scenes/S2/T31UDQ/2024-06-01/B08.tif';
+    await backend.outputs.putIfAbsent(itemPinKeys.record(itemPinId(item, [b04, b08])), new TextEncoder().encode('{"bands":{}}'));
+    await expect(fanOutStacSceneEvent(backend, item, CONFIG)).rejects.toThrow(/changed behind Tessera's back/);
   });
 
   it('answers source-changed for an item overwritten since its event, and source-gone for one deleted', async () => {
