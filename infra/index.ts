@@ -46,6 +46,8 @@ export default async function main(): Promise<Record<string, unknown>> {
         manifestTable: stack.manifestTable.name,
         tileQueueVisibilitySeconds: cfg.tileQueueVisibilitySec,
         alarmTopic: stack.alarmTopic.arn,
+        // The managed policy `tessera verify` needs: attach it to the identity that runs it (docs/iam.md).
+        verifyPolicyArn: stack.verifyPolicy.arn,
       };
     }
     case 'gcp': {
@@ -95,6 +97,8 @@ export default async function main(): Promise<Record<string, unknown>> {
         manifestTable: MANIFEST_TABLE,
         // After `pulumi up`: Flex needs its package pushed; Consumption needs its triggers synced (docs/deploy.md).
         nextStep: cfg.plan === 'flex' ? stack.deployCommand : stack.syncTriggersCommand,
+        // The identity `tessera verify` runs as, from CI through a federated credential (docs/iam.md).
+        verifyIdentityClientId: stack.roleIdentities.verify.clientId,
       };
     }
   }

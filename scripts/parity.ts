@@ -2,7 +2,10 @@
  * `npm run parity`: start the emulators, run every parity scenario on the
  * local backend, AWS (DynamoDB Local + moto), GCP (fake-gcs-server, the
  * Firestore emulator, Google's Pub/Sub emulator) and Azure (Azurite), print
- * the matrix, and write reports/parity.json and reports/parity.md.
+ * the matrix, and write reports/parity.json and reports/parity.md; every
+ * cloud cell's requests are checked against its stack's grants (a denied
+ * access fails the cell) and reports/iam.md lists, per role, each grant and
+ * how many accesses it allowed (docs/iam.md).
  *
  * Exit status: 0 when no cell failed (limitation marks are shown, never
  * counted as a pass), 1 when any cell failed, 2 when the run itself broke.
@@ -11,11 +14,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { BackendName } from '../test/parity/backends.js';
+import { type BackendName, PARITY_SOURCE_PREFIX } from '../test/parity/backends.js';
 import { type MatrixEnvironment, renderMarkdown, renderMatrix, reportJson, runMatrix } from '../test/parity/matrix.js';
 import { SCENARIOS } from '../test/parity/scenarios.js';
 import type { Started } from '../test/support/emulators/process.js';
 import type { EmulatorEndpoints } from '../test/support/emulators/types.js';
+import { IamRun } from '../test/support/iam/run.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const say = (line: string) => process.stderr.write(`[parity] ${line}\n`);
@@ -58,7 +62,11 @@ async function startEmulators(): Promise<{ env: MatrixEnvironment; stops: Starte
 }
 
 async function main(): Promise<number> {
-  const { env, stops } = await startEmulators();
+  const started = await startEmulators();
+  const { stops } = started;
+  // The grants of the stacks the parity scenes fit: their source prefix is the harness's.
+  const iam = new IamRun({ config: { 'tessera:sourcePrefix': PARITY_SOURCE_PREFIX } });
+  const env: MatrixEnvironment = { ...started.env, iam };
   try {
     const t0 = Date.now();
     const results = await runMatrix(SCENARIOS, env, (r) => {
@@ -70,7 +78,12 @@ async function main(): Promise<number> {
     await mkdir(reports, { recursive: true });
     await writeFile(join(reports, 'parity.json'), `${JSON.stringify(reportJson(results), null, 2)}\n`);
     await writeFile(join(reports, 'parity.md'), renderMarkdown(results, new Date()));
-    say(`matrix run in ${Math.round((Date.now() - t0) / 1000)} s; wrote reports/parity.json and reports/parity.md`);
+    await writeFile(
+      join(reports, 'iam.md'),
+      iam.report({ command: 'npm run parity', at: new Date(), scope: 'the parity matrix (every scenario, every cloud column)' }),
+    );
+    for (const line of iam.summary()) say(`iam ${line}`);
+    say(`matrix run in ${Math.round((Date.now() - t0) / 1000)} s; wrote reports/parity.json, reports/parity.md and reports/iam.md`);
     return results.some((r) => Object.values(r.cells).some((c) => c.status === 'fail')) ? 1 : 0;
   } finally {
     await Promise.allSettled(stops.map((s) => s.stop()));

@@ -17,11 +17,12 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { BACKEND_NAMES, type BackendName } from '../test/parity/backends.js';
+import { BACKEND_NAMES, type BackendName, PARITY_SOURCE_PREFIX } from '../test/parity/backends.js';
 import { renderSoakMarkdown, reproduceCommand, type SoakReport, soakDefaults } from '../test/soak/report.js';
 import { anomalyCount, FAULT_KINDS, type FaultKind, runSoak, type SoakOutcome } from '../test/soak/soak-driver.js';
 import type { Started } from '../test/support/emulators/process.js';
 import type { EmulatorEndpoints } from '../test/support/emulators/types.js';
+import { IamRun } from '../test/support/iam/run.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const say = (line: string) => process.stderr.write(`[soak] ${line}\n`);
@@ -111,12 +112,17 @@ async function main(): Promise<number> {
   const deliveries = parseDeliveries(values.deliveries, backends);
   const rerun = reproduceCommand(seed, deliveries, backends, values.faults === 'all' ? 'all' : faults.join(','));
   say(`seed ${seed}; reproduce with: ${rerun}`);
-  const { endpoints, stops } = await startEmulators(backends.filter((b): b is Cloud => b !== 'local'));
+  const clouds = backends.filter((b): b is Cloud => b !== 'local');
+  const { endpoints, stops } = await startEmulators(clouds);
   try {
+    // Each cloud backend's requests against its stack's grants (docs/iam.md). The grants (the program under
+    // mocks) are read before the backends run at once: Pulumi's mocks are process-wide, one program at a time.
+    const iam = new IamRun({ config: { 'tessera:sourcePrefix': PARITY_SOURCE_PREFIX } });
+    await Promise.all(clouds.map((c) => iam.grants(c)));
     const t0 = Date.now();
     const outcomes = await Promise.all(
       backends.map(async (b): Promise<[BackendName, SoakOutcome]> => {
-        const outcome = await runSoak(b, endpoints, { seed, deliveries: deliveries[b], faults, say });
+        const outcome = await runSoak(b, endpoints, { seed, deliveries: deliveries[b], faults, say, iam });
         say(`${b}: ${outcome.report.deliveries} deliveries in ${outcome.report.seconds} s, ${anomalyCount(outcome.report)} anomalies`);
         return [b, outcome];
       }),
@@ -126,7 +132,14 @@ async function main(): Promise<number> {
     await mkdir(reports, { recursive: true });
     await writeFile(join(reports, 'soak.json'), `${JSON.stringify(report, null, 2)}\n`);
     const anomalies = Object.fromEntries(outcomes.map(([b, o]) => [b, o.anomalies]));
-    const md = renderSoakMarkdown(report, anomalies, { command: rerun, wallSeconds: Math.round((Date.now() - t0) / 1000), at: new Date() });
+    const iamLines = outcomes.flatMap(([, o]) => (o.iam === undefined ? [] : [o.iam]));
+    for (const line of iamLines) say(`iam ${line}`);
+    const md = renderSoakMarkdown(report, anomalies, {
+      command: rerun,
+      wallSeconds: Math.round((Date.now() - t0) / 1000),
+      at: new Date(),
+      iam: iamLines,
+    });
     await writeFile(join(reports, 'soak.md'), md);
     process.stdout.write(md);
     const bad = outcomes.filter(([, o]) => anomalyCount(o.report) > 0 || o.anomalies.length > 0);

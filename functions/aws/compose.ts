@@ -113,7 +113,7 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
 /**
  * The PostGIS sink of a URL kept in Secrets Manager. The read starts at cold start, while the first job renders, so
  * it costs the first tile nothing; compose stays synchronous because the handlers build their runtime on first use.
- * A failed read is not kept: the first put reads again and throws its SecretUnavailableError, which gives the claim
+ * A failed read is not kept: the next call reads again and throws its SecretUnavailableError, which gives the claim
  * back (shared/app/process-tile.ts) and fails the delivery, retryable or not as the error says.
  */
 function secretFeatureSink(secret: SecretsManagerSecret): FeatureSink {
@@ -128,9 +128,13 @@ function secretFeatureSink(secret: SecretsManagerSecret): FeatureSink {
     );
     return sink;
   };
-  // Nobody awaits the cold-start read: its failure is handled here and surfaces at the put instead.
+  // Nobody awaits the cold-start read: its failure is handled here and surfaces at the first call instead.
   open().catch(() => undefined);
-  return { name: 'postgis', put: async (feature) => (await open()).put(feature) };
+  return {
+    name: 'postgis',
+    put: async (feature) => (await open()).put(feature),
+    retireScene: async (scene, why) => (await open()).retireScene(scene, why),
+  };
 }
 
 /**

@@ -1,14 +1,21 @@
 import { hostname } from 'node:os';
 import { TableClient } from '@azure/data-tables';
 import type { InvocationContext } from '@azure/functions';
-import { DefaultAzureCredential } from '@azure/identity';
+import { DefaultAzureCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
-import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import type { DeployedRole } from '../../shared/domain/key-layout.js';
+import {
+  AZURE_CLIENT_ID_SETTINGS,
+  clockSkewMarginMs,
+  ENV,
+  parseRuntimeConfig,
+  type RuntimeConfig,
+} from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
@@ -77,6 +84,8 @@ export interface AzureRuntime {
   poisonQueue(queueName: string): DeadLetterSink;
   /** The ingest manifest (Table Storage, TESSERA_MANIFEST_TABLE): set on the app when the stack has one. */
   readonly manifest?: ManifestStore | undefined;
+  /** The client id of the user-assigned identity the clients authenticate as: the function role's own (docs/iam.md). */
+  readonly identityClientId?: string | undefined;
 }
 
 export interface HostSettings {
@@ -95,6 +104,12 @@ export interface AzureClients {
 export interface ComposeOptions {
   /** Injected clients (tests: Azurite); default from `TESSERA_AZURE_STORAGE_ACCOUNT`. */
   readonly clients?: AzureClients | undefined;
+  /**
+   * The function being composed. In the app every function authenticates as its own role's user-assigned identity
+   * (the client id in {@link AZURE_CLIENT_ID_SETTINGS}), so it reaches only what that role is granted. Without a
+   * role (an operator's `tessera verify`, tests), clients use DefaultAzureCredential.
+   */
+  readonly role?: DeployedRole | undefined;
   readonly clock?: Clock | undefined;
   readonly telemetry?: Telemetry | undefined;
   /** The worker identity in claim rows; default the instance id (or host name) and process id. */
@@ -103,10 +118,11 @@ export interface ComposeOptions {
 
 /**
  * Clients from `TESSERA_AZURE_STORAGE_ACCOUNT`: a connection string (it
- * contains `=`; Azurite, local runs) or an account name reached with the
- * function's managed identity (DefaultAzureCredential).
+ * contains `=`; Azurite, local runs) or an account name reached with
+ * `credential` (default DefaultAzureCredential: az login, azure/login, a
+ * managed identity).
  */
-export function azureClients(storage: string): AzureClients {
+export function azureClients(storage: string, credential: TokenCredential = new DefaultAzureCredential()): AzureClients {
   if (storage.includes('=')) {
     // Azurite speaks plain HTTP; the SDK refuses shared-key auth over HTTP unless told otherwise.
     const insecure = /(^|;)\s*DefaultEndpointsProtocol\s*=\s*http\s*(;|$)/i.test(storage) || /Endpoint\s*=\s*http:/i.test(storage);
@@ -121,7 +137,6 @@ export function azureClients(storage: string): AzureClients {
       `${ENV.azureStorageAccount} must be a storage account name (3-24 lowercase letters and digits) or a connection string, got ${JSON.stringify(storage.slice(0, 40))}`,
     );
   }
-  const credential = new DefaultAzureCredential();
   return {
     blob: new BlobServiceClient(`https://${storage}.blob.core.windows.net`, credential),
     queue: new QueueServiceClient(`https://${storage}.queue.core.windows.net`, credential),
@@ -187,6 +202,21 @@ export function checkHostAgainstLease(config: RuntimeConfig, host: HostSettings)
  * const rt = composeAzure(process.env);
  * await fanOutScene(rt.backend, { source, params: rt.config.params });
  */
+/**
+ * The client id of `role`'s own user-assigned identity, from its app setting. Missing: a LeaseConfigError, never a
+ * fallback to another identity (the host's holds none of the functions' data roles, and one that held them all would
+ * undo the per-role grants).
+ */
+export function roleClientId(env: Readonly<Record<string, string | undefined>>, role: DeployedRole): string {
+  const setting = AZURE_CLIENT_ID_SETTINGS[role];
+  const clientId = env[setting];
+  if (!clientId)
+    throw new LeaseConfigError(
+      `${setting} is not set: the ${role} function authenticates as its own user-assigned identity, named by this client id (infra/azure sets it; docs/iam.md)`,
+    );
+  return clientId;
+}
+
 export function composeAzure(env: Readonly<Record<string, string | undefined>>, options: ComposeOptions = {}): AzureRuntime {
   const config = parseRuntimeConfig(env);
   if (!config.platform.startsWith('azure-')) {
@@ -203,13 +233,20 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
   const host = hostSettings(env);
   checkHostAgainstLease(config, host);
   let clients = options.clients;
+  let identityClientId: string | undefined;
   if (!clients) {
     const storage = env[ENV.azureStorageAccount];
     if (!storage)
       throw new LeaseConfigError(
         `${ENV.azureStorageAccount} is not set: give the storage account name or, for Azurite, a connection string`,
       );
-    clients = azureClients(storage);
+    // A connection string carries its own key (Azurite); an account is reached as the role's own identity.
+    if (options.role !== undefined && !storage.includes('=')) {
+      identityClientId = roleClientId(env, options.role);
+      clients = azureClients(storage, new ManagedIdentityCredential({ clientId: identityClientId }));
+    } else {
+      clients = azureClients(storage);
+    }
   }
   const clock = options.clock ?? systemClock;
   const backend: AzureBackend = {
@@ -232,15 +269,23 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     settings: { owner, leaseMs: config.leaseSec * 1000, retentionMs: config.retentionSec * 1000 },
     poisonQueue: (queueName) => new AzurePoisonQueue(queues, queueName),
     manifest: config.manifestTable ? new AzureTableManifestStore(clients.table(config.manifestTable)) : undefined,
+    identityClientId,
   };
 }
 
-let runtime: AzureRuntime | undefined;
+const runtimes = new Map<DeployedRole, AzureRuntime>();
 
-/** The process-wide runtime, composed from `process.env` on first use (a warm instance reuses its clients). */
-export function azureRuntime(): AzureRuntime {
-  runtime ??= composeAzure(process.env);
-  return runtime;
+/**
+ * The runtime of one function of the app, composed from `process.env` on first use (a warm instance reuses its
+ * clients). One per role: the app hosts every function in one process, and each authenticates as its own identity.
+ */
+export function azureRuntime(role: DeployedRole): AzureRuntime {
+  let rt = runtimes.get(role);
+  if (!rt) {
+    rt = composeAzure(process.env, { role });
+    runtimes.set(role, rt);
+  }
+  return rt;
 }
 
 /**

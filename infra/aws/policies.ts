@@ -1,12 +1,23 @@
 import { assertNever } from '../../shared/domain/claim.js';
-import { type FunctionRole, STAGING_PREFIX } from '../common/config.js';
-import { OUTPUT_PREFIXES } from '../common/environment.js';
+import {
+  AREAS,
+  type Area,
+  type AreaName,
+  areaPrefix,
+  type FunctionRole as LayoutRole,
+  type ObjectAccess,
+  ROLE_ACCESS,
+  type StoreName,
+} from '../../shared/domain/key-layout.js';
+import type { FunctionRole } from '../common/config.js';
 
 /**
  * IAM policy documents, built from plain ARNs so they can be read and tested
- * without Pulumi. Least privilege: each function reads only the source prefix,
- * writes only its own output prefix, touches only this stack's table and
- * queues, and writes only its own log group. No data action has a `*` resource.
+ * without Pulumi. Least privilege: every S3 object statement is derived from the
+ * one key layout (shared/domain/key-layout.ts, ROLE_ACCESS), so a function may do
+ * to each prefix exactly what the layout says its code does there and nothing
+ * else; it touches only this stack's tables and queues, and writes only its own
+ * log group. No data action has a `*` resource. docs/iam.md has the table.
  */
 
 export interface PolicyStatement {
@@ -40,65 +51,120 @@ export interface FunctionArns {
   readonly featureSinkSecret?: string | undefined;
 }
 
-/** The `s3:prefix` condition that limits ListBucket to some prefixes. */
-function listUnder(bucketArn: string, prefixes: readonly string[], sid: string): PolicyStatement {
-  return {
-    Sid: sid,
-    Effect: 'Allow',
-    Action: 's3:ListBucket',
-    Resource: bucketArn,
-    Condition: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } },
-  };
+/** The two buckets of a stack, by the layout's store names. */
+export interface StoreArns {
+  readonly sourceBucket: string;
+  readonly outputBucket: string;
 }
 
-/** Objects under a prefix of a bucket. */
-function objects(bucketArn: string, prefix: string): string {
-  return `${bucketArn}/${prefix}*`;
+const bucketOf = (store: StoreName, arns: StoreArns): string => (store === 'sources' ? arns.sourceBucket : arns.outputBucket);
+
+/**
+ * The S3 permissions one access of the layout needs on an object of `store`:
+ * - read: s3:GetObject (GET and HEAD); on the source store also s3:GetObjectVersion, since its reads are
+ *   pinned to the versionId the job key names (S3 checks GetObjectVersion for any request with a VersionId);
+ * - create and replace: s3:PutObject, which covers `If-None-Match: *` and `If-Match` writes alike;
+ * - delete: s3:DeleteObject (the store deletes with `If-Match`, never a version: no DeleteObjectVersion);
+ * - list: nothing on the objects; a bucket-level ListBucket, see {@link listStatement}.
+ */
+export function s3ObjectActions(access: ObjectAccess, store: StoreName): readonly string[] {
+  switch (access) {
+    case 'read':
+      return store === 'sources' ? ['s3:GetObject', 's3:GetObjectVersion'] : ['s3:GetObject'];
+    case 'create':
+    case 'replace':
+      return ['s3:PutObject'];
+    case 'delete':
+      return ['s3:DeleteObject'];
+    case 'list':
+      return [];
+    default:
+      return assertNever(access, 'object access');
+  }
 }
 
-/** Read and create-only/repair writes of the objects under one output prefix. */
-function writeUnder(bucketArn: string, prefix: string, sid: string): PolicyStatement {
-  return { Sid: sid, Effect: 'Allow', Action: ['s3:GetObject', 's3:PutObject'], Resource: objects(bucketArn, prefix) };
+/** The objects of an area: `<bucket>/<prefix>*`, or the one key of an exact area. */
+export function areaObjects(area: AreaName, arns: StoreArns, sourcePrefix: string): string {
+  const a: Area = AREAS[area];
+  const prefix = areaPrefix(area, sourcePrefix);
+  return `${bucketOf(a.store, arns)}/${prefix}${a.exact === true ? '' : '*'}`;
+}
+
+/** The `s3:prefix` value a listing of an area is limited to: `<prefix>*`, or the one key of an exact area. */
+export function areaListPrefix(area: AreaName, sourcePrefix: string): string {
+  const a: Area = AREAS[area];
+  return `${areaPrefix(area, sourcePrefix)}${a.exact === true ? '' : '*'}`;
+}
+
+const pascal = (name: string): string => name.charAt(0).toUpperCase() + name.slice(1);
+
+/**
+ * The areas of `store` a role may list, and those it reads. A read counts: S3 answers a GET or HEAD of
+ * a missing key with 404 only to a caller that may list that key (s3:ListBucket), and with 403 to any
+ * other, so without it the store could not tell "absent" (a value of the port) from "denied" (an
+ * error). The ListBucket is still limited to the area's prefix by `s3:prefix`: S3 evaluates that check
+ * with the requested key as the prefix (docs/aws.md, "A missing key"), so the role learns nothing about
+ * keys outside the areas it reads.
+ */
+function listedAreas(role: LayoutRole, store: StoreName): AreaName[] {
+  return ROLE_ACCESS[role]
+    .filter((g) => AREAS[g.area].store === store && (g.access.includes('list') || g.access.includes('read')))
+    .map((g) => g.area);
+}
+
+/** One ListBucket on a bucket, limited by `s3:prefix` to the listed (and read) areas of that bucket. */
+function listStatement(role: LayoutRole, store: StoreName, arns: StoreArns, sourcePrefix: string): PolicyStatement[] {
+  const areas = listedAreas(role, store);
+  if (areas.length === 0) return [];
+  return [
+    {
+      Sid: `List${pascal(store)}`,
+      Effect: 'Allow',
+      Action: 's3:ListBucket',
+      Resource: bucketOf(store, arns),
+      Condition: { StringLike: { 's3:prefix': areas.map((a) => areaListPrefix(a, sourcePrefix)) } },
+    },
+  ];
 }
 
 /**
- * The inline policy of one function's role.
+ * Every S3 statement of a role, derived from the layout (ROLE_ACCESS): one statement per area the role
+ * touches objects of (the actions of its accesses, on that area's objects only), then one ListBucket per
+ * bucket. Nothing else in infra/aws names a prefix or an S3 object action.
+ */
+export function objectStatements(role: LayoutRole, arns: StoreArns, sourcePrefix: string): PolicyStatement[] {
+  const objects = ROLE_ACCESS[role].flatMap((grant): PolicyStatement[] => {
+    const store = AREAS[grant.area].store;
+    const actions = [...new Set(grant.access.flatMap((a) => s3ObjectActions(a, store)))];
+    return actions.length === 0
+      ? []
+      : [{ Sid: `Objects${pascal(grant.area)}`, Effect: 'Allow', Action: actions, Resource: areaObjects(grant.area, arns, sourcePrefix) }];
+  });
+  return [...objects, ...listStatement(role, 'sources', arns, sourcePrefix), ...listStatement(role, 'outputs', arns, sourcePrefix)];
+}
+
+/**
+ * The inline policy of one function's role: its objects (derived from the layout, {@link objectStatements}),
+ * and beside them
  *
- * - scene: reads source objects (pinned versions), writes `scenes/` (the scene manifest), sends tile jobs,
- *   and sends a transiently failed S3 record of a multi-record message back to its own trigger queue, alone.
- * - tile: reads source objects (pinned versions), writes `tiles/`, claims and commits in the table, sends
- *   fan-out chunks to the tile queue.
- * - scene and tile: send a poison record to their own trigger queue's DLQ.
- * - mosaic: lists `scenes/` and `mosaics/` (what is waiting), reads `scenes/`, lists and reads `tiles/` (a COG mosaic is
- *   built from their bytes), writes `mosaics/` (the VRT, the COG mosaic, the STAC Item).
- * - ingest: reads any key of the source bucket (an `object:KEY` href) and lists it, writes `staging/` (the
- *   attempt's download) and create-only writes the source prefix (the promoted scene: a copy from staging,
- *   `If-None-Match: *`), and gets / conditionally puts / queries the manifest table. No delete anywhere:
- *   staging expires by the bucket's lifecycle rule, and nothing it published can be removed by it.
- * - reconcile: lists and heads the source prefix, reads (Query/Scan/GetItem) the manifest table. Read-only.
- *
- * Writes are `s3:PutObject` only: create-only (`If-None-Match: *`) and repair
- * (`If-Match`) writes need nothing more, and no function may delete an output.
+ * - every function: its own log group; a queue-triggered one (scene, tile, ingest) consumes its trigger queue
+ *   and sends a poison record to that queue's DLQ;
+ * - scene: sends tile jobs, and sends a transiently failed S3 record of a multi-record message back to its own
+ *   trigger queue, alone;
+ * - tile: claims and commits in the claims table, sends fan-out chunks to the tile queue (which it handles),
+ *   reads the PostGIS sink's secret when there is one;
+ * - mosaic: nothing else (the sweep works on objects only);
+ * - ingest: gets / conditionally puts / queries the manifest table;
+ * - reconcile: reads (Query/Scan/GetItem) the manifest table.
  */
 export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePrefix: string): PolicyDocument {
-  // GetObjectVersion: reads are pinned to the versionId in the job key (the source bucket is versioned), so a scene
-  // replaced while its tiles run is detected, not silently mixed.
-  const readSource: PolicyStatement[] = [
-    {
-      Sid: 'ReadSourceScenes',
-      Effect: 'Allow',
-      Action: ['s3:GetObject', 's3:GetObjectVersion'],
-      Resource: objects(arns.sourceBucket, sourcePrefix),
-    },
-    listUnder(arns.sourceBucket, [sourcePrefix], 'ListSourceScenes'),
-  ];
   const logs: PolicyStatement = {
     Sid: 'WriteOwnLogs',
     Effect: 'Allow',
     Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
     Resource: `${arns.logGroup}:*`,
   };
-  const statements: PolicyStatement[] = [logs];
+  const statements: PolicyStatement[] = [logs, ...objectStatements(role, arns, sourcePrefix)];
   if (arns.triggerQueue !== undefined) {
     // ChangeMessageVisibility: the handlers hide a failed record for a backoff before its retry.
     statements.push({
@@ -115,9 +181,6 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
   switch (role) {
     case 'scene':
       statements.push(
-        ...readSource,
-        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.scenes, 'WriteSceneManifests'),
-        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes], 'ListSceneManifests'),
         { Sid: 'EnqueueTileJobs', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
         // A message of several S3 records is never failed whole for one (shared/app/record-batch.ts): a record
         // that failed transiently is requeued alone on the scene queue, the one whose mapping invokes this function.
@@ -128,9 +191,6 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
       break;
     case 'tile':
       statements.push(
-        ...readSource,
-        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.tiles, 'WriteTiles'),
-        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.tiles], 'ListTiles'),
         // A long fan-out continues in chunk messages on the tile queue, which the tile function handles.
         { Sid: 'EnqueueFanOutChunks', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: arns.tileQueue },
         {
@@ -142,49 +202,23 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
       );
       break;
     case 'mosaic':
-      statements.push(
-        {
-          Sid: 'ReadSceneManifests',
-          Effect: 'Allow',
-          Action: 's3:GetObject',
-          Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.scenes),
-        },
-        // A COG mosaic (`mosaic: cog`) is built from the tiles' bytes: read-only on tiles/.
-        { Sid: 'ReadTiles', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.outputBucket, OUTPUT_PREFIXES.tiles) },
-        // The sweep lists scenes/ and mosaics/ to find scenes still waiting for a mosaic, and tiles/ to prove every tile exists.
-        listUnder(arns.outputBucket, [OUTPUT_PREFIXES.scenes, OUTPUT_PREFIXES.mosaics, OUTPUT_PREFIXES.tiles], 'ListScenesMosaicsTiles'),
-        writeUnder(arns.outputBucket, OUTPUT_PREFIXES.mosaics, 'WriteMosaics'),
-      );
       break;
     case 'ingest':
-      statements.push(
-        // An `object:KEY` href may name any key of the source bucket (an upload under uploads/, say): read-only, and
-        // ListBucket so a missing key is a 404 (ArtefactNotFound, poison) rather than a 403.
-        { Sid: 'ReadIngestHrefs', Effect: 'Allow', Action: 's3:GetObject', Resource: `${arns.sourceBucket}/*` },
-        { Sid: 'ListSourceBucket', Effect: 'Allow', Action: 's3:ListBucket', Resource: arns.sourceBucket },
-        writeUnder(arns.sourceBucket, STAGING_PREFIX, 'StageDownloads'),
-        // The promoted key: a create-only copy (CopyObject reads staging, puts under the prefix with If-None-Match).
-        writeUnder(arns.sourceBucket, sourcePrefix, 'PromoteScenes'),
-        {
-          Sid: 'PublishManifestRows',
-          Effect: 'Allow',
-          // PutItem with attribute_not_exists only (the adapter's condition); Query for the pre-check by (source, id).
-          Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Query'],
-          Resource: arns.manifestTable,
-        },
-      );
+      statements.push({
+        Sid: 'PublishManifestRows',
+        Effect: 'Allow',
+        // PutItem with attribute_not_exists only (the adapter's condition); Query for the pre-check by (source, id).
+        Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Query'],
+        Resource: arns.manifestTable,
+      });
       break;
     case 'reconcile':
-      statements.push(
-        { Sid: 'HeadScenes', Effect: 'Allow', Action: 's3:GetObject', Resource: objects(arns.sourceBucket, sourcePrefix) },
-        listUnder(arns.sourceBucket, [sourcePrefix], 'ListScenes'),
-        {
-          Sid: 'ReadManifest',
-          Effect: 'Allow',
-          Action: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan'],
-          Resource: arns.manifestTable,
-        },
-      );
+      statements.push({
+        Sid: 'ReadManifest',
+        Effect: 'Allow',
+        Action: ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:Scan'],
+        Resource: arns.manifestTable,
+      });
       break;
     default:
       assertNever(role, 'function role');
@@ -199,6 +233,52 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
     });
   }
   return { Version: '2012-10-17', Statement: statements };
+}
+
+/** What `tessera verify` (the `verify` role of the layout) touches besides objects. */
+export interface VerifyArns extends StoreArns {
+  readonly claimsTable: string;
+  readonly tileQueue: string;
+  readonly tileDeadLetterQueue: string;
+  readonly sceneQueue: string;
+}
+
+/**
+ * The managed policy of `tessera verify`, for the operator (or the CI job) that runs it to attach
+ * (infra/aws exports its ARN as `verifyPolicyArn`): its objects from the layout's `verify` role, and
+ * what shared/app/verify/verify-stack.ts and functions/aws/verify-target.ts do besides:
+ *
+ * - the claims table: reads rows, races claims and commits on its own probe jobs, removes them (`deleteIf`);
+ * - the tile queue: sends its smoke jobs and repairs; the scene queue: re-delivers its scene's event; both:
+ *   their approximate counts (GetQueueAttributes) while the stack settles;
+ * - the tile DLQ: peeks at it (receive, then visible again) and removes its own poison probe; GetQueueUrl
+ *   names it when the outputs predate `tileDeadLetterQueueUrl`.
+ */
+export function verifyPolicy(arns: VerifyArns, sourcePrefix: string): PolicyDocument {
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      ...objectStatements('verify', arns, sourcePrefix),
+      {
+        Sid: 'ProbeClaims',
+        Effect: 'Allow',
+        Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
+        Resource: arns.claimsTable,
+      },
+      {
+        Sid: 'SendProbesAndWatchQueues',
+        Effect: 'Allow',
+        Action: ['sqs:SendMessage', 'sqs:GetQueueAttributes'],
+        Resource: [arns.tileQueue, arns.sceneQueue],
+      },
+      {
+        Sid: 'ClearOwnDeadLetters',
+        Effect: 'Allow',
+        Action: ['sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueUrl'],
+        Resource: arns.tileDeadLetterQueue,
+      },
+    ],
+  };
 }
 
 /** Lets Lambda assume a function role. */

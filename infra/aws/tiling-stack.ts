@@ -23,7 +23,7 @@ import { functionEnvironment } from '../common/environment.js';
 import { monitoringPrefix } from '../common/naming.js';
 import { type Archive, LAMBDA_HANDLER } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
-import { functionPolicy, LAMBDA_ASSUME_ROLE, s3NotificationQueuePolicy, tlsOnlyBucketPolicy } from './policies.js';
+import { functionPolicy, LAMBDA_ASSUME_ROLE, s3NotificationQueuePolicy, tlsOnlyBucketPolicy, verifyPolicy } from './policies.js';
 
 export interface AwsTilingStackArgs {
   readonly config: AwsStackConfig;
@@ -99,6 +99,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
   readonly queues: Readonly<Record<QueueTriggered, QueuePair>>;
   readonly functions: Readonly<Record<FunctionRole, lambda.Function>>;
   readonly alarmTopic: sns.Topic;
+  /** The grants of `tessera verify` (the layout's `verify` role), for the operator or CI job that runs it to attach. */
+  readonly verifyPolicy: iam.Policy;
   private readonly tags: StandardTags;
 
   constructor(name: string, args: AwsTilingStackArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -174,6 +176,27 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     // S3 -> SQS: new source scenes, filtered by prefix and suffix.
     const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, queues.scene.queue, account.accountId, cfg.source);
 
+    // tessera verify runs as a person or a CI job, not as a function: its grants are a managed policy derived from the
+    // layout like the functions' (policies.ts, verifyPolicy), attached by whoever runs it (docs/iam.md).
+    this.verifyPolicy = new iam.Policy(
+      `${name}-verify`,
+      {
+        description: `What tessera verify needs on the ${cfg.stack} stack: attach it to the identity that runs it (Tessera)`,
+        policy: pulumi
+          .output({
+            sourceBucket: this.sourceBucket.arn,
+            outputBucket: this.outputBucket.arn,
+            claimsTable: this.claimsTable.arn,
+            tileQueue: queues.tile.queue.arn,
+            tileDeadLetterQueue: queues.tile.deadLetter.arn,
+            sceneQueue: queues.scene.queue.arn,
+          })
+          .apply((arns) => JSON.stringify(verifyPolicy(arns, cfg.source.prefix))),
+        tags,
+      },
+      parent,
+    );
+
     const monitoring = monitoringPrefix('aws', cfg.stack);
     // The PostGIS sink URL (tessera:featureSinkUrl) is a credential, and a Lambda environment is readable by anyone
     // allowed lambda:GetFunctionConfiguration: it lives in Secrets Manager, and the tile function gets its ARN.
@@ -196,38 +219,20 @@ export class AwsTilingStack extends pulumi.ComponentResource {
         `${name}-${role}`,
         {
           role: roleResource.id,
+          // pulumi.output of an object keeps each key's type (pulumi.all's tuple overloads stop at eight elements).
           policy: pulumi
-            .all([
-              this.sourceBucket.arn,
-              this.outputBucket.arn,
-              this.claimsTable.arn,
-              this.manifestTable.arn,
-              queues.tile.queue.arn,
-              trigger?.queue.arn,
-              trigger?.deadLetter.arn,
-              logGroup.arn,
-              role === 'tile' ? sinkSecret?.secret.arn : undefined,
-            ])
-            .apply(
-              ([sourceBucket, outputBucket, claimsTable, manifestTable, tileQueue, triggerQueue, deadLetterQueue, lg, featureSinkSecret]) =>
-                JSON.stringify(
-                  functionPolicy(
-                    role,
-                    {
-                      sourceBucket,
-                      outputBucket,
-                      claimsTable,
-                      manifestTable,
-                      tileQueue,
-                      triggerQueue,
-                      deadLetterQueue,
-                      logGroup: lg,
-                      featureSinkSecret,
-                    },
-                    cfg.source.prefix,
-                  ),
-                ),
-            ),
+            .output({
+              sourceBucket: this.sourceBucket.arn,
+              outputBucket: this.outputBucket.arn,
+              claimsTable: this.claimsTable.arn,
+              manifestTable: this.manifestTable.arn,
+              tileQueue: queues.tile.queue.arn,
+              triggerQueue: trigger?.queue.arn,
+              deadLetterQueue: trigger?.deadLetter.arn,
+              logGroup: logGroup.arn,
+              featureSinkSecret: role === 'tile' ? sinkSecret?.secret.arn : undefined,
+            })
+            .apply((arns) => JSON.stringify(functionPolicy(role, arns, cfg.source.prefix))),
         },
         parent,
       );
@@ -368,6 +373,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       ingestDeadLetterQueueUrl: queues.ingest.deadLetter.url,
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
       alarmTopic: this.alarmTopic.arn,
+      verifyPolicyArn: this.verifyPolicy.arn,
     });
   }
 

@@ -1,6 +1,7 @@
 import * as applicationinsights from '@pulumi/azure-native/applicationinsights';
 import * as authorization from '@pulumi/azure-native/authorization';
 import * as eventgrid from '@pulumi/azure-native/eventgrid';
+import * as keyvault from '@pulumi/azure-native/keyvault';
 import * as managedidentity from '@pulumi/azure-native/managedidentity';
 import * as monitor from '@pulumi/azure-native/monitor';
 import * as operationalinsights from '@pulumi/azure-native/operationalinsights';
@@ -8,6 +9,13 @@ import * as resources from '@pulumi/azure-native/resources';
 import * as storage from '@pulumi/azure-native/storage';
 import * as web from '@pulumi/azure-native/web';
 import * as pulumi from '@pulumi/pulumi';
+import {
+  DEPLOYED_ROLES,
+  FUNCTION_ROLES as IDENTITY_ROLES,
+  type FunctionRole as IdentityRole,
+  type StoreName,
+} from '../../shared/domain/key-layout.js';
+import { AZURE_CLIENT_ID_SETTINGS } from '../../shared/domain/runtime-config.js';
 import { type AzureStackConfig, STAGING_PREFIX } from '../common/config.js';
 import { functionEnvironment } from '../common/environment.js';
 import { azureHostStorageAccountName, azureStorageAccountName, monitoringPrefix } from '../common/naming.js';
@@ -20,7 +28,7 @@ import {
   azurePoisonQueue,
 } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
-import { AZURE_ROLES } from './roles.js';
+import { AZURE_ROLES, blobAssignments } from './roles.js';
 
 export interface AzureTilingStackArgs {
   readonly config: AzureStackConfig;
@@ -46,6 +54,8 @@ const QUEUE_WRITE_LOGS = 'StorageWrite';
 export const CLAIMS_TABLE = 'tesseraclaims';
 /** The ingest manifest table (one entity per published artefact, created by insert only). */
 export const MANIFEST_TABLE = 'tesseramanifest';
+/** The Key Vault secret holding the PostGIS sink URL (tessera:featureSinkUrl). */
+export const FEATURE_SINK_SECRET_NAME = 'feature-sink-url';
 /** Blob API calls that finish a blob: filtering on them avoids a second event for one upload. */
 const BLOB_COMPLETED_APIS = ['PutBlob', 'PutBlockList', 'CopyBlob', 'FlushWithClose'];
 const EVENT_TTL_MINUTES = 1440; // Event Grid's default: retry for a day, then dead-letter
@@ -63,12 +73,14 @@ export function hostTimeSpan(seconds: number): string {
  * Storage Queue -> Function App (scene) -> tile queue -> Function App (tile),
  * and a timer in the app that sweeps finished scenes into mosaics (as on AWS
  * and GCP). The app is Linux, Node 22 (shared/domain/runtimes.ts), on
- * Consumption or Flex Consumption. It runs as a user-assigned identity that
- * holds its roles before the app exists, so the host can read its package
- * and host storage at first start: Blob Data Owner on the host storage
- * account only, Blob Data Contributor on the sources and outputs containers,
- * Queue Data Contributor on its trigger queues, Queue Data Message Sender on
- * their poison queues, Table Data Contributor on the claims table.
+ * Consumption or Flex Consumption. The host runs as a user-assigned identity
+ * that holds its roles before the app exists, so it can read its package and
+ * host storage at first start: Blob Data Owner on the host storage account
+ * only, Queue Data Contributor on the trigger queues, Queue Data Message Sender
+ * on their poison queues. Each function's code runs as its own role's
+ * user-assigned identity, with the blob grants the key layout gives that role
+ * (Reader or Contributor on a container, conditioned on the blob path) and the
+ * queue and table roles its code needs (docs/iam.md).
  *
  * Event Grid delivers to queues rather than straight to the functions: a queue
  * needs no function to exist when the subscription is created (an Azure
@@ -81,8 +93,13 @@ export class AzureTilingStack extends pulumi.ComponentResource {
   readonly storageAccount: storage.StorageAccount;
   /** The Functions host's own account (AzureWebJobsStorage) and the app package. */
   readonly hostStorageAccount: storage.StorageAccount;
-  /** The identity the app runs as, granted its roles before the app is created. */
+  /** The identity the Functions host runs as (host storage, package, queue triggers), granted its roles before the app is created. */
   readonly identity: managedidentity.UserAssignedIdentity;
+  /**
+   * One identity per function role, each with its own grants (docs/iam.md); all but verify's are assigned to the app,
+   * and each function picks its own by client id (ENV azureClientId*). verify's is for the operator's CI workload.
+   */
+  readonly roleIdentities: Readonly<Record<IdentityRole, managedidentity.UserAssignedIdentity>>;
   readonly functionApp: web.WebApp;
   readonly tileQueueName: string = AZURE_QUEUES.tile;
   readonly poisonQueueName: string = azurePoisonQueue(AZURE_QUEUES.tile);
@@ -211,61 +228,115 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       );
     }
 
-    // The app's identity and its roles, before the app: a system-assigned identity exists only once the app does,
-    // so its first start would find no role to read its package or host storage with.
+    // The host's identity and its roles, before the app: a system-assigned identity exists only once the app does,
+    // so its first start would find no role to read its package or host storage with. The host (not the functions'
+    // code) uses it: host storage, the package, the queue triggers (receive, delete, move poison after maxDequeueCount).
     this.identity = new managedidentity.UserAssignedIdentity(`${name}-identity`, { resourceGroupName, location, tags }, parent);
     const identityId = this.identity.id;
     const clientId = this.identity.clientId;
+    // One identity per function role (docs/iam.md): each function's SDK clients authenticate as their own, so a
+    // function can reach only what its role is granted. verify's is not assigned to the app: an operator's CI
+    // workload signs in as it (a federated credential) to run `tessera verify`.
+    const roleIdentities = {} as Record<IdentityRole, managedidentity.UserAssignedIdentity>;
+    for (const role of IDENTITY_ROLES) {
+      roleIdentities[role] = new managedidentity.UserAssignedIdentity(
+        `${name}-identity-${role}`,
+        { resourceGroupName, location, tags },
+        parent,
+      );
+    }
+    this.roleIdentities = roleIdentities;
     const roleDefinition = (roleId: string) =>
       pulumi.interpolate`/subscriptions/${client.subscriptionId}/providers/Microsoft.Authorization/roleDefinitions/${roleId}`;
     const dataAccountId = this.storageAccount.id;
-    const grants: { id: string; role: keyof typeof AZURE_ROLES; scope: pulumi.Input<string> }[] = [
+    const queueScope = (queue: string) => pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${queue}`;
+    const tableScope = (tableName: string) => pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${tableName}`;
+    type Grant = {
+      readonly id: string;
+      readonly role: keyof typeof AZURE_ROLES;
+      readonly scope: pulumi.Input<string>;
+      readonly condition?: string;
+      readonly description?: string;
+    };
+    const hostGrants: Grant[] = [
       { id: 'host-blobs', role: 'storageBlobDataOwner', scope: this.hostStorageAccount.id },
       // The host's own queues and tables (timer and scale state) live in its account too.
       { id: 'host-queues', role: 'storageQueueDataContributor', scope: this.hostStorageAccount.id },
       { id: 'host-tables', role: 'storageTableDataContributor', scope: this.hostStorageAccount.id },
-      { id: 'sources', role: 'storageBlobDataContributor', scope: containers.sources.id },
-      { id: 'outputs', role: 'storageBlobDataContributor', scope: containers.outputs.id },
-      {
-        id: 'claims',
-        role: 'storageTableDataContributor',
-        scope: pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${CLAIMS_TABLE}`,
-      },
-      {
-        id: 'manifest',
-        role: 'storageTableDataContributor',
-        scope: pulumi.interpolate`${dataAccountId}/tableServices/default/tables/${MANIFEST_TABLE}`,
-      },
-      // Its trigger queues (the host receives and deletes; the tile queue also carries the fan-out chunks the
-      // tile function adds), and their poison queues, where the handlers settle poison at once and the host
-      // moves a message after maxDequeueCount: add only. Both send before they create (the queue exists here),
-      // and nothing in the app reads a poison queue.
+      // The trigger queues (the host receives and deletes), and their poison queues, where the host moves a message
+      // after maxDequeueCount: add only. It sends before it creates (the queue exists here).
       ...AZURE_QUEUE_TRIGGERED.flatMap((role) => [
-        {
-          id: `queue-${AZURE_QUEUES[role]}`,
-          role: 'storageQueueDataContributor' as const,
-          scope: pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${AZURE_QUEUES[role]}`,
-        },
+        { id: `queue-${AZURE_QUEUES[role]}`, role: 'storageQueueDataContributor' as const, scope: queueScope(AZURE_QUEUES[role]) },
         {
           id: `queue-${azurePoisonQueue(AZURE_QUEUES[role])}`,
           role: 'storageQueueDataMessageSender' as const,
-          scope: pulumi.interpolate`${dataAccountId}/queueServices/default/queues/${azurePoisonQueue(AZURE_QUEUES[role])}`,
+          scope: queueScope(azurePoisonQueue(AZURE_QUEUES[role])),
         },
       ]),
     ];
-    const assignments = grants.map(
-      (g) =>
-        new authorization.RoleAssignment(
-          `${name}-app-${g.id}`,
-          {
-            principalId: this.identity.principalId,
-            principalType: 'ServicePrincipal',
-            roleDefinitionId: roleDefinition(AZURE_ROLES[g.role]),
-            scope: g.scope,
-          },
-          { parent: this, dependsOn: [...Object.values(queues), ...Object.values(poisonQueues), table, manifestTable] },
-        ),
-    );
+    // Each role's blob grants come from the key layout (shared/domain/key-layout.ts ROLE_ACCESS) through
+    // blobAssignments: Reader or Contributor on a container, with a condition on the blob path per action. Queues and
+    // tables: what each role's code sends to and reads (the host, not the code, consumes the trigger queues).
+    const poison = (role: AzureQueueTriggered) => queueScope(azurePoisonQueue(AZURE_QUEUES[role]));
+    const otherGrants: Readonly<Record<IdentityRole, readonly Grant[]>> = {
+      // Fan-out enqueues tile jobs; a scene event no retry can cure is settled in the scene queue's poison twin.
+      scene: [
+        { id: 'send-tiles', role: 'storageQueueDataMessageSender', scope: queueScope(AZURE_QUEUES.tile) },
+        { id: 'settle-poison', role: 'storageQueueDataMessageSender', scope: poison('scene') },
+      ],
+      // Claims (and the hourly claim-row cleanup, which runs as tile); a long fan-out continues in chunk messages.
+      tile: [
+        { id: 'claims', role: 'storageTableDataContributor', scope: tableScope(CLAIMS_TABLE) },
+        { id: 'send-tiles', role: 'storageQueueDataMessageSender', scope: queueScope(AZURE_QUEUES.tile) },
+        { id: 'settle-poison', role: 'storageQueueDataMessageSender', scope: poison('tile') },
+      ],
+      mosaic: [],
+      // Manifest rows are inserted, never replaced; a refused request is settled in the ingest queue's poison twin.
+      ingest: [
+        { id: 'manifest', role: 'storageTableDataContributor', scope: tableScope(MANIFEST_TABLE) },
+        { id: 'settle-poison', role: 'storageQueueDataMessageSender', scope: poison('ingest') },
+      ],
+      reconcile: [{ id: 'manifest', role: 'storageTableDataReader', scope: tableScope(MANIFEST_TABLE) }],
+      // The claim race and cleanup; the replay (scene queue) and poison probe (tile queue), both queues' depth while
+      // settling, and removing its own dead letters from the tile poison queue (docs/deploy.md, step 4).
+      verify: [
+        { id: 'claims', role: 'storageTableDataContributor', scope: tableScope(CLAIMS_TABLE) },
+        { id: 'scene-queue', role: 'storageQueueDataContributor', scope: queueScope(AZURE_QUEUES.scene) },
+        { id: 'tile-queue', role: 'storageQueueDataContributor', scope: queueScope(AZURE_QUEUES.tile) },
+        { id: 'tile-poison', role: 'storageQueueDataContributor', scope: poison('tile') },
+      ],
+    };
+    const dataContainers: Record<StoreName, storage.BlobContainer> = { sources: containers.sources, outputs: containers.outputs };
+    const roleGrants = (role: IdentityRole): Grant[] => [
+      ...blobAssignments(role, cfg.source.prefix).map((a) => ({
+        id: `${a.store}-blobs`,
+        role: a.azureRole,
+        scope: dataContainers[a.store].id,
+        condition: a.condition,
+        description: `Tessera ${role}: ${a.areas.join(', ')} of ${a.store} (shared/domain/key-layout.ts)`,
+      })),
+      ...otherGrants[role],
+    ];
+    const created = { dependsOn: [...Object.values(queues), ...Object.values(poisonQueues), table, manifestTable] };
+    const assign = (id: string, principalId: pulumi.Input<string>, g: Grant) =>
+      new authorization.RoleAssignment(
+        id,
+        {
+          principalId,
+          principalType: 'ServicePrincipal',
+          roleDefinitionId: roleDefinition(AZURE_ROLES[g.role]),
+          scope: g.scope,
+          ...(g.condition === undefined ? {} : { condition: g.condition, conditionVersion: '2.0' }),
+          ...(g.description === undefined ? {} : { description: g.description }),
+        },
+        { parent: this, ...created },
+      );
+    const assignments = hostGrants.map((g) => assign(`${name}-app-${g.id}`, this.identity.principalId, g));
+    for (const role of IDENTITY_ROLES) {
+      const mine = roleGrants(role).map((g) => assign(`${name}-${role}-${g.id}`, roleIdentities[role].principalId, g));
+      // The functions' first invocations need their roles too; verify's wait for nothing in the app.
+      if (role !== 'verify') assignments.push(...mine);
+    }
 
     // Monitoring.
     const workspace = new operationalinsights.Workspace(
@@ -301,6 +372,21 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       },
       parent,
     );
+    // The PostGIS sink URL (tessera:featureSinkUrl) is a credential: it lives in a Key Vault, and the app setting is a
+    // Key Vault reference the platform resolves as the tile function's identity (keyVaultReferenceIdentity), the one
+    // identity allowed to read it. The resolved value is in the one environment of the app; only the tile function
+    // builds a sink from it.
+    const sink =
+      cfg.featureSinkUrl === undefined
+        ? undefined
+        : this.featureSinkVault(`${name}-sink`, cfg.featureSinkUrl, {
+            resourceGroupName,
+            location,
+            tenantId: client.tenantId,
+            reader: roleIdentities.tile.principalId,
+            roleDefinitionId: roleDefinition(AZURE_ROLES.keyVaultSecretsUser),
+            tags,
+          });
     const timeoutSec = cfg.lease.functionTimeoutSec;
     const env = functionEnvironment(cfg, cfg.platform, timeoutSec, {
       claimsTable: table.name,
@@ -312,8 +398,8 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       // One app, one environment: the ingest function settles poison on its own queue's -poison twin (by name).
       manifestTable: manifestTable.name,
       ingestQueue: queues.ingest.name,
-      // One app, one environment: the tile function is the only one that builds a sink from it.
-      ...(cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
+      // Pinned to the version the stack wrote: a rotation through `pulumi up` changes the setting, which restarts the app.
+      ...(sink ? { featureSink: { kind: 'azure-key-vault' as const, secretUri: sink.secret.properties.secretUriWithVersion } } : {}),
     });
     const packageBlob = flex
       ? undefined
@@ -343,8 +429,9 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       [`${AZURE_TRIGGER_CONNECTION}__tableServiceUri`]: endpoints.apply((e) => e.table),
       [`${AZURE_TRIGGER_CONNECTION}__credential`]: 'managedidentity',
       [`${AZURE_TRIGGER_CONNECTION}__clientId`]: clientId,
-      // The handlers' SDK clients (DefaultAzureCredential) pick the user-assigned identity by this client id.
-      AZURE_CLIENT_ID: clientId,
+      // Each function's SDK clients authenticate as its own role's identity, named by client id (functions/azure/compose.ts).
+      // No AZURE_CLIENT_ID: a client built without a role must fail, not fall back to the host's identity.
+      ...Object.fromEntries(DEPLOYED_ROLES.map((role) => [AZURE_CLIENT_ID_SETTINGS[role], roleIdentities[role].clientId])),
       APPLICATIONINSIGHTS_CONNECTION_STRING: insights.connectionString,
       // host.json in the package holds the defaults; these stack-specific values override it.
       AzureFunctionsJobHost__functionTimeout: hostTimeSpan(timeoutSec),
@@ -371,9 +458,9 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         kind: 'functionapp,linux',
         serverFarmId: plan.id,
         httpsOnly: true,
-        identity: { type: 'UserAssigned', userAssignedIdentities: [identityId] },
-        // Key Vault references and the like resolve as the same identity.
-        keyVaultReferenceIdentity: identityId,
+        identity: { type: 'UserAssigned', userAssignedIdentities: [identityId, ...DEPLOYED_ROLES.map((role) => roleIdentities[role].id)] },
+        // The one Key Vault reference is the tile function's sink URL: it resolves as the tile identity, its only reader.
+        keyVaultReferenceIdentity: roleIdentities.tile.id,
         siteConfig: {
           ...(flex ? {} : { linuxFxVersion: cfg.runtime.id }), // 'Node|22': shared/domain/runtimes.ts
           minTlsVersion: '1.2',
@@ -399,7 +486,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         tags,
       },
       // The host reads its package and its storage at first start: every role must exist before the app does.
-      { parent: this, dependsOn: assignments },
+      { parent: this, dependsOn: [...assignments, ...(sink ? [sink.reader] : [])] },
     );
 
     // Event Grid: BlobCreated on the data account, filtered by subject, to the scene queue. The mosaic is a timer
@@ -448,6 +535,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       storageAccount: accountName,
       hostStorageAccount: this.hostStorageAccount.name,
       identity: this.identity.name,
+      verifyIdentityClientId: roleIdentities.verify.clientId,
       functionApp: this.functionApp.name,
       claimsTable: table.name,
       manifestTable: manifestTable.name,
@@ -455,6 +543,69 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       deployCommand: this.deployCommand,
       syncTriggersCommand: this.syncTriggersCommand,
     });
+  }
+
+  /**
+   * The Key Vault holding the PostGIS sink URL, the secret (its value a Pulumi secret, so encrypted in the state), and
+   * the one role on it: Key Vault Secrets User, scoped to that secret, for the identity that resolves the reference.
+   * - RBAC authorization: no access policy can grant anything beside that role assignment.
+   * - Soft delete (90 days) keeps a deleted secret or vault recoverable; purge protection stays off so that the
+   *   operator may purge what `pulumi destroy` soft-deleted (a new vault gets a new name anyway).
+   * - Network: the platform resolves references from outside any virtual network on Consumption, so the vault takes
+   *   public traffic (authorised by Entra ID and the role above), with no trusted-service bypass.
+   * - Not enabled for deployments, disk encryption or template deployments: nothing else reads it.
+   */
+  private featureSinkVault(
+    name: string,
+    url: string,
+    at: {
+      readonly resourceGroupName: pulumi.Input<string>;
+      readonly location: string;
+      readonly tenantId: pulumi.Input<string>;
+      readonly reader: pulumi.Input<string>;
+      readonly roleDefinitionId: pulumi.Input<string>;
+      readonly tags: StandardTags;
+    },
+  ): { readonly vault: keyvault.Vault; readonly secret: keyvault.Secret; readonly reader: authorization.RoleAssignment } {
+    const parent = { parent: this };
+    const vault = new keyvault.Vault(
+      name,
+      {
+        resourceGroupName: at.resourceGroupName,
+        location: at.location,
+        properties: {
+          tenantId: at.tenantId,
+          sku: { family: 'A', name: 'standard' },
+          enableRbacAuthorization: true,
+          enableSoftDelete: true,
+          softDeleteRetentionInDays: 90,
+          enabledForDeployment: false,
+          enabledForDiskEncryption: false,
+          enabledForTemplateDeployment: false,
+          publicNetworkAccess: 'Enabled',
+          networkAcls: { defaultAction: 'Allow', bypass: 'None' },
+        },
+        tags: at.tags,
+      },
+      parent,
+    );
+    const secret = new keyvault.Secret(
+      name,
+      {
+        resourceGroupName: at.resourceGroupName,
+        vaultName: vault.name,
+        secretName: FEATURE_SINK_SECRET_NAME,
+        properties: { value: pulumi.secret(url), contentType: 'PostGIS connection URL (tessera:featureSinkUrl)' },
+        tags: at.tags,
+      },
+      parent,
+    );
+    const reader = new authorization.RoleAssignment(
+      `${name}-reader`,
+      { principalId: at.reader, principalType: 'ServicePrincipal', roleDefinitionId: at.roleDefinitionId, scope: secret.id },
+      parent,
+    );
+    return { vault, secret, reader };
   }
 
   /**

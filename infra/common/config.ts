@@ -133,7 +133,7 @@ interface CommonStackConfig {
   /** Lifecycle expiry of `staging/` in the source bucket (tessera:stagingRetentionDays). */
   readonly stagingRetentionDays: number;
   readonly alertEmail: string | undefined;
-  /** tessera:featureSinkUrl: the PostGIS sink's connection URL (a secret: infra/ passes it wrapped in pulumi.secret). */
+  /** tessera:featureSinkUrl: the PostGIS sink's connection URL; a secret, kept in the cloud's secret store (docs/postgis.md). */
   readonly featureSinkUrl: string | undefined;
   readonly archiveDir: string;
   /**

@@ -1,9 +1,9 @@
 import * as pulumi from '@pulumi/pulumi';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import { type Platform, resolveLease } from '../../shared/domain/ceilings.js';
+import { assertNever } from '../../shared/domain/claim.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
 import { AREAS } from '../../shared/domain/key-layout.js';
-import { assertNever } from '../../shared/domain/claim.js';
 import { ENV, KEY_VAULT_REFERENCE_PREFIX } from '../../shared/domain/runtime-config.js';
 import type { StackConfig } from './config.js';
 

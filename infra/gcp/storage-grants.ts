@@ -100,7 +100,15 @@ export function gcsGrantPlan(role: FunctionRole, sourcePrefix: string): GcsGrant
     const area: Area = AREAS[grant.area];
     const exact = area.exact === true;
     for (const kind of kindsFor(grant.access)) {
-      objects.push({ role, area: grant.area, store: area.store, kind, prefix: areaPrefix(grant.area, sourcePrefix), exact, why: grant.why });
+      objects.push({
+        role,
+        area: grant.area,
+        store: area.store,
+        kind,
+        prefix: areaPrefix(grant.area, sourcePrefix),
+        exact,
+        why: grant.why,
+      });
     }
     if (grant.access.includes('list')) {
       if (exact) throw new Error(`[infra:gcp] the layout lists the one-key area ${grant.area} for ${role}: a key is read, not listed`);

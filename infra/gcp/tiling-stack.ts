@@ -6,13 +6,15 @@ import * as logging from '@pulumi/gcp/logging';
 import * as monitoring from '@pulumi/gcp/monitoring';
 import * as projects from '@pulumi/gcp/projects';
 import * as pubsub from '@pulumi/gcp/pubsub';
+import * as secretmanager from '@pulumi/gcp/secretmanager';
 import * as serviceaccount from '@pulumi/gcp/serviceaccount';
 import * as storage from '@pulumi/gcp/storage';
 import type { input as gcpInput } from '@pulumi/gcp/types';
 import * as pulumi from '@pulumi/pulumi';
 import * as time from '@pulumiverse/time';
 import type { Platform } from '../../shared/domain/ceilings.js';
-import { type FunctionRole as IdentityRole, FUNCTION_ROLES as IDENTITY_ROLES, type StoreName } from '../../shared/domain/key-layout.js';
+import { FUNCTION_ROLES as IDENTITY_ROLES, type FunctionRole as IdentityRole, type StoreName } from '../../shared/domain/key-layout.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
 import {
   FIRESTORE_DEFAULT_DATABASE,
   FUNCTION_ROLES,
@@ -25,7 +27,7 @@ import {
   SUPPORT_FUNCTION_TIMEOUT_SEC,
 } from '../common/config.js';
 import { functionEnvironment } from '../common/environment.js';
-import { gcpCustomRoleId, gcpServiceAccountId, monitoringPrefix } from '../common/naming.js';
+import { gcpCustomRoleId, gcpServiceAccountId, monitoringPrefix, slug } from '../common/naming.js';
 import { type Archive, GCP_ENTRY_POINTS } from '../common/packaging.js';
 import { gcpLabels, type StandardTags } from '../common/tags.js';
 import { GCS_CUSTOM_ROLES, GCS_GRANT_ROLE, type GcsCustomRole, gcsGrantPlan, objectCondition } from './storage-grants.js';
@@ -53,6 +55,8 @@ export const GCP_SERVICES = [
   'run.googleapis.com',
   'storage.googleapis.com',
 ] as const;
+/** Enabled only by a stack with a PostGIS sink, whose URL it keeps (tessera:featureSinkUrl). */
+export const GCP_SECRET_MANAGER_SERVICE = 'secretmanager.googleapis.com';
 
 const STORAGE_FINALIZED = 'google.cloud.storage.object.v1.finalized';
 /**
@@ -151,7 +155,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const project = cfg.project;
     const storageAgent = storage.getProjectServiceAccountOutput({ project }, parent);
 
-    const services = GCP_SERVICES.map(
+    const services = [...GCP_SERVICES, ...(cfg.featureSinkUrl === undefined ? [] : [GCP_SECRET_MANAGER_SERVICE])].map(
       (service) => new projects.Service(`${name}-${service.split('.')[0]}`, { project, service, disableOnDestroy: false }, parent),
     );
     const afterApis = { parent: this, dependsOn: services };
@@ -277,6 +281,18 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     }
     this.serviceAccounts = accounts;
     const member = (role: IdentityRole | 'trigger') => accounts[role].member;
+    const sink =
+      cfg.featureSinkUrl === undefined
+        ? undefined
+        : featureSinkSecret(this, `${name}-feature-sink`, {
+            project,
+            secretId: `tessera-${slug(cfg.stack)}-feature-sink`,
+            region: cfg.region,
+            url: cfg.featureSinkUrl,
+            reader: member('tile'),
+            labels,
+            afterApis,
+          });
     // Builds run as a dedicated account: since 2024 a new project's default build account may lack what a build needs.
     this.buildAccount = new serviceaccount.Account(
       `${name}-build`,
@@ -469,7 +485,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const propagated = new time.Sleep(
       `${name}-iam-propagation`,
       { createDuration: IAM_PROPAGATION_WAIT },
-      { parent: this, dependsOn: [...triggerGrants, ...buildGrants] },
+      { parent: this, dependsOn: [...triggerGrants, ...buildGrants, ...(sink ? [sink.grant] : [])] },
     );
     // Pub/Sub's own agent forwards undeliverable messages: it publishes to the dead-letter topic and acks the original.
     new pubsub.TopicIAMMember(
@@ -557,10 +573,18 @@ export class GcpTilingStack extends pulumi.ComponentResource {
                 ...(role === 'tile' || role === 'ingest' ? { maxDeliveries: maxDeliveryAttempts } : {}),
                 ...(role === 'ingest' || role === 'reconcile' ? { manifestTable: MANIFEST_COLLECTION } : {}),
                 ...(role === 'ingest' ? { ingestQueue: this.ingestTopic.name } : {}),
-                ...(role === 'tile' && cfg.featureSinkUrl ? { featureSink: cfg.featureSinkUrl } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
             },
+            // The platform puts the sink URL into TESSERA_FEATURE_SINK when an instance starts; the configuration names
+            // only the secret and its version, so a rotation through `pulumi up` is a new revision on the new value.
+            ...(role === 'tile' && sink
+              ? {
+                  secretEnvironmentVariables: [
+                    { key: ENV.featureSink, projectId: project, secret: sink.secret.secretId, version: sink.version.version },
+                  ],
+                }
+              : {}),
           },
           ...(triggerBucket
             ? {
@@ -577,7 +601,16 @@ export class GcpTilingStack extends pulumi.ComponentResource {
           labels,
         },
         // A build needs its account's roles, and the scene function's Eventarc trigger its grants, before creation.
-        { parent: this, dependsOn: [...services, ...buildGrants, ...(triggerBucket ? [...triggerGrants, propagated] : [])] },
+        // A revision that reads a secret is refused unless its account may access it: the tile function waits for that grant.
+        {
+          parent: this,
+          dependsOn: [
+            ...services,
+            ...buildGrants,
+            ...(triggerBucket ? [...triggerGrants, propagated] : []),
+            ...(role === 'tile' && sink ? [sink.grant, propagated] : []),
+          ],
+        },
       );
       invokers[role] = new cloudrunv2.ServiceIamMember(
         `${name}-${role}-invoker`,
@@ -803,4 +836,43 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       verifyServiceAccount: accounts.verify.email,
     });
   }
+}
+
+/**
+ * The Secret Manager secret holding the PostGIS sink URL, its one version (the value a Pulumi secret, so encrypted
+ * in the state), and the one grant on it: Secret Accessor for the tile function's account. No project-level role
+ * reaches it, so no other function can read it.
+ */
+function featureSinkSecret(
+  owner: pulumi.Resource,
+  name: string,
+  args: {
+    readonly project: pulumi.Input<string>;
+    readonly secretId: string;
+    readonly region: string;
+    readonly url: string;
+    readonly reader: pulumi.Input<string>;
+    readonly labels: Record<string, string>;
+    readonly afterApis: pulumi.CustomResourceOptions;
+  },
+): { readonly secret: secretmanager.Secret; readonly version: secretmanager.SecretVersion; readonly grant: secretmanager.SecretIamMember } {
+  const parent = { parent: owner };
+  const secret = new secretmanager.Secret(
+    name,
+    {
+      project: args.project,
+      secretId: args.secretId,
+      // Replicated in the stack's region only: the credential goes no further than the function that uses it.
+      replication: { userManaged: { replicas: [{ location: args.region }] } },
+      labels: args.labels,
+    },
+    args.afterApis,
+  );
+  const version = new secretmanager.SecretVersion(name, { secret: secret.id, secretData: pulumi.secret(args.url) }, parent);
+  const grant = new secretmanager.SecretIamMember(
+    `${name}-tile-reader`,
+    { project: args.project, secretId: secret.secretId, role: 'roles/secretmanager.secretAccessor', member: args.reader },
+    parent,
+  );
+  return { secret, version, grant };
 }

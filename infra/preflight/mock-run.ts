@@ -86,6 +86,8 @@ export function computed(type: string, name: string, inputs: Record<string, unkn
       return { name: physical, arn: `arn:aws:lambda:eu-west-1:${ACCOUNT_ID}:function:${physical}` };
     case 'aws:iam/role:Role':
       return { name: physical, arn: `arn:aws:iam::${ACCOUNT_ID}:role/${physical}` };
+    case 'aws:iam/policy:Policy':
+      return { name: physical, arn: `arn:aws:iam::${ACCOUNT_ID}:policy/${physical}` };
     case 'aws:cloudwatch/logGroup:LogGroup':
       return { name: physical, arn: `arn:aws:logs:eu-west-1:${ACCOUNT_ID}:log-group:${physical}` };
     case 'aws:cloudwatch/eventRule:EventRule':

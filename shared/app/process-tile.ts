@@ -10,13 +10,13 @@ import {
 } from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
 import { tilingParams } from '../domain/tiling-params.js';
-import type { FeaturePutResult, FeatureSink } from '../ports/feature-sink.port.js';
+import type { FeaturePutResult, FeatureSink, SceneRetireResult } from '../ports/feature-sink.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
 import { keepLease } from './lease-keeper.js';
 import { type RenderedTile, renderTileWithPixels } from './render-tile.js';
 import { markSceneSuperseded } from './scene-manifest.js';
-import { tileFeature } from './tile-feature.js';
+import { featureSceneOf, sceneFanOutTime, tileFeature } from './tile-feature.js';
 import type { TileJob } from './tile-job.js';
 
 export type TileOutcome =
@@ -82,16 +82,20 @@ export interface ProcessTileOptions {
  *    meanwhile (lease-keeper.ts); a failed renewal is logged and retried, never fatal to the tile.
  *    (a repair renews once more before its overwrite and writes only while it owns the claim)
  *    Every read is pinned to the source version of the key: if the source changed, SourceChanged
- *    gives the claim back, tombstones the scene and returns `source-changed` (settled once, acked).
+ *    gives the claim back, tombstones the scene, with a sink retires the scene's feature rows (an
+ *    incomplete scene can never complete now) and returns `source-changed` (settled once, acked; a crash
+ *    or a sink outage before the ack is redelivered and does both again, each idempotent).
  * 3. create-only write of the output. `already-present` with the same bytes is success (a duplicate,
  *    or this attempt's own write whose answer was lost); other bytes at the key (foreign, truncated) are
  *    an alarm: `write-occupied` ERROR, claim given back, never committed (OutputOccupiedError, poison).
  *    (crash after write: the object exists, the row is CLAIMED; a redelivery re-computes, gets
  *    `already-present` and commits)
  * 3b. with a feature sink (backend.sink): insert the tile's statistics row, `ON CONFLICT (job_id) DO
- *    NOTHING` in one transaction. After the write, so a row never describes a tile that is not there;
- *    before the commit, so a crash in between leaves a CLAIMED row whose redelivery re-runs the
- *    idempotent insert (`already-present` is success, counted). A sink failure gives the claim back.
+ *    NOTHING`, and its scene's row count in one transaction (the insert that completes the scene makes it
+ *    the current one of its source, if newest: docs/postgis.md). After the write, so a row never
+ *    describes a tile that is not there; before the commit, so a crash in between leaves a CLAIMED row
+ *    whose redelivery re-runs the idempotent insert (`already-present` is success, counted). A sink
+ *    failure gives the claim back.
  *    (crash after the insert: the row exists; the redelivery's insert is `already-present`, then commits)
  * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm. A commit that
  *    throws (transient) gives the claim back first, so the redelivery claims at once.
@@ -249,6 +253,7 @@ export async function processTile(
       // Pinned reads refused bytes of another version: nothing was written and no
       // retry can succeed. Tombstone the scene (create-only) so the mosaic sweep closes it out.
       await markSceneSuperseded(backend, job.sceneKey, job.source, job.jobKey, error);
+      if (backend.sink !== undefined) await retireFeatures(backend, backend.sink, job, error, fields);
       return { kind: 'source-changed', expected: error.expectedVersion, current: error.currentVersion, ...base };
     }
     throw error;
@@ -308,7 +313,8 @@ async function putFeature(
   const { telemetry } = backend;
   let put: FeaturePutResult;
   try {
-    put = await sink.put(tileFeature(job, rendered.georef, rendered.pixels, noData));
+    const fannedOutAt = await sceneFanOutTime(backend.outputs, job.sceneKey);
+    put = await sink.put(tileFeature(job, rendered.georef, rendered.pixels, noData, fannedOutAt));
   } catch (error) {
     await releaseClaim(backend, at.claimId, at.claimOwner);
     throw error;
@@ -324,6 +330,35 @@ async function putFeature(
       break;
     default:
       assertNever(put, 'feature put result');
+  }
+}
+
+/**
+ * The sink's half of settling `source-changed`: the scene can never complete, so its rows (those already
+ * in, and any a late delivery adds) never become current. Every tile that sees the change calls it, not
+ * only the tombstone's writer, so a crash between the tombstone and this call is mended by the next one.
+ * A failure is thrown: a transient one (retryable) brings the delivery back to settle both again; the claim
+ * was given back already.
+ */
+async function retireFeatures(
+  backend: Backend,
+  sink: FeatureSink,
+  job: TileJob,
+  error: SourceChangedError,
+  fields: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  const scene = featureSceneOf(job, await sceneFanOutTime(backend.outputs, job.sceneKey));
+  const retired: SceneRetireResult = await sink.retireScene(scene, { kind: 'source-changed', currentVersion: error.currentVersion });
+  switch (retired.kind) {
+    case 'retired':
+    case 'already-retired':
+    case 'complete':
+      // `complete`: every window had its row before the change (a late repair or a replay met it); the rows
+      // describe tiles that exist, and stay current until a newer scene of the source completes.
+      backend.telemetry.log('INFO', 'feature-scene-superseded', { ...fields, sink: sink.name, result: retired.kind });
+      return;
+    default:
+      assertNever(retired, 'scene retire result');
   }
 }
 

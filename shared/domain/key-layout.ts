@@ -44,6 +44,11 @@ export const AREAS = {
   source: { store: 'sources', prefix: DEFAULT_SOURCE_PREFIX, holds: 'source scenes, STAC Items and band files' },
   /** Ingest's per-attempt downloads, outside the source prefix (expired by a lifecycle rule). */
   staging: { store: 'sources', prefix: 'staging/', holds: "ingest attempts' downloads before validation" },
+  /**
+   * Artefacts an operator uploads for the ingest function to fetch as `object:KEY` (docs/deploy.md), outside
+   * the source prefix so an upload starts no scene of its own.
+   */
+  uploads: { store: 'sources', prefix: 'uploads/', holds: 'artefacts uploaded for ingest to fetch (object:KEY hrefs)' },
   /** COG tiles: `tiles/{scene}/...`. */
   tiles: { store: 'outputs', prefix: 'tiles/', holds: 'output tiles' },
   /** A scene's manifest and lifecycle facts: `scenes/{scene}/...`. */
@@ -98,7 +103,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
       access: ['read', 'create', 'list'],
       why: 'fan-out writes the scene manifest and the fanned-out / chunk markers create-only, and reads them back on a duplicate',
     },
-    { area: 'sceneIndex', access: ['create'], why: "fan-out enters the scene in the mosaic sweep's index" },
+    {
+      area: 'sceneIndex',
+      access: ['read', 'create'],
+      why: "fan-out enters the scene in the mosaic sweep's index, and reads the entry back when a duplicate event finds it there (putIfAbsent tells its own bytes from another's)",
+    },
     {
       area: 'itemPins',
       access: ['read', 'create'],
@@ -128,6 +137,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
   ingest: [
     { area: 'staging', access: ['read', 'create', 'list'], why: "an attempt's download is staged, validated and copied from there" },
     { area: 'source', access: ['read', 'create', 'list'], why: 'a validated artefact is promoted create-only under the source prefix' },
+    {
+      area: 'uploads',
+      access: ['read'],
+      why: 'an object:KEY href names an artefact an operator uploaded under uploads/ (read pinned to the version its head saw)',
+    },
   ],
   reconcile: [
     { area: 'source', access: ['read', 'list'], why: 'reconcile compares the promoted objects with the manifest' },

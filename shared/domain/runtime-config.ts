@@ -2,6 +2,7 @@ import { canonicalJson } from './canonical-json.js';
 import { isPlatform, type Platform, resolveLease } from './ceilings.js';
 import { LeaseConfigError } from './errors.js';
 import type { ProcessingParams } from './job-key.js';
+import type { DeployedRole } from './key-layout.js';
 import { parseStacSelection } from './stac-item.js';
 
 /**
@@ -36,6 +37,15 @@ export const ENV = {
   params: 'TESSERA_PARAMS',
   /** Azure: storage account name (identity-based access) or a connection string for Azurite. */
   azureStorageAccount: 'TESSERA_AZURE_STORAGE_ACCOUNT',
+  /**
+   * Azure: the client id of the user-assigned identity each function's SDK clients authenticate as, one setting per
+   * role (one app hosts every function, so one environment names them all; infra/azure sets them, docs/iam.md).
+   */
+  azureClientIdScene: 'TESSERA_AZURE_CLIENT_ID_SCENE',
+  azureClientIdTile: 'TESSERA_AZURE_CLIENT_ID_TILE',
+  azureClientIdMosaic: 'TESSERA_AZURE_CLIENT_ID_MOSAIC',
+  azureClientIdIngest: 'TESSERA_AZURE_CLIENT_ID_INGEST',
+  azureClientIdReconcile: 'TESSERA_AZURE_CLIENT_ID_RECONCILE',
   gcpProject: 'TESSERA_GCP_PROJECT',
   /** GCP: the Firestore database holding the claims collection (a named database per stack; absent: `(default)`). */
   firestoreDatabase: 'TESSERA_FIRESTORE_DATABASE',
@@ -67,6 +77,15 @@ export const ENV = {
    */
   stacAssets: 'TESSERA_STAC_ASSETS',
 } as const;
+
+/** The app setting naming each Azure function's own identity ({@link ENV} azureClientId*). */
+export const AZURE_CLIENT_ID_SETTINGS: Readonly<Record<DeployedRole, string>> = {
+  scene: ENV.azureClientIdScene,
+  tile: ENV.azureClientIdTile,
+  mosaic: ENV.azureClientIdMosaic,
+  ingest: ENV.azureClientIdIngest,
+  reconcile: ENV.azureClientIdReconcile,
+};
 
 export interface RuntimeConfig {
   readonly platform: Platform;

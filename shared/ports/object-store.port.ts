@@ -103,9 +103,12 @@ export interface ObjectStore {
    */
   deleteIfVersion(key: string, version: string): Promise<DeleteIfVersionResult>;
   /**
-   * Resolve the version named in a job key into a read pin, at fan-out.
-   * Throws SourceChangedError when the object's current version is not
-   * `version` (overwritten since the event), ObjectNotFoundError when absent.
+   * Resolve the version named in a job key (the event's own version token) into a read pin, at fan-out:
+   * the current version, or a replaced one the store still keeps (an S3 version id, a GCS generation, an
+   * Azure snapshot or blob version), so a redelivered event makes the scene of exactly the bytes it named
+   * whatever happened to the object since (a metadata update, a newer upload). Throws SourceChangedError
+   * when the store no longer keeps `version` (the event is stale), ObjectNotFoundError when nothing of the
+   * object is left.
    */
   pin(key: string, version: string): Promise<ReadPin>;
   /**

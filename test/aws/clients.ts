@@ -30,6 +30,16 @@ export function sqsClient(e: AwsEndpoints = awsEndpoints()): SQSClient {
   return new SQSClient({ endpoint: e.moto, region: e.region, credentials, maxAttempts: 3 });
 }
 
+/** The operator's S3 client on the IAM-enforcing moto (allowed everything): an enforced suite's own set-up and checks. */
+export function operatorS3Client(e: AwsEndpoints = awsEndpoints()): S3Client {
+  return new S3Client({ endpoint: e.motoIam, region: e.region, credentials: e.motoIamAdmin, forcePathStyle: true, maxAttempts: 3 });
+}
+
+/** The operator's SQS client on the IAM-enforcing moto, where an enforced stack's queues live beside its buckets (S3 notifies them). */
+export function operatorSqsClient(e: AwsEndpoints = awsEndpoints()): SQSClient {
+  return new SQSClient({ endpoint: e.motoIam, region: e.region, credentials: e.motoIamAdmin, maxAttempts: 3 });
+}
+
 /** A fresh, lower-case, DNS-safe resource name (buckets, tables, queues). */
 export function freshName(label: string): string {
   return `${label}-${freshJobId(label).slice(0, 12)}`;

@@ -2,7 +2,7 @@ import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { Context, S3Event, SQSEvent } from 'aws-lambda';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
@@ -14,18 +14,11 @@ import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { clockSkewMarginMs, ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { FakeClock } from '../support/fake-clock.js';
+import { asRole } from '../support/function-role.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { dynamoDbClient, s3Client, sqsClient } from './clients.js';
-import {
-  createTestRuntime,
-  createTestStack,
-  drain,
-  emulatorClients,
-  pollOnce,
-  receiveEvent,
-  TEST_PARAMS,
-  type TestStack,
-} from './stack.js';
+import { dynamoDbClient } from './clients.js';
+import { expectNoAccessDenied } from './iam.js';
+import { asFunction, createTestRuntime, createTestStack, drain, pollOnce, receiveEvent, TEST_PARAMS, type TestStack } from './stack.js';
 
 const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
 const GRID = tileGrid(SCENE.width, SCENE.height, 48);
@@ -34,10 +27,13 @@ let sceneBytes: Uint8Array;
 beforeAll(async () => {
   sceneBytes = await syntheticSceneBytes(SCENE);
 });
+// Every stack here is enforced: each function's S3 requests are signed by its role's IAM user (docs/iam.md).
+// A denied request may end as a verdict (poison, retry) the assertions below do not pin on IAM: this names it.
+afterEach(expectNoAccessDenied);
 
 /** Upload a scene as a user would; moto then notifies the scene queue, as S3 does. */
 async function upload(stack: TestStack, key: string): Promise<string> {
-  const out = await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: sceneBytes }));
+  const out = await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: sceneBytes }));
   return out.ETag as string;
 }
 
@@ -58,10 +54,10 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       ['a literal %2F', 'incoming/a%2Fb/scene.tif'],
       ['unicode', 'incoming/Zürich/日本/é.tif'],
     ])('decodes a key with %s from a real S3 notification into the job keys the shared derivation gives', async (_label, key) => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       const etag = await upload(stack, key);
       const rt = stack.runtime();
-      const { events, responses } = await drain(stack.scenes, createSceneHandler(rt));
+      const { events, responses } = await drain(stack.scenes, asFunction('scene', createSceneHandler(rt)));
       expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
       const notifications = events.flatMap((e) => e.Records).flatMap((r) => JSON.parse(r.body).Records ?? []);
       expect(notifications).toHaveLength(1);
@@ -78,16 +74,16 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
     });
 
     it('checks the event token against the stored object: a notification for an overwritten upload is ignored, the newer one fans out', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       const key = 'incoming/overwritten.tif';
       const first = await upload(stack, key);
       // A second upload of the same name (other bytes, so another ETag) lands before the scene handler runs.
       const other = await syntheticSceneBytes({ ...SCENE, seed: 8 });
-      const second = (await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: other }))).ETag as string;
+      const second = (await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: other }))).ETag as string;
       expect(second).not.toBe(first);
       const logs: string[] = [];
       const rt = stack.runtime({ logs });
-      const { responses } = await drain(stack.scenes, createSceneHandler(rt));
+      const { responses } = await drain(stack.scenes, asFunction('scene', createSceneHandler(rt)));
       expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
       // The test event and the stale notification are ignored; only the live version is fanned out.
       expect(rt.backend.telemetry.counters()).toMatchObject({ 'event-ignored': 2, enqueued: GRID.count, poison: 0 });
@@ -100,23 +96,23 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
     });
 
     it('ignores and counts objects outside the prefix or suffix, and S3 test events', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       await upload(stack, 'elsewhere/scene.tif');
       await upload(stack, 'incoming/readme.txt');
       const rt = stack.runtime();
-      const { records } = await drain(stack.scenes, createSceneHandler(rt));
+      const { records } = await drain(stack.scenes, asFunction('scene', createSceneHandler(rt)));
       expect(records).toBe(3); // two uploads and the test event S3 sends when the notification is configured
       expect(rt.backend.telemetry.counters()).toMatchObject({ 'event-ignored': 3, enqueued: 0, poison: 0 });
       expect((await receiveEvent(stack.tiles)).Records).toEqual([]);
     });
 
     it('hands back, visible at once, the scene events it has no time left to fan out', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       await upload(stack, 'incoming/late.tif');
       const rt = stack.runtime();
       const event = await receiveEvent(stack.scenes, 10);
       expect(event.Records.length).toBeGreaterThan(0);
-      const response = await createSceneHandler(rt)(event, { getRemainingTimeInMillis: () => 1_000 } as Context);
+      const response = await asFunction('scene', createSceneHandler(rt))(event, { getRemainingTimeInMillis: () => 1_000 } as Context);
       expect(response).toEqual({ batchItemFailures: event.Records.map((r) => ({ itemIdentifier: r.messageId })) });
       expect(rt.backend.telemetry.counters()).toMatchObject({ enqueued: 0, 'event-ignored': 0 });
       expect((await receiveEvent(stack.scenes, 10)).Records.map((r) => r.messageId).sort()).toEqual(
@@ -125,9 +121,9 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
     });
 
     it('settles a message of three S3 records per record: the good two fan out once, the bad one alone into the DLQ, the message acked', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       await upload(stack, 'incoming/one.tif');
-      await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: 'incoming/readme.tif', Body: 'not a raster' }));
+      await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: 'incoming/readme.tif', Body: 'not a raster' }));
       await upload(stack, 'incoming/two.tif');
       // The three notifications moto sent (and its configuration test event), folded into one message, as S3 may batch them.
       const received = [];
@@ -137,12 +133,12 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const template = received[0];
       if (!template) throw new Error('setup failed');
       const message = { ...template, body: JSON.stringify({ Records: s3Records }) };
-      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: stack.scenesDlq.url } }, emulatorClients());
+      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: stack.scenesDlq.url } }, stack.clients());
 
-      expect(await createSceneHandler(rt)({ Records: [message] })).toEqual({ batchItemFailures: [] });
+      expect(await asFunction('scene', createSceneHandler(rt))({ Records: [message] })).toEqual({ batchItemFailures: [] });
       expect(rt.backend.telemetry.counters()).toMatchObject({ enqueued: 2 * GRID.count, poison: 1 });
       expect(await tileJobsIn(stack, 2 * GRID.count)).toHaveLength(2 * GRID.count);
-      const dlq = await sqsClient().send(
+      const dlq = await stack.sqs.send(
         new ReceiveMessageCommand({ QueueUrl: stack.scenesDlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
       );
       expect(dlq.Messages).toHaveLength(1);
@@ -151,7 +147,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
     });
 
     it('fans out a direct S3 invocation and throws, for the on-failure destination, on a record it cannot read', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       const etag = await upload(stack, 'incoming/direct.tif');
       const rt = stack.runtime();
       const record = (key: string, eTag: string) => ({
@@ -170,7 +166,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
           object: { key, size: sceneBytes.byteLength, eTag, sequencer: '0' },
         },
       });
-      const handler = createSceneHandler(rt);
+      const handler = asFunction('scene', createSceneHandler(rt));
       const ok = await handler({ Records: [record('incoming/direct.tif', etag.replaceAll('"', ''))] } satisfies S3Event);
       expect(ok).toMatchObject({ outcomes: [{ kind: 'fanned-out', enqueued: GRID.count, source: { versionToken: etag } }] });
       await expect(handler({ Records: [record('incoming/%E0%A4%A.tif', 'abc')] } satisfies S3Event)).rejects.toThrow(
@@ -182,21 +178,24 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
   describe('tile handler', () => {
     async function stackWithJobs(maxReceiveCount = 3) {
-      const stack = await createTestStack({ maxReceiveCount });
+      const stack = await createTestStack({ enforced: true, maxReceiveCount });
       await upload(stack, 'incoming/scene.tif');
-      await drain(stack.scenes, createSceneHandler(stack.runtime()));
+      await drain(stack.scenes, asFunction('scene', createSceneHandler(stack.runtime())));
       return stack;
     }
 
     it('dispatches a fan-out chunk on the tile queue: it enqueues its windows once, and they are written', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       const key = 'incoming/chunked.tif';
       const etag = await upload(stack, key);
       const rt = stack.runtime();
       const source = { bucket: stack.sourceBucket, key, versionToken: etag };
       // Two chunk messages of two windows each on the tile queue, as a grid too big for one invocation would get.
-      expect(await fanOutScene(rt.backend, { source, params: TEST_PARAMS, chunkWindows: 2 })).toMatchObject({ enqueued: 0, chunks: 2 });
-      const { responses } = await drain(stack.tiles, createTileHandler(rt));
+      expect(await asRole('scene', () => fanOutScene(rt.backend, { source, params: TEST_PARAMS, chunkWindows: 2 }))).toMatchObject({
+        enqueued: 0,
+        chunks: 2,
+      });
+      const { responses } = await drain(stack.tiles, asFunction('tile', createTileHandler(rt)));
       expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
       expect(rt.backend.telemetry.counters()).toMatchObject({
         enqueued: GRID.count,
@@ -211,11 +210,11 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
     it('replays an event without touching the output: ETag and LastModified unchanged', async () => {
       const stack = await stackWithJobs();
       const rt = stack.runtime();
-      const handler = createTileHandler(rt);
+      const handler = asFunction('tile', createTileHandler(rt));
       const event = await receiveEvent(stack.tiles, 1);
       const job = parseTileJob(event.Records[0]?.body ?? '');
       expect(await handler(event)).toEqual({ batchItemFailures: [] });
-      const head = () => s3Client().send(new HeadObjectCommand({ Bucket: stack.outputBucket, Key: job.outputKey }));
+      const head = () => stack.s3.send(new HeadObjectCommand({ Bucket: stack.outputBucket, Key: job.outputKey }));
       const first = await head();
       await new Promise((r) => setTimeout(r, 1100)); // a rewrite would show a later LastModified
       expect(await handler(event)).toEqual({ batchItemFailures: [] });
@@ -235,23 +234,26 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const event = await receiveEvent(stack.tiles, 1);
       const job = parseTileJob(event.Records[0]?.body ?? '');
       let bResponse: unknown;
-      const slowA = createTileHandler({
-        ...a,
-        settings: {
-          ...a.settings,
-          hooks: {
-            afterClaim: async () => {
-              // Worker A stalls past its lease; SQS redelivers the message to worker B meanwhile.
-              // Past the lease and the clock skew margin a takeover waits for (shared/app/clock-skew.ts).
-              clock.advance(a.settings.leaseMs + clockSkewMarginMs(a.config) + 1);
-              const redelivered = {
-                Records: event.Records.map((r) => ({ ...r, attributes: { ...r.attributes, ApproximateReceiveCount: '2' } })),
-              };
-              bResponse = await createTileHandler(b)(redelivered);
+      const slowA = asFunction(
+        'tile',
+        createTileHandler({
+          ...a,
+          settings: {
+            ...a.settings,
+            hooks: {
+              afterClaim: async () => {
+                // Worker A stalls past its lease; SQS redelivers the message to worker B meanwhile.
+                // Past the lease and the clock skew margin a takeover waits for (shared/app/clock-skew.ts).
+                clock.advance(a.settings.leaseMs + clockSkewMarginMs(a.config) + 1);
+                const redelivered = {
+                  Records: event.Records.map((r) => ({ ...r, attributes: { ...r.attributes, ApproximateReceiveCount: '2' } })),
+                };
+                bResponse = await asFunction('tile', createTileHandler(b))(redelivered);
+              },
             },
           },
-        },
-      });
+        }),
+      );
       expect(await slowA(event)).toEqual({ batchItemFailures: [] });
       expect(bResponse).toEqual({ batchItemFailures: [] });
 
@@ -281,7 +283,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const poisoned: SQSEvent = { Records: event.Records.map((r) => (r === victim ? { ...r, body: JSON.stringify(tampered) } : r)) };
       const poisonJob = JSON.parse(victim.body) as TileJob;
 
-      expect(await createTileHandler(rt)(poisoned)).toEqual({ batchItemFailures: [] });
+      expect(await asFunction('tile', createTileHandler(rt))(poisoned)).toEqual({ batchItemFailures: [] });
       expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, written: GRID.count - 1, committed: GRID.count - 1 });
       // One entry, the tampered body exactly as it came, with why it is poison.
       expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: poisonJob.jobKey, body: JSON.stringify(tampered) }]);
@@ -297,7 +299,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const logs: string[] = [];
       const rt = stack.runtime({ logs });
       await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
-      const { records } = await drain(stack.tiles, createTileHandler(rt));
+      const { records } = await drain(stack.tiles, asFunction('tile', createTileHandler(rt)));
       expect(records).toBe(GRID.count + 1); // four good jobs once, the poison once (it was received at most twice before)
       expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, written: GRID.count, committed: GRID.count });
       expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: '{"v":1,"this":"is not a tile job"}' }]);
@@ -307,9 +309,9 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
     it('without a dead-letter queue configured, poison falls back to the redrive policy: reported, visible at once', async () => {
       const stack = await stackWithJobs(2);
-      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: '' } }, emulatorClients());
+      const rt = createTestRuntime({ env: { ...stack.env, [ENV.deadLetterQueue]: '' } }, stack.clients());
       await rt.backend.queue.sendBatch([{ jobKey: 'not-a-job', body: 'not json' }]);
-      const { records } = await drain(stack.tiles, createTileHandler(rt));
+      const { records } = await drain(stack.tiles, asFunction('tile', createTileHandler(rt)));
       expect(records).toBe(GRID.count + 2); // the poison received maxReceiveCount (2) times, then redriven by SQS
       expect(await rt.backend.queue.deadLetters()).toEqual([{ jobKey: 'not-a-job', body: 'not json' }]);
     });
@@ -337,11 +339,11 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
         const rt = stack.runtime();
         const { record } = await heldByEarlierAttempt(stack, rt);
         const redelivery = { ...record, attributes: { ...record.attributes, ApproximateReceiveCount: '2' } };
-        expect(await createTileHandler(rt)({ Records: [redelivery] })).toEqual({
+        expect(await asFunction('tile', createTileHandler(rt))({ Records: [redelivery] })).toEqual({
           batchItemFailures: [{ itemIdentifier: record.messageId }],
         });
         // moto applied the handler's ChangeMessageVisibility: the message stays hidden (the lease has ~1,200 s left).
-        const attrs = await sqsClient().send(
+        const attrs = await stack.sqs.send(
           new GetQueueAttributesCommand({ QueueUrl: stack.tiles.url, AttributeNames: ['ApproximateNumberOfMessagesNotVisible'] }),
         );
         expect(attrs.Attributes?.ApproximateNumberOfMessagesNotVisible).toBe('1');
@@ -350,10 +352,10 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
       it('on the last receive the redrive policy allows, takes the stale lease over and writes, instead of dead-lettering', async () => {
         const stack = await stackWithJobs(3);
-        const rt = createTestRuntime({ env: { ...stack.env, [ENV.maxDeliveries]: '3' } }, emulatorClients());
+        const rt = createTestRuntime({ env: { ...stack.env, [ENV.maxDeliveries]: '3' } }, stack.clients());
         const { record, job } = await heldByEarlierAttempt(stack, rt);
         const last = { ...record, attributes: { ...record.attributes, ApproximateReceiveCount: '3' } };
-        expect(await createTileHandler(rt)({ Records: [last] })).toEqual({ batchItemFailures: [] });
+        expect(await asFunction('tile', createTileHandler(rt))({ Records: [last] })).toEqual({ batchItemFailures: [] });
         expect(rt.backend.telemetry.counters()).toMatchObject({ written: 1, committed: 1, 'lease-taken-over': 1 });
         // The job ran under the earlier attempt's owner, so that attempt, were it alive, would commit without an alarm.
         expect(await rt.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: `${record.messageId}@dead-instance` });
@@ -364,7 +366,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const stack = await stackWithJobs();
       const healthy = stack.runtime();
       let failPuts = true;
-      const s3 = s3Client();
+      const s3 = healthy.clients.s3;
       const flaky = {
         send: (command: unknown) => {
           if (failPuts && command instanceof PutObjectCommand) {
@@ -378,7 +380,9 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const rt = createTestRuntime(stack, { ...healthy.clients, s3: flaky });
       const event = await receiveEvent(stack.tiles, 1);
       const job = parseTileJob(event.Records[0]?.body ?? '');
-      expect(await createTileHandler(rt)(event)).toEqual({ batchItemFailures: [{ itemIdentifier: event.Records[0]?.messageId }] });
+      expect(await asFunction('tile', createTileHandler(rt))(event)).toEqual({
+        batchItemFailures: [{ itemIdentifier: event.Records[0]?.messageId }],
+      });
       expect(rt.backend.telemetry.counters()).toMatchObject({ failed: 1, poison: 0, written: 0 });
       const released = await rt.backend.claims.get(job.jobKey);
       expect(released?.state).toBe('CLAIMED');
@@ -386,7 +390,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
       failPuts = false;
       const redelivered = { Records: event.Records.map((r) => ({ ...r, attributes: { ...r.attributes, ApproximateReceiveCount: '2' } })) };
-      expect(await createTileHandler(rt)(redelivered)).toEqual({ batchItemFailures: [] });
+      expect(await asFunction('tile', createTileHandler(rt))(redelivered)).toEqual({ batchItemFailures: [] });
       expect(await rt.backend.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED' });
     });
 
@@ -396,7 +400,7 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
       const event = await receiveEvent(stack.tiles, 2);
       expect(event.Records).toHaveLength(2);
       const nearTimeout = { getRemainingTimeInMillis: () => 5_000 } as Context;
-      const response = await createTileHandler(rt)(event, nearTimeout);
+      const response = await asFunction('tile', createTileHandler(rt))(event, nearTimeout);
       expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(event.Records.map((r) => r.messageId).sort());
       expect(rt.backend.telemetry.counters()).toMatchObject({ claimed: 0, failed: 0, poison: 0 });
       // Handed back visible at once: another invocation can take them now.
@@ -408,18 +412,18 @@ describe('AWS handlers against DynamoDB Local and moto', () => {
 
   describe('mosaic handler', () => {
     it('leaves a scene pending until every tile is written, then assembles it once with a create-only VRT', async () => {
-      const stack = await createTestStack();
+      const stack = await createTestStack({ enforced: true });
       const etag = await upload(stack, 'incoming/mosaic.tif');
       const rt = stack.runtime();
-      await drain(stack.scenes, createSceneHandler(rt));
+      await drain(stack.scenes, asFunction('scene', createSceneHandler(rt)));
       const scene = sceneKey({ bucket: stack.sourceBucket, key: 'incoming/mosaic.tif', versionToken: etag }, TEST_PARAMS);
-      const mosaic = createMosaicHandler(rt);
+      const mosaic = asFunction('mosaic', createMosaicHandler(rt));
       const tick = { 'detail-type': 'Scheduled Event', source: 'aws.events' } as never;
 
-      await pollOnce(stack.tiles, createTileHandler(rt), 1);
+      await pollOnce(stack.tiles, asFunction('tile', createTileHandler(rt)), 1);
       expect(await mosaic(tick)).toMatchObject({ assembled: [], pending: [{ sceneKey: scene, missing: GRID.count - 1 }], failed: [] });
 
-      await drain(stack.tiles, createTileHandler(rt));
+      await drain(stack.tiles, asFunction('tile', createTileHandler(rt)));
       expect(await mosaic(tick)).toMatchObject({
         assembled: [{ sceneKey: scene, mosaicKey: outputKeys.mosaic(scene), result: 'written' }],
         pending: [],

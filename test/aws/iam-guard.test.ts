@@ -13,7 +13,7 @@ import { outputKeys, SWEEP_STATE_KEY } from '../../shared/domain/key-layout.js';
 import type { AwsEndpoints, AwsKey } from '../support/emulators/types.js';
 import { asRole } from '../support/function-role.js';
 import { awsEndpoints, freshName } from './clients.js';
-import { createRoleUsers, deployedPolicies, expectNoAccessDenied, iamAdmin, iamS3Client, roleSignedS3, takeAccessDenials } from './iam.js';
+import { createRoleUsers, expectNoAccessDenied, iamAdmin, iamS3Client, roleSignedS3, takeAccessDenials } from './iam.js';
 
 /**
  * The IAM-enforcing moto (test/support/emulators/aws.ts) proves, before any enforced suite relies on
@@ -40,7 +40,11 @@ async function userWith(name: string, statements: unknown[]): Promise<AwsKey> {
   try {
     await iam.send(new CreateUserCommand({ UserName: name }));
     await iam.send(
-      new PutUserPolicyCommand({ UserName: name, PolicyName: 'only', PolicyDocument: JSON.stringify({ Version: '2012-10-17', Statement: statements }) }),
+      new PutUserPolicyCommand({
+        UserName: name,
+        PolicyName: 'only',
+        PolicyDocument: JSON.stringify({ Version: '2012-10-17', Statement: statements }),
+      }),
     );
     const key = (await iam.send(new CreateAccessKeyCommand({ UserName: name }))).AccessKey;
     return { accessKeyId: key?.AccessKeyId as string, secretAccessKey: key?.SecretAccessKey as string };
@@ -104,7 +108,12 @@ describe('the IAM-enforcing moto refuses what a policy does not grant', () => {
     const lister = iamS3Client(
       e,
       await userWith(freshName('lister'), [
-        { Effect: 'Allow', Action: 's3:ListBucket', Resource: `arn:aws:s3:::${bucket}`, Condition: { StringLike: { 's3:prefix': ['tiles/*'] } } },
+        {
+          Effect: 'Allow',
+          Action: 's3:ListBucket',
+          Resource: `arn:aws:s3:::${bucket}`,
+          Condition: { StringLike: { 's3:prefix': ['tiles/*'] } },
+        },
       ]),
     );
     expect(await failure(lister.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: 'index/' })))).toBe('allowed');
@@ -114,11 +123,10 @@ describe('the IAM-enforcing moto refuses what a policy does not grant', () => {
 
 describe("the deployed policies, as the enforced suites hand them to each role's user", () => {
   it('let the tile role create its tile and read its scene manifest, and deny it the mosaic and the sweep state, naming role, action and key', async () => {
-    const policies = await deployedPolicies('incoming/');
     const sources = freshName('src');
     const outputs = freshName('out');
     await Promise.all([sources, outputs].map((b) => admin.send(new CreateBucketCommand({ Bucket: b }))));
-    const keys = await createRoleUsers(e, { sources, outputs }, policies, freshName('guard'));
+    const keys = await createRoleUsers(e, { sources, outputs }, 'incoming/', freshName('guard'));
     const s3 = roleSignedS3(e, keys);
     try {
       const store = new S3ObjectStore(s3, outputs);
@@ -129,7 +137,9 @@ describe("the deployed policies, as the enforced suites hand them to each role's
         await expect(store.putIfAbsent(outputKeys.mosaic(SCENE), new Uint8Array([1]))).rejects.toThrow(
           /the tile role was denied s3:PutObject on s3:\/\/out-[^/]+\/mosaics\/0{64}\.vrt/,
         );
-        await expect(store.head(SWEEP_STATE_KEY)).rejects.toThrow(/the tile role was denied s3:GetObject on s3:\/\/out-[^/]+\/index\/mosaic-sweep\.json/);
+        await expect(store.head(SWEEP_STATE_KEY)).rejects.toThrow(
+          /the tile role was denied s3:GetObject on s3:\/\/out-[^/]+\/index\/mosaic-sweep\.json/,
+        );
       });
       expect(takeAccessDenials().map((d) => `${d.role} ${d.action} ${d.key}`)).toEqual([
         `tile s3:PutObject ${outputKeys.mosaic(SCENE)}`,

@@ -4,8 +4,7 @@ import type { S3Sender } from '../../functions/aws/adapters/s3-object-store.js';
 import { FUNCTION_ROLES, type FunctionRole } from '../../shared/domain/key-layout.js';
 import type { AwsEndpoints, AwsKey } from '../support/emulators/types.js';
 import { currentRole } from '../support/function-role.js';
-import { runStack } from '../infra/harness.js';
-import { loadStackFile } from '../infra/stack-files.js';
+import { awsPolicyDocumentsFor, type NamedAwsPolicy } from '../support/iam/grants.js';
 
 /**
  * The enforced-IAM plumbing of the AWS suites (docs/iam.md): every S3 request a function's code makes
@@ -21,85 +20,27 @@ import { loadStackFile } from '../infra/stack-files.js';
  * mistaken for poison and dead-lettered in silence: {@link expectNoAccessDenied} fails the test.
  */
 
-/** The shipped AWS stack file: the program runs on it, with the test's source prefix. */
-const STACK_FILE = 'Pulumi.aws-eu-west-1.yaml';
-
-export interface PolicyStatement {
-  readonly Sid?: string;
-  readonly Effect: string;
-  readonly Action: string | readonly string[];
-  readonly Resource?: string | readonly string[];
-  readonly Condition?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
-}
-export interface PolicyDocument {
-  readonly Version: string;
-  readonly Statement: readonly PolicyStatement[];
-}
-
-/** What the program deploys: per role, the policy document, with the ARNs of the mock's two buckets. */
-export interface DeployedPolicies {
-  readonly sourcePrefix: string;
-  readonly sourceBucketArn: string;
-  readonly outputBucketArn: string;
-  /** The functions' inline role policies, and `verify`'s managed policy (absent where the program makes none). */
-  readonly documents: Readonly<Partial<Record<FunctionRole, PolicyDocument>>>;
-}
-
-const deployed = new Map<string, Promise<DeployedPolicies>>();
-
-/**
- * The policy documents of the AWS stack whose source prefix is `sourcePrefix`, as the program emits them
- * under mocks (once per process and prefix: the mock run takes a few seconds, and Pulumi's mock runtime
- * is one per process, so runs must not overlap).
- */
-export function deployedPolicies(sourcePrefix: string): Promise<DeployedPolicies> {
-  let p = deployed.get(sourcePrefix);
-  if (p === undefined) {
-    p = readPolicies(sourcePrefix);
-    deployed.set(sourcePrefix, p);
-  }
-  return p;
-}
-
-async function readPolicies(sourcePrefix: string): Promise<DeployedPolicies> {
-  const file = loadStackFile(STACK_FILE);
-  const run = await runStack(file.stack, { ...file.config, 'tessera:sourcePrefix': sourcePrefix });
-  const arn = (suffix: string) => run.one('aws:s3/bucket:Bucket', suffix).state.arn as string;
-  const documents: Partial<Record<FunctionRole, PolicyDocument>> = {};
-  for (const role of FUNCTION_ROLES) {
-    // The functions' inline RolePolicy `<stack>-<role>`, and verify's managed Policy (an operator attaches it).
-    const found = [
-      ...run.ofType('aws:iam/rolePolicy:RolePolicy').filter((r) => r.name.endsWith(`-${role}`)),
-      ...run.ofType('aws:iam/policy:Policy').filter((r) => r.name.endsWith(`-${role}`)),
-    ];
-    if (found.length > 1) throw new Error(`the program declares ${found.length} policies for the ${role} role; expected one`);
-    const policy = found[0]?.inputs.policy;
-    if (policy !== undefined) documents[role] = JSON.parse(String(policy)) as PolicyDocument;
-  }
-  return { sourcePrefix, sourceBucketArn: arn('-sources'), outputBucketArn: arn('-outputs'), documents };
-}
-
-/** The document with the mock's bucket ARNs replaced by the test's buckets; every other resource as deployed. */
-export function forBuckets(doc: PolicyDocument, policies: DeployedPolicies, buckets: TestBuckets): PolicyDocument {
-  const swaps: [string, string][] = [
-    [policies.sourceBucketArn, `arn:aws:s3:::${buckets.sources}`],
-    [policies.outputBucketArn, `arn:aws:s3:::${buckets.outputs}`],
-  ];
-  const swap = (r: string): string => {
-    for (const [from, to] of swaps) if (r === from || r.startsWith(`${from}/`)) return `${to}${r.slice(from.length)}`;
-    return r;
-  };
-  return {
-    ...doc,
-    Statement: doc.Statement.map((s) =>
-      s.Resource === undefined ? s : { ...s, Resource: typeof s.Resource === 'string' ? swap(s.Resource) : s.Resource.map(swap) },
-    ),
-  };
-}
-
 export interface TestBuckets {
   readonly sources: string;
   readonly outputs: string;
+}
+
+/**
+ * Each role's IAM policy documents as the program deploys them for a stack whose source prefix is
+ * `sourcePrefix` (the shipped AWS stack file otherwise), with the mock's bucket ARNs replaced by `buckets`:
+ * the loader of the access recorder's grant model (test/support/iam/grants.ts), so both check against the
+ * same program run, and runs of the mock program take turns (its runtime is one per process).
+ */
+export async function deployedDocuments(
+  buckets: TestBuckets,
+  sourcePrefix: string,
+): Promise<ReadonlyMap<FunctionRole, readonly NamedAwsPolicy[]>> {
+  const names = { sourceBucket: buckets.sources, outputBucket: buckets.outputs };
+  const config = { 'tessera:sourcePrefix': sourcePrefix };
+  const entries = await Promise.all(
+    FUNCTION_ROLES.map(async (role) => [role, await awsPolicyDocumentsFor(role, names, { config })] as const),
+  );
+  return new Map(entries.filter(([, docs]) => docs.length > 0));
 }
 
 /** One access key per role the program deploys a policy for. */
@@ -111,24 +52,28 @@ export function iamAdmin(e: AwsEndpoints): IAMClient {
 }
 
 /**
- * On the IAM-enforcing moto, one user per role the program deploys a policy for, each with that
- * policy (for `buckets`) as its only inline policy. `label` makes the user names unique (the buckets'
- * names do: a stack per test).
+ * On the IAM-enforcing moto, one user per role the program deploys a policy for, each with exactly that
+ * role's policy documents (for `buckets`) as its inline policies. `label` makes the user names unique (a
+ * stack per test).
  */
-export async function createRoleUsers(e: AwsEndpoints, buckets: TestBuckets, policies: DeployedPolicies, label: string): Promise<RoleKeys> {
+export async function createRoleUsers(e: AwsEndpoints, buckets: TestBuckets, sourcePrefix: string, label: string): Promise<RoleKeys> {
+  const documents = await deployedDocuments(buckets, sourcePrefix);
   const iam = iamAdmin(e);
   try {
     const entries = await Promise.all(
-      (Object.entries(policies.documents) as [FunctionRole, PolicyDocument][]).map(async ([role, doc]) => {
+      [...documents].map(async ([role, docs]) => {
         const UserName = `${label}-${role}`.slice(0, 64);
         await iam.send(new CreateUserCommand({ UserName }));
-        await iam.send(
-          new PutUserPolicyCommand({
-            UserName,
-            PolicyName: `tessera-${role}`,
-            PolicyDocument: JSON.stringify(forBuckets(doc, policies, buckets)),
-          }),
-        );
+        for (const [i, doc] of docs.entries()) {
+          await iam.send(
+            new PutUserPolicyCommand({
+              UserName,
+              // IAM policy names: letters, digits and +=,.@_- only.
+              PolicyName: `${i}-${doc.name}`.replace(/[^\w+=,.@-]/g, '_').slice(0, 128),
+              PolicyDocument: JSON.stringify(doc.document),
+            }),
+          );
+        }
         const key = (await iam.send(new CreateAccessKeyCommand({ UserName }))).AccessKey;
         if (!key?.AccessKeyId || !key.SecretAccessKey) throw new Error(`moto created no access key for ${UserName}`);
         return [role, { accessKeyId: key.AccessKeyId, secretAccessKey: key.SecretAccessKey }] as const;
@@ -206,10 +151,31 @@ function s3Action(command: { readonly constructor: { readonly name: string }; re
   return { action: `s3:${action}`, bucket: input.Bucket ?? '', key };
 }
 
-/** True for moto's (and S3's) refusal of a request by IAM. */
+/** Refusals of the credentials themselves, not of the request by a policy. */
+const NOT_A_POLICY = new Set(['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'InvalidToken']);
+
+/**
+ * True for moto's (and S3's) refusal of a request by IAM: 403 AccessDenied, or a bare 403 `Forbidden` where
+ * the answer has no body to name it (a HEAD).
+ */
 function isAccessDenied(e: unknown): boolean {
   const err = e as { name?: unknown; $metadata?: { httpStatusCode?: unknown } };
-  return err?.$metadata?.httpStatusCode === 403 && err.name === 'AccessDenied';
+  return err?.$metadata?.httpStatusCode === 403 && !NOT_A_POLICY.has(String(err.name));
+}
+
+/**
+ * `TESSERA_IAM_RECORD_ONLY=1` measures a policy instead of enforcing it: a refused request is recorded and
+ * then sent again as the operator, so a run goes on past the first refusal and lists every access the
+ * policy misses (how the accesses issue 24 names were measured on the old policies, docs/iam.md). The
+ * denials still fail the test at its end; never set in `npm test`.
+ */
+const RECORD_ONLY = process.env.TESSERA_IAM_RECORD_ONLY === '1';
+
+/** An S3 sender signed per role, and the denials it met. */
+export interface RoleSignedS3 extends S3Sender {
+  /** Every request it had refused, in order. */
+  readonly denials: readonly AccessDenial[];
+  destroy(): void;
 }
 
 /**
@@ -218,7 +184,8 @@ function isAccessDenied(e: unknown): boolean {
  * recorded and re-thrown with the same name and status (the adapter maps it as it maps S3's own) and a
  * message naming the role, the action and the key.
  */
-export function roleSignedS3(e: AwsEndpoints, keys: RoleKeys, endpoint: string = e.motoIam): S3Sender & { destroy(): void } {
+export function roleSignedS3(e: AwsEndpoints, keys: RoleKeys, endpoint: string = e.motoIam): RoleSignedS3 {
+  const denials: AccessDenial[] = [];
   const clients = new Map<FunctionRole | 'operator', S3Client>([['operator', iamS3Client(e, e.motoIamAdmin, endpoint)]]);
   for (const [role, key] of Object.entries(keys) as [FunctionRole, AwsKey][]) clients.set(role, iamS3Client(e, key, endpoint));
   const send = async (command: { readonly constructor: { readonly name: string }; readonly input?: unknown }): Promise<unknown> => {
@@ -235,17 +202,27 @@ export function roleSignedS3(e: AwsEndpoints, keys: RoleKeys, endpoint: string =
       if (!isAccessDenied(e)) throw e;
       const denial = { role, ...s3Action(command) };
       unclaimed.push(denial);
-      const err = e as Error & { $metadata?: unknown; $fault?: unknown };
+      denials.push(denial);
+      const operator = clients.get('operator') as S3Client;
+      if (RECORD_ONLY) return (operator.send as (c: unknown) => Promise<unknown>)(command);
+      const err = e as Error & { $metadata: { httpStatusCode: number; requestId?: string }; $fault?: unknown };
+      // Name and status as S3 sent them (the adapter maps them as S3's own); not the SDK error itself as the
+      // cause, whose raw HTTP response would bury the message in a test report.
       throw Object.assign(
         new Error(
           `[iam] the ${role} role was denied ${denial.action} on s3://${denial.bucket}/${denial.key} by the IAM-enforcing moto: its deployed policy does not grant it (${err.message})`,
         ),
-        { name: err.name, $metadata: err.$metadata, $fault: err.$fault, cause: e },
+        {
+          name: err.name,
+          $metadata: { httpStatusCode: err.$metadata.httpStatusCode, requestId: err.$metadata.requestId },
+          $fault: err.$fault,
+        },
       );
     }
   };
   return {
     send: send as unknown as S3Sender['send'],
+    denials,
     destroy: () => {
       for (const c of clients.values()) c.destroy();
     },

@@ -3,14 +3,24 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createIngestHandler } from '../../functions/aws/handlers/ingest.handler.js';
 import { createReconcileHandler } from '../../functions/aws/handlers/reconcile.handler.js';
 import { toIngestMessage } from '../../shared/app/ingest.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { notARaster, validArtefact } from '../support/ingest-fixtures.js';
-import { dynamoDbClient, freshManifestTable, s3Client, sqsClient } from './clients.js';
-import { createQueue, createTestRuntime, createTestStack, emulatorClients, pollOnce, type TestQueue, type TestRuntime } from './stack.js';
+import { dynamoDbClient, freshManifestTable } from './clients.js';
+import { expectNoAccessDenied } from './iam.js';
+import {
+  asFunction,
+  createQueue,
+  createTestRuntime,
+  createTestStack,
+  pollOnce,
+  type TestQueue,
+  type TestRuntime,
+  type TestStack,
+} from './stack.js';
 
 /**
  * The AWS ingest function (functions/aws/handlers/ingest.handler.ts) driven as
@@ -22,6 +32,7 @@ import { createQueue, createTestRuntime, createTestStack, emulatorClients, pollO
 const SOURCE = 'sentinel-2-l2a';
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
+let stack: TestStack;
 let rt: TestRuntime;
 let ingestQueue: TestQueue;
 let ingestDlq: TestQueue;
@@ -31,8 +42,9 @@ const logs: string[] = [];
 const servers: Server[] = [];
 
 beforeAll(async () => {
-  const stack = await createTestStack();
-  const queues = await createQueue('ingest', { maxReceiveCount: 3 });
+  // Enforced: the ingest and reconcile functions' S3 requests are signed by their IAM users with the deployed policies.
+  stack = await createTestStack({ enforced: true });
+  const queues = await createQueue('ingest', { maxReceiveCount: 3 }, stack.sqs);
   ingestQueue = queues.queue;
   ingestDlq = queues.dlq as TestQueue;
   const manifestTable = await freshManifestTable(dynamoDbClient());
@@ -45,24 +57,25 @@ beforeAll(async () => {
     [ENV.ingestQueue]: ingestQueue.url,
     [ENV.maxDeliveries]: '3',
   };
-  rt = createTestRuntime({ env }, emulatorClients(), { logs });
+  rt = createTestRuntime({ env }, stack.clients(), { logs });
   artefact = await validArtefact(11);
 });
+afterEach(expectNoAccessDenied);
 afterAll(async () => {
   await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
 });
 
 async function keysUnder(prefix: string): Promise<string[]> {
-  const out = await s3Client().send(new ListObjectsV2Command({ Bucket: sourceBucket, Prefix: prefix }));
+  const out = await stack.s3.send(new ListObjectsV2Command({ Bucket: sourceBucket, Prefix: prefix }));
   return (out.Contents ?? []).map((o) => o.Key as string).sort();
 }
 
 async function enqueue(body: string): Promise<void> {
-  await sqsClient().send(new SendMessageCommand({ QueueUrl: ingestQueue.url, MessageBody: body }));
+  await stack.sqs.send(new SendMessageCommand({ QueueUrl: ingestQueue.url, MessageBody: body }));
 }
 
 async function dlqBodies(): Promise<string[]> {
-  const out = await sqsClient().send(new ReceiveMessageCommand({ QueueUrl: ingestDlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }));
+  const out = await stack.sqs.send(new ReceiveMessageCommand({ QueueUrl: ingestDlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }));
   return (out.Messages ?? []).map((m) => m.Body ?? '');
 }
 
@@ -77,13 +90,13 @@ async function origin(status: number, body: Uint8Array): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/scene.tif`;
 }
 
-const handler = () => createIngestHandler(rt);
+const handler = () => asFunction('ingest', createIngestHandler(rt));
 const settled = () =>
   logs.map((l) => JSON.parse(l) as { event: string; reason?: string; key?: string }).filter((l) => l.event === 'ingest-settled');
 
 describe('the AWS ingest function against moto and DynamoDB Local', () => {
   it('publishes an object:KEY artefact: staged, promoted under the scene prefix, one manifest row; a duplicate delivery is already published', async () => {
-    await s3Client().send(new PutObjectCommand({ Bucket: sourceBucket, Key: 'uploads/T31UDQ.tif', Body: artefact }));
+    await stack.s3.send(new PutObjectCommand({ Bucket: sourceBucket, Key: 'uploads/T31UDQ.tif', Body: artefact }));
     const body = toIngestMessage({
       kind: 'artefact',
       source: SOURCE,
@@ -152,14 +165,14 @@ describe('the AWS ingest function against moto and DynamoDB Local', () => {
   });
 
   it('reconciles the promoted prefix with the manifest, both ways, from the scheduled function', async () => {
-    const clean = await createReconcileHandler(rt)();
+    const clean = await asFunction('reconcile', createReconcileHandler(rt))();
     expect(clean.objectsWithoutRow).toEqual([]);
     expect(clean.rowsWithoutObject).toEqual([]);
     expect(clean.rowsChecked).toBe(2);
     // An object under the prefix that no row names: what a promotion that crashed before its commit leaves.
     const orphan = `incoming/${SOURCE}/S2B_ORPHAN/${sha(artefact)}/data.tif`;
-    await s3Client().send(new PutObjectCommand({ Bucket: sourceBucket, Key: orphan, Body: artefact }));
-    const report = await createReconcileHandler(rt)();
+    await stack.s3.send(new PutObjectCommand({ Bucket: sourceBucket, Key: orphan, Body: artefact }));
+    const report = await asFunction('reconcile', createReconcileHandler(rt))();
     expect(report.objectsWithoutRow).toEqual([orphan]);
   });
 });

@@ -1,7 +1,7 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { ChangeMessageVisibilityCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { parseTileJob } from '../../shared/app/tile-job.js';
@@ -9,8 +9,8 @@ import { decodeEventKey } from '../../shared/domain/object-key.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid } from '../../shared/domain/tile-grid.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { s3Client, sqsClient } from './clients.js';
-import { createTestRuntime, createTestStack, emulatorClients, receiveEvent, type TestStack } from './stack.js';
+import { expectNoAccessDenied } from './iam.js';
+import { asFunction, createTestRuntime, createTestStack, receiveEvent, type TestStack } from './stack.js';
 
 // The S3 scene trigger of a STAC stack (shared/app/stac-scene.ts, docs/multi-file-scenes.md), against moto:
 // real S3 notifications into a real SQS scene queue, the handler as the event source mapping runs it.
@@ -23,6 +23,8 @@ let bandBytes: Uint8Array;
 beforeAll(async () => {
   bandBytes = await syntheticSceneBytes(SCENE);
 });
+// The scene function's S3 requests are signed by its IAM user with the deployed policy (docs/iam.md).
+afterEach(expectNoAccessDenied);
 
 function item(id: string): string {
   return JSON.stringify({
@@ -38,11 +40,11 @@ function item(id: string): string {
 }
 
 const put = async (stack: TestStack, key: string, body: Uint8Array | string): Promise<string> =>
-  (await s3Client().send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: body }))).ETag as string;
+  (await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: key, Body: body }))).ETag as string;
 
 /** A STAC stack: items are the scenes (`.json`), bands picked by common name, poison settled in the scene DLQ. */
 async function stacStack(): Promise<{ stack: TestStack; env: Record<string, string> }> {
-  const stack = await createTestStack();
+  const stack = await createTestStack({ enforced: true });
   const env = {
     ...stack.env,
     [ENV.sourceSuffix]: '.json',
@@ -69,8 +71,8 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
     const { stack, env } = await stacStack();
     await put(stack, `${DIR}/B04.tif`, bandBytes);
     const itemEtag = await put(stack, `${DIR}/item.json`, item('S2B_T31UDQ_20240601'));
-    const rt = createTestRuntime({ env }, emulatorClients());
-    const handler = createSceneHandler(rt);
+    const rt = createTestRuntime({ env }, stack.clients());
+    const handler = asFunction('scene', createSceneHandler(rt));
 
     // The configuration's test event, the band (filtered out: not .json) and the item, as moto delivered them.
     const first = await sceneRecords(stack, 3);
@@ -83,7 +85,7 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
 
     await put(stack, `${DIR}/B08+nir.tif`, bandBytes);
     // The backoff (10 s on a first retry) passes: the item's message is visible again.
-    await sqsClient().send(
+    await stack.sqs.send(
       new ChangeMessageVisibilityCommand({ QueueUrl: stack.scenes.url, ReceiptHandle: itemRecord.receiptHandle, VisibilityTimeout: 0 }),
     );
     const again = await sceneRecords(stack, 2); // the retried item and the notification of B08's upload
@@ -106,8 +108,8 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
     const { stack, env } = await stacStack();
     await put(stack, `${DIR}/B04.tif`, bandBytes);
     await put(stack, `${DIR}/item.json`, item('S2B_T31UDQ_20240601'));
-    const rt = createTestRuntime({ env }, emulatorClients());
-    const handler = createSceneHandler(rt);
+    const rt = createTestRuntime({ env }, stack.clients());
+    const handler = asFunction('scene', createSceneHandler(rt));
     // Each receive, real: the handler hands the item back, its backoff passes, SQS delivers it again (receive 1, 2, 3).
     const receives: string[] = [];
     let pending = (await sceneRecords(stack, 2)).filter((r) => keyOf(r) === `${DIR}/item.json`);
@@ -116,7 +118,7 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
       receives.push(record.attributes.ApproximateReceiveCount);
       const { batchItemFailures } = (await handler({ Records: [record] })) as { batchItemFailures: unknown[] };
       if (batchItemFailures.length === 0) break;
-      await sqsClient().send(
+      await stack.sqs.send(
         new ChangeMessageVisibilityCommand({ QueueUrl: stack.scenes.url, ReceiptHandle: record.receiptHandle, VisibilityTimeout: 0 }),
       );
       pending = await sceneRecords(stack, 1);
@@ -124,7 +126,7 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
     // At the third receive of the three the redrive policy allows (TESSERA_MAX_DELIVERIES) the handler dead-letters it itself.
     expect(receives).toEqual(['1', '2', '3']);
     expect(rt.backend.telemetry.counters()).toMatchObject({ 'scene-incomplete': 3, poison: 1, enqueued: 0 });
-    const dlq = await sqsClient().send(
+    const dlq = await stack.sqs.send(
       new ReceiveMessageCommand({
         QueueUrl: stack.scenesDlq.url,
         MaxNumberOfMessages: 10,
@@ -141,11 +143,11 @@ describe('AWS scene handler on a STAC stack (moto)', () => {
   it('dead-letters a malformed item at its first delivery', async () => {
     const { stack, env } = await stacStack();
     await put(stack, `${DIR}/item.json`, '{"type":"FeatureCollection","features":[]}');
-    const rt = createTestRuntime({ env }, emulatorClients());
+    const rt = createTestRuntime({ env }, stack.clients());
     const records = await sceneRecords(stack, 2);
-    expect(await createSceneHandler(rt)({ Records: records })).toEqual({ batchItemFailures: [] });
+    expect(await asFunction('scene', createSceneHandler(rt))({ Records: records })).toEqual({ batchItemFailures: [] });
     expect(rt.backend.telemetry.counters()).toMatchObject({ poison: 1, enqueued: 0, 'scene-incomplete': 0 });
-    const dlq = await sqsClient().send(
+    const dlq = await stack.sqs.send(
       new ReceiveMessageCommand({
         QueueUrl: stack.scenesDlq.url,
         MaxNumberOfMessages: 10,

@@ -1,18 +1,35 @@
-import { PutBucketNotificationConfigurationCommand } from '@aws-sdk/client-s3';
+import { PutBucketNotificationConfigurationCommand, type S3Client } from '@aws-sdk/client-s3';
 import {
   CreateQueueCommand,
   DeleteMessageBatchCommand,
   GetQueueAttributesCommand,
   type Message,
   ReceiveMessageCommand,
+  type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { type AwsClients, type AwsRuntime, composeAws } from '../../functions/aws/compose.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import type { FunctionRole } from '../../shared/domain/key-layout.js';
 import { DEFAULT_PARAMS, ENV } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
-import { awsEndpoints, dynamoDbClient, freshBucket, freshClaimsTable, freshName, s3Client, sqsClient } from './clients.js';
+import { asRole } from '../support/function-role.js';
+import {
+  awsEndpoints,
+  dynamoDbClient,
+  freshBucket,
+  freshClaimsTable,
+  freshName,
+  operatorS3Client,
+  operatorSqsClient,
+  s3Client,
+  sqsClient,
+} from './clients.js';
+import { createRoleUsers, type RoleKeys, roleSignedS3 } from './iam.js';
+
+/** Where the test stacks' scenes start (TESSERA_SOURCE_PREFIX); enforced stacks get the policies the program makes for it. */
+export const TEST_SOURCE_PREFIX = 'incoming/';
 
 /** Small tiles so a 96 x 80 px scene makes a 2 x 2 grid: fast, and still every edge case of a grid. */
 export const TEST_PARAMS: ProcessingParams = {
@@ -25,17 +42,25 @@ export const TEST_PARAMS: ProcessingParams = {
 export interface TestQueue {
   readonly url: string;
   readonly arn: string;
+  /** A client of the moto server the queue lives on (signed by its operator on the IAM-enforcing one). */
+  readonly sqs: SQSClient;
 }
 
-/** A standard queue; with `deadLetter`, a DLQ and a redrive policy after `maxReceiveCount` receives. */
-export async function createQueue(label: string, redrive?: { maxReceiveCount: number }): Promise<{ queue: TestQueue; dlq?: TestQueue }> {
-  const sqs = sqsClient();
+/**
+ * A standard queue; with `deadLetter`, a DLQ and a redrive policy after `maxReceiveCount` receives.
+ * `sqs`: the server's client (default the plain moto; an enforced stack's queues live beside its buckets).
+ */
+export async function createQueue(
+  label: string,
+  redrive?: { maxReceiveCount: number },
+  sqs: SQSClient = sqsClient(),
+): Promise<{ queue: TestQueue; dlq?: TestQueue }> {
   const make = async (name: string, attributes?: Record<string, string>): Promise<TestQueue> => {
     const q = await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
     const url = q.QueueUrl as string;
     const arn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }))).Attributes
       ?.QueueArn as string;
-    return { url, arn };
+    return { url, arn, sqs };
   };
   if (!redrive) return { queue: await make(freshName(label)) };
   const dlq = await make(freshName(`${label}-dlq`));
@@ -56,6 +81,20 @@ export interface TestStack {
   readonly tilesDlq: TestQueue;
   readonly scenes: TestQueue;
   readonly scenesDlq: TestQueue;
+  /** The operator's S3 and SQS clients on the server the stack lives on: a test's own uploads and checks. */
+  readonly s3: S3Client;
+  readonly sqs: SQSClient;
+  /**
+   * Each role's IAM user on the IAM-enforcing moto (enforced stacks; empty otherwise), carrying exactly the
+   * policy the Pulumi program deploys for that function (test/aws/iam.ts).
+   */
+  readonly roleKeys: RoleKeys;
+  /**
+   * The clients a function of this stack uses. Enforced: S3 signed as the IAM user of the role the calling
+   * code runs as (asRole, test/support/function-role.ts; the operator outside any role), SQS as the
+   * operator on the same moto (moto's IAM does not match queue ARNs; the access recorder checks SQS).
+   */
+  clients(): AwsClients;
   /** A runtime composed from `env` like the Lambda one, with clients pointed at the emulators. */
   runtime(options?: { owner?: string; clock?: Clock; logs?: string[] }): TestRuntime;
 }
@@ -69,17 +108,30 @@ export type TestRuntime = AwsRuntime & { readonly backend: { readonly telemetry:
  * the source bucket notifies of every created object (the handler filters on
  * `incoming/` and `.tif`). Like S3, moto puts an `s3:TestEvent` in the scene
  * queue when the notification is configured; tests drain it with the rest.
+ *
+ * `enforced`: the buckets and queues live on the IAM-enforcing moto, and every S3 request a function makes
+ * is signed by its role's IAM user with the deployed policy (docs/iam.md); run each handler as its role
+ * ({@link asFunction}) and check `expectNoAccessDenied()` after each test.
  */
-export async function createTestStack(options: { maxReceiveCount?: number; params?: ProcessingParams } = {}): Promise<TestStack> {
-  const s3 = s3Client();
-  const ddb = dynamoDbClient();
+export async function createTestStack(
+  options: { maxReceiveCount?: number; params?: ProcessingParams; enforced?: boolean } = {},
+): Promise<TestStack> {
+  const e = awsEndpoints();
+  const enforced = options.enforced === true;
+  const s3 = enforced ? operatorS3Client(e) : s3Client(e);
+  const sqs = enforced ? operatorSqsClient(e) : sqsClient(e);
+  const ddb = dynamoDbClient(e);
   const [sourceBucket, outputBucket, claimsTable, tileQueues, sceneQueues] = await Promise.all([
     freshBucket(s3, 'src'),
     freshBucket(s3, 'out'),
     freshClaimsTable(ddb),
-    createQueue('tiles', { maxReceiveCount: options.maxReceiveCount ?? 3 }),
-    createQueue('scenes', { maxReceiveCount: 3 }),
+    createQueue('tiles', { maxReceiveCount: options.maxReceiveCount ?? 3 }, sqs),
+    createQueue('scenes', { maxReceiveCount: 3 }, sqs),
   ]);
+  const roleKeys: RoleKeys = enforced
+    ? await createRoleUsers(e, { sources: sourceBucket, outputs: outputBucket }, TEST_SOURCE_PREFIX, freshName('stack'))
+    : {};
+  const functionS3 = enforced ? roleSignedS3(e, roleKeys) : s3;
   await s3.send(
     new PutBucketNotificationConfigurationCommand({
       Bucket: sourceBucket,
@@ -93,11 +145,12 @@ export async function createTestStack(options: { maxReceiveCount?: number; param
     [ENV.outputBucket]: outputBucket,
     [ENV.tileQueue]: tileQueues.queue.url,
     [ENV.deadLetterQueue]: (tileQueues.dlq as TestQueue).url,
-    [ENV.sourcePrefix]: 'incoming/',
+    [ENV.sourcePrefix]: TEST_SOURCE_PREFIX,
     [ENV.sourceSuffix]: '.tif',
     [ENV.functionTimeoutSeconds]: '900',
     [ENV.params]: JSON.stringify(options.params ?? TEST_PARAMS),
   };
+  const clients = (): AwsClients => ({ dynamodb: dynamoDbClient(e), s3: functionS3, sqs });
   return {
     env,
     sourceBucket,
@@ -107,8 +160,23 @@ export async function createTestStack(options: { maxReceiveCount?: number; param
     tilesDlq: tileQueues.dlq as TestQueue,
     scenes: sceneQueues.queue,
     scenesDlq: sceneQueues.dlq as TestQueue,
-    runtime: (o = {}) => createTestRuntime({ env }, emulatorClients(), o),
+    s3,
+    sqs,
+    roleKeys,
+    clients,
+    runtime: (o = {}) => createTestRuntime({ env }, clients(), o),
   };
+}
+
+/**
+ * A handler that runs as `role`, the function of the stack that would run it (test/support/function-role.ts):
+ * on an enforced stack its S3 requests are signed by that role's IAM user.
+ *
+ * @example
+ * await drain(stack.scenes, asFunction('scene', createSceneHandler(rt)));
+ */
+export function asFunction<A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return (...args) => asRole(role, () => handler(...args));
 }
 
 /** Clients pointed at the emulators. */
@@ -152,7 +220,7 @@ export function toSqsRecord(m: Message, queue: TestQueue): SQSRecord {
 
 /** Receive up to `max` messages the way the event source mapping does, hidden for the queue's visibility timeout. */
 export async function receiveEvent(queue: TestQueue, max = 10): Promise<SQSEvent> {
-  const out = await sqsClient().send(
+  const out = await queue.sqs.send(
     new ReceiveMessageCommand({
       QueueUrl: queue.url,
       MaxNumberOfMessages: max,
@@ -179,7 +247,7 @@ export async function pollOnce(
   const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
   const done = event.Records.filter((r) => !failed.has(r.messageId));
   if (done.length > 0) {
-    await sqsClient().send(
+    await queue.sqs.send(
       new DeleteMessageBatchCommand({
         QueueUrl: queue.url,
         Entries: done.map((r, i) => ({ Id: String(i), ReceiptHandle: r.receiptHandle })),

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { ManagedIdentityCredential } from '@azure/identity';
 import { describe, expect, it } from 'vitest';
 import {
   azureClients,
@@ -17,7 +18,8 @@ import { MOSAIC_SCHEDULE } from '../../functions/azure/handlers/mosaic.handler.j
 import { type FunctionRegistrar, registerFunctions } from '../../functions/azure/handlers/register.js';
 import { AZURE_FUNCTION_NAMES, AZURE_QUEUES, AZURE_TRIGGER_CONNECTION } from '../../infra/common/packaging.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
-import { ENV } from '../../shared/domain/runtime-config.js';
+import { DEPLOYED_ROLES } from '../../shared/domain/key-layout.js';
+import { AZURE_CLIENT_ID_SETTINGS, ENV } from '../../shared/domain/runtime-config.js';
 
 const HOST_JSON = JSON.parse(readFileSync(new URL('../../functions/azure/host.json', import.meta.url), 'utf8'));
 
@@ -78,6 +80,35 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     ])('refuses %s with a LeaseConfigError that says what to set', (_label, extra, message) => {
       expect(() => composeAzure(env(extra))).toThrow(LeaseConfigError);
       expect(() => composeAzure(env(extra))).toThrow(message);
+    });
+  });
+
+  describe("each function's identity", () => {
+    it("authenticates each function as its own role identity, named by that role's client id setting", () => {
+      const all = Object.fromEntries(DEPLOYED_ROLES.map((r) => [AZURE_CLIENT_ID_SETTINGS[r], `client-of-${r}`]));
+      for (const role of DEPLOYED_ROLES) expect(composeAzure(env(all), { role }).identityClientId, role).toBe(`client-of-${role}`);
+    });
+
+    it('refuses to start a function whose identity setting is missing, naming the setting, rather than fall back to another identity', () => {
+      const others = Object.fromEntries(DEPLOYED_ROLES.filter((r) => r !== 'tile').map((r) => [AZURE_CLIENT_ID_SETTINGS[r], 'x']));
+      expect(() => composeAzure(env(others), { role: 'tile' })).toThrow(LeaseConfigError);
+      expect(() => composeAzure(env(others), { role: 'tile' })).toThrow(/TESSERA_AZURE_CLIENT_ID_TILE is not set/);
+    });
+
+    it('uses no managed identity where none applies: a connection string (Azurite), or no role (an operator running verify)', () => {
+      const cs =
+        'DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;' +
+        'QueueEndpoint=http://127.0.0.1:2/devstoreaccount1;TableEndpoint=http://127.0.0.1:3/devstoreaccount1';
+      expect(composeAzure(env({ [ENV.azureStorageAccount]: cs }), { role: 'tile' }).identityClientId).toBeUndefined();
+      expect(composeAzure(env()).identityClientId).toBeUndefined();
+    });
+
+    it('builds the clients on the credential it is given', () => {
+      const credential = new ManagedIdentityCredential({ clientId: 'client-of-tile' });
+      const c = azureClients('tesseradata', credential);
+      // The SDK clients keep the credential they sign with (a protected property: read it as the SDK stores it).
+      expect(Reflect.get(c.blob, 'credential')).toBe(credential);
+      expect(Reflect.get(c.queue, 'credential')).toBe(credential);
     });
   });
 

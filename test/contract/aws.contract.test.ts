@@ -41,7 +41,10 @@ const s3UnderTest = async (versioned: boolean): Promise<ObjectStoreUnderTest> =>
   };
 };
 describeObjectStoreContract('S3ObjectStore', () => s3UnderTest(false), { pinnedReadAfterOverwrite: 'source-changed' });
-describeObjectStoreContract('S3ObjectStore on a versioned bucket', () => s3UnderTest(true), { pinnedReadAfterOverwrite: 'old-bytes' });
+describeObjectStoreContract('S3ObjectStore on a versioned bucket', () => s3UnderTest(true), {
+  pinnedReadAfterOverwrite: 'old-bytes',
+  pinOfReplacedVersion: 'kept-version',
+});
 
 // The wire guard: every request the contracts above sent went through a fault proxy, SDK retries and the
 // requests an SDK makes on its own included; none may write or delete without a precondition.

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueServiceClient } from '@azure/storage-queue';
-import { afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
@@ -18,14 +18,20 @@ import { main } from '../../functions/local/cli.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { LIVE_SCENARIOS, type VerifyReport } from '../../shared/app/verify/verify-stack.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
+import type { FunctionRole } from '../../shared/domain/key-layout.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { awsEndpoints, dynamoDbClient, freshBucket, freshClaimsTable, s3Client } from '../aws/clients.js';
-import { createTestStack, drain, type TestStack } from '../aws/stack.js';
+import { createTestStack, drain, TEST_SOURCE_PREFIX, type TestStack } from '../aws/stack.js';
 import { connectionString, freshContainer, freshName, freshTable } from '../azure/azurite.js';
 import { blobCreatedEvent, invocationContext, runQueueHost, timerPayload } from '../azure/functions-host.js';
 import { TEST_PARAMS as AZURE_PARAMS } from '../azure/stack.js';
 import { createGcpStack, storageEvent } from '../gcp/stack.js';
+import { asRole } from '../support/function-role.js';
 import { requireEndpoints } from '../support/global-setup.js';
+import type { Cloud } from '../support/iam/access.js';
+import type { AccessCheck } from '../support/iam/access-check.js';
+import { registerResources } from '../support/iam/resources.js';
+import { IamRun } from '../support/iam/run.js';
 
 /**
  * `tessera verify --outputs FILE` against the AWS emulators posing as a
@@ -37,6 +43,70 @@ import { requireEndpoints } from '../support/global-setup.js';
  * never runs a handler. Like every emulator suite, it fails (never skips)
  * when the emulators are not running; `npm test` runs it in its first pass.
  */
+
+/**
+ * The enforced-IAM check of the green verify runs (docs/iam.md): each deployed function runs as its role,
+ * verify as `verify`, and every request they make is checked against the grants the Pulumi program deploys
+ * for a stack with that source prefix. (The runs that point verify at a bucket or table outside the stack
+ * are not checked: reaching outside the stack is what they are about, and IAM would refuse it.)
+ */
+const iamRuns = new Map<string, IamRun>();
+function iamRunFor(sourcePrefix: string): IamRun {
+  let run = iamRuns.get(sourcePrefix);
+  if (run === undefined) {
+    run = new IamRun({ config: { 'tessera:sourcePrefix': sourcePrefix } });
+    iamRuns.set(sourcePrefix, run);
+  }
+  return run;
+}
+
+interface IamWatch {
+  readonly run: IamRun;
+  readonly check: AccessCheck;
+  findings?: readonly string[];
+}
+
+/** Start checking `cloud`'s roles (before its functions start, so their first requests are seen). */
+async function watchIam(cloud: Cloud, sourcePrefix: string): Promise<IamWatch> {
+  const run = iamRunFor(sourcePrefix);
+  return { run, check: await run.start(cloud) };
+}
+
+/** Stop checking (once; in a `finally`, after the functions stopped) and keep the findings. */
+function stopIam(watch: IamWatch): readonly string[] {
+  watch.findings ??= watch.run.finish(watch.check);
+  return watch.findings;
+}
+
+/** Nothing outside the grants, and the check saw the roles at work (an empty check proves nothing). */
+function expectWithinGrants(watch: IamWatch): void {
+  const findings = stopIam(watch);
+  expect(findings, `accesses of the ${watch.check.cloud} functions and verify outside their deployed grants`).toEqual([]);
+  expect([...watch.check.tally.accessesByRole.keys()].sort(), 'roles seen at work').toEqual(['mosaic', 'scene', 'tile', 'verify']);
+}
+
+afterAll(() => {
+  for (const run of iamRuns.values()) for (const line of run.summary()) process.stderr.write(`[verify] iam ${line}\n`);
+});
+
+/** A handler run as the function the stack deploys it as (its requests are that role's). */
+function asFunction<A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return (...args) => asRole(role, () => handler(...args));
+}
+
+const queueName = (url: string) => url.split('/').pop() ?? url;
+
+function registerAwsStack(stack: TestStack): void {
+  registerResources({
+    [stack.sourceBucket]: 'sourceBucket',
+    [stack.outputBucket]: 'outputBucket',
+    [stack.claimsTable]: 'claimsTable',
+    [queueName(stack.tiles.url)]: 'tileQueue',
+    [queueName(stack.tilesDlq.url)]: 'deadLetterQueue',
+    [queueName(stack.scenes.url)]: 'sceneQueue',
+    [queueName(stack.scenesDlq.url)]: 'sceneDeadLetterQueue',
+  });
+}
 
 function outputsOf(stack: TestStack, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const e = awsEndpoints();
@@ -61,9 +131,10 @@ function outputsOf(stack: TestStack, overrides: Record<string, unknown> = {}): R
 /** The deployed functions: poll both queues and run the sweep until stopped. */
 function deployedFunctions(stack: TestStack) {
   const rt = stack.runtime({ owner: 'deployed-lambda' });
-  const scene = createSceneHandler(rt);
-  const tile = createTileHandler(rt);
-  const mosaic = createMosaicHandler(rt);
+  // The event source mappings and the schedule are the platform's; each handler runs as its function.
+  const scene = asFunction('scene', createSceneHandler(rt));
+  const tile = asFunction('tile', createTileHandler(rt));
+  const mosaic = asFunction('mosaic', createMosaicHandler(rt));
   const tick = { 'detail-type': 'Scheduled Event', source: 'aws.events' } as never;
   let running = true;
   const loop = (async () => {
@@ -86,7 +157,10 @@ function deployedFunctions(stack: TestStack) {
 async function verify(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
-  const code = await main(['verify', ...args], { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), cwd: process.cwd() });
+  // `tessera verify` runs under its own identity (the verify role).
+  const code = await asRole('verify', () =>
+    main(['verify', ...args], { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s), cwd: process.cwd() }),
+  );
   return { code, stdout, stderr };
 }
 
@@ -107,6 +181,8 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
 
   it('passes smoke, replay and the live parity scenarios, and the handlers saw the duplicate rejected at its claim', async () => {
     const stack = await createTestStack();
+    registerAwsStack(stack);
+    const iam = await watchIam('aws', TEST_SOURCE_PREFIX);
     const fns = deployedFunctions(stack);
     try {
       const r = await verify(['--outputs', writeOutputs(outputsOf(stack)), '--json', '--timeout', '60']);
@@ -135,7 +211,9 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
       expect(fns.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 4);
     } finally {
       await fns.stop();
+      stopIam(iam);
     }
+    expectWithinGrants(iam);
   }, 60_000);
 
   it('fails (exit 1) when the outputs name another output bucket than the one the functions write', async () => {
@@ -216,6 +294,15 @@ async function azureEmulatorStack() {
     [ENV.sourceSuffix]: '.tif',
     [ENV.params]: canonicalJson(AZURE_PARAMS),
   };
+  registerResources({
+    [sources.containerName]: 'sourceBucket',
+    [outputs.containerName]: 'outputBucket',
+    [table.tableName]: 'claimsTable',
+    [tileQueue]: 'tileQueue',
+    [`${tileQueue}-poison`]: 'deadLetterQueue',
+    [sceneQueue]: 'sceneQueue',
+    [`${sceneQueue}-poison`]: 'sceneDeadLetterQueue',
+  });
   const clients = azureClients(connectionString());
   const telemetry = new JsonTelemetry();
   const rt = composeAzure(env, { clients, owner: 'deployed-function-app', telemetry });
@@ -233,17 +320,10 @@ async function azureEmulatorStack() {
         const event = blobCreatedEvent(blobEndpoint, sources.containerName, h.key, h.version, h.size);
         await scenes.sendBatch([{ jobKey: `event:${h.key}`, body: JSON.stringify(event) }]);
       }
-      await runQueueHost(
-        scenes,
-        makeSceneHandler(() => rt),
-        { functionName: 'scene' },
-      );
-      await runQueueHost(
-        tiles,
-        makeTileHandler(() => rt),
-        { functionName: 'tile' },
-      );
-      await makeMosaicHandler(() => rt)(timerPayload(), invocationContext('mosaic', 'timerTrigger').context);
+      // The Functions host's dequeues are the platform's; each handler runs as its function.
+      await runQueueHost(scenes, asFunction('scene', makeSceneHandler(() => rt)), { functionName: 'scene' });
+      await runQueueHost(tiles, asFunction('tile', makeTileHandler(() => rt)), { functionName: 'tile' });
+      await asRole('mosaic', () => makeMosaicHandler(() => rt)(timerPayload(), invocationContext('mosaic', 'timerTrigger').context));
       await new Promise((r) => setTimeout(r, 100));
     }
   })();
@@ -276,6 +356,7 @@ async function azureEmulatorStack() {
 
 describe('tessera verify against Azurite as a deployed Azure stack', () => {
   it('passes smoke, replay and the live parity scenarios; the duplicate stopped at its claim', async () => {
+    const iam = await watchIam('azure', 'scenes/');
     const stack = await azureEmulatorStack();
     try {
       const r = await verify(['--outputs', writeOutputs(stack.outputsFile, 'azure-emulator.json'), '--json', '--timeout', '60']);
@@ -294,7 +375,9 @@ describe('tessera verify against Azurite as a deployed Azure stack', () => {
       expect(stack.telemetry.counters()['claim-rejected']).toBeGreaterThanOrEqual(1 + 9);
     } finally {
       await stack.stop();
+      stopIam(iam);
     }
+    expectWithinGrants(iam);
   }, 60_000);
 });
 
@@ -308,12 +391,24 @@ describe('tessera verify against Azurite as a deployed Azure stack', () => {
  */
 async function gcpEmulatorStack() {
   const stack = await createGcpStack();
+  const topic = (name: string | undefined) => name?.split('/').pop() ?? '';
+  registerResources({
+    [stack.sourceBucket]: 'sourceBucket',
+    [stack.outputBucket]: 'outputBucket',
+    [stack.claimsCollection]: 'claimsTable',
+    [stack.manifestCollection]: 'manifestTable',
+    [topic(stack.env[ENV.tileQueue])]: 'tileQueue',
+    [topic(stack.tileSubscription)]: 'tileQueue',
+    [topic(stack.env[ENV.deadLetterQueue])]: 'deadLetterQueue',
+    [topic(stack.deadLetterSubscription)]: 'deadLetterQueue',
+  });
   const scene = stack.runtime({ role: 'scene', owner: 'deployed-scene' });
   const tile = stack.runtime({ role: 'tile', owner: 'deployed-tile' });
   const mosaic = stack.runtime({ role: 'mosaic', owner: 'deployed-mosaic' });
-  const onScene = createGcpSceneHandler(scene);
-  const onTile = createGcpTileHandler(tile);
-  const onSweep = createGcpMosaicHandler(mosaic);
+  // Eventarc, the push subscription and Cloud Scheduler are the platform's; each handler runs as its function.
+  const onScene = asFunction('scene', createGcpSceneHandler(scene));
+  const onTile = asFunction('tile', createGcpTileHandler(tile));
+  const onSweep = asFunction('mosaic', createGcpMosaicHandler(mosaic));
   const response = { status: () => response, json: () => response, set: () => response };
   const seen = new Set<string>();
   let running = true;
@@ -362,6 +457,7 @@ async function gcpEmulatorStack() {
 
 describe('tessera verify against the GCP emulators as a deployed stack', () => {
   it('passes smoke, replay, the live parity scenarios and the backfill policies, and cleans up after itself', async () => {
+    const iam = await watchIam('gcp', 'incoming/');
     const gcp = await gcpEmulatorStack();
     try {
       const r = await verify([
@@ -397,7 +493,9 @@ describe('tessera verify against the GCP emulators as a deployed stack', () => {
       expect(subscriptions.map((x) => x.name).filter((n) => n.includes('tessera-verify-'))).toEqual([]);
     } finally {
       await gcp.stop();
+      stopIam(iam);
     }
+    expectWithinGrants(iam);
   }, 120_000);
 });
 
@@ -445,7 +543,9 @@ describe('tessera verify over three stacks', () => {
   afterEach(() => vi.unstubAllEnvs());
 
   it('prints one matrix, a column per stack (AWS, GCP, Azure), every row ok, exit 0', async () => {
+    const watches = [await watchIam('aws', TEST_SOURCE_PREFIX), await watchIam('gcp', 'incoming/'), await watchIam('azure', 'scenes/')];
     const aws = await createTestStack();
+    registerAwsStack(aws);
     const awsFns = deployedFunctions(aws);
     const gcp = await gcpEmulatorStack();
     const azure = await azureEmulatorStack();
@@ -466,6 +566,8 @@ describe('tessera verify over three stacks', () => {
       expect(r.code).toBe(0);
     } finally {
       await Promise.all([awsFns.stop(), gcp.stop(), azure.stop()]);
+      for (const w of watches) stopIam(w);
     }
+    for (const w of watches) expectWithinGrants(w);
   }, 180_000);
 });

@@ -2,7 +2,22 @@ import { describe, expect, it } from 'vitest';
 import { LEASE_STOLEN_PATTERN } from '../../infra/aws/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
+import {
+  AREAS,
+  type AreaName,
+  accessOf,
+  areaPrefix,
+  FUNCTION_ROLES,
+  type FunctionRole,
+  type ObjectAccess,
+  outputKeys,
+  ROLE_ACCESS,
+  type StoreName,
+  SWEEP_STATE_KEY,
+  sceneLifecycleKeys,
+} from '../../shared/domain/key-layout.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { compileAwsPolicy, evaluateAwsStatements } from '../support/iam/grants-aws.js';
 import { declaredUrns, envOf, missingBefore, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
@@ -32,6 +47,68 @@ function byState(run: StackRun, type: string, key: string, value: unknown): Reco
 
 const functions = (run: StackRun) => run.ofType('aws:lambda/function:Function');
 const roleOf = (fn: RecordedResource) => fn.name.split('-').at(-1) as string;
+
+/** A role's policy as deployed: the functions' inline RolePolicy, verify's managed Policy. */
+function policyOf(run: StackRun, role: FunctionRole): RecordedResource {
+  return role === 'verify' ? run.one('aws:iam/policy:Policy', '-verify') : run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`);
+}
+const bucketArn = (run: StackRun, store: StoreName) =>
+  run.one('aws:s3/bucket:Bucket', store === 'sources' ? '-sources' : '-outputs').state.arn as string;
+
+/**
+ * Whether IAM lets `role` do `action` on `key` of a bucket (a listing when `listPrefix` is given), evaluated on the
+ * deployed document with IAM's rules (test/support/iam/grants-aws.ts): the same question S3 asks of a request.
+ */
+function allows(
+  run: StackRun,
+  role: FunctionRole,
+  action: string,
+  store: StoreName,
+  target: { key: string } | { listPrefix: string },
+): boolean {
+  const p = policyOf(run, role);
+  const statements = compileAwsPolicy({ name: p.name, document: JSON.parse(String(p.inputs.policy)) });
+  const bucket = bucketArn(run, store);
+  const request =
+    'key' in target
+      ? { action, resource: `${bucket}/${target.key}`, context: { 'aws:securetransport': 'true' } }
+      : { action, resource: bucket, context: { 'aws:securetransport': 'true', 's3:prefix': target.listPrefix } };
+  return evaluateAwsStatements(statements, request).allowed;
+}
+
+/**
+ * The S3 permissions each access of the layout needs, as S3 checks them (docs/iam.md): the oracle the deployed
+ * statements are held to. A read of the source store is pinned to a versionId (GetObjectVersion); create-only
+ * and If-Match writes are PutObject; a conditional delete is DeleteObject; a listing is ListBucket on the bucket.
+ */
+const S3_PERMISSIONS: Readonly<Record<ObjectAccess, (store: StoreName) => readonly string[]>> = {
+  read: (store) => (store === 'sources' ? ['s3:GetObject', 's3:GetObjectVersion'] : ['s3:GetObject']),
+  create: () => ['s3:PutObject'],
+  replace: () => ['s3:PutObject'],
+  delete: () => ['s3:DeleteObject'],
+  list: () => [],
+};
+
+/** A key inside an area (the area's own key when it is one key). */
+const keyIn = (area: AreaName, sourcePrefix: string) => {
+  const prefix = areaPrefix(area, sourcePrefix);
+  return 'exact' in AREAS[area] ? prefix : `${prefix}probe/${'a'.repeat(64)}.json`;
+};
+
+/** Every S3 grant of a document, one line each: `action object-ARN`, or `s3:ListBucket bucket-ARN s3:prefix`. */
+function s3Grants(policy: unknown): string[] {
+  return statements(policy).flatMap((s) =>
+    list(s.Action)
+      .filter((a) => a.startsWith('s3:'))
+      .flatMap((a) =>
+        list(s.Resource).flatMap((r) =>
+          a === 's3:ListBucket'
+            ? list((s.Condition?.StringLike?.['s3:prefix'] ?? ['(any)']) as string | string[]).map((p) => `${a} ${r} ${p}`)
+            : [`${a} ${r}`],
+        ),
+      ),
+  );
+}
 
 describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
   let run: StackRun;
@@ -207,9 +284,11 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
       ...run.ofType('aws:sqs/queue:Queue').map((q) => q.state.arn as string),
       ...run.ofType('aws:dynamodb/table:Table').map((t) => t.state.arn as string),
       ...run.ofType('aws:cloudwatch/logGroup:LogGroup').map((l) => l.state.arn as string),
+      ...run.ofType('aws:secretsmanager/secret:Secret').map((x) => x.state.arn as string),
     ];
-    const policies = run.ofType('aws:iam/rolePolicy:RolePolicy');
-    expect(policies).toHaveLength(5);
+    const policies = [...run.ofType('aws:iam/rolePolicy:RolePolicy'), ...run.ofType('aws:iam/policy:Policy')];
+    // Five functions' inline policies and verify's managed policy.
+    expect(policies).toHaveLength(6);
     for (const p of policies) {
       for (const s of statements(p.inputs.policy)) {
         expect(s.Effect).toBe('Allow');
@@ -225,29 +304,141 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
-  it('lets each function write only its own output prefix, and only the tile worker touch the claims table', () => {
-    const outputs = run.one('aws:s3/bucket:Bucket', '-outputs').state.arn as string;
-    const table = run.one('aws:dynamodb/table:Table', '-claims').state.arn;
-    const writes = (role: string) =>
-      statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy)
-        .filter((s) => list(s.Action).includes('s3:PutObject'))
-        .flatMap((s) => list(s.Resource));
-    expect(writes('scene')).toEqual([`${outputs}/scenes/*`]);
-    expect(writes('tile')).toEqual([`${outputs}/tiles/*`]);
-    expect(writes('mosaic')).toEqual([`${outputs}/mosaics/*`]);
-    for (const role of ['scene', 'tile', 'mosaic']) {
-      const onTable = statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy).filter((s) =>
-        list(s.Resource).includes(table as string),
-      );
-      expect(onTable.length, role).toBe(role === 'tile' ? 1 : 0);
+  it('derives every S3 grant of every role from the key layout (ROLE_ACCESS), and grants nothing else on the buckets', () => {
+    const sourcePrefix = loadStackFile('Pulumi.aws-eu-west-1.yaml').config['tessera:sourcePrefix'] as string;
+    for (const role of FUNCTION_ROLES) {
+      const expected = ROLE_ACCESS[role].flatMap((g) => {
+        const area = AREAS[g.area];
+        const objects = `${bucketArn(run, area.store)}/${areaPrefix(g.area, sourcePrefix)}${'exact' in area ? '' : '*'}`;
+        return [...new Set(g.access.flatMap((a) => S3_PERMISSIONS[a](area.store)))].map((action) => `${action} ${objects}`);
+      });
+      // A listing of each area listed or read: S3 answers a read of a missing key 404 only to who may list it (docs/aws.md).
+      const listed = ROLE_ACCESS[role]
+        .filter((g) => g.access.includes('list') || g.access.includes('read'))
+        .map(
+          (g) =>
+            `s3:ListBucket ${bucketArn(run, AREAS[g.area].store)} ${areaPrefix(g.area, sourcePrefix)}${'exact' in AREAS[g.area] ? '' : '*'}`,
+        );
+      expect(s3Grants(policyOf(run, role).inputs.policy).sort(), role).toEqual([...expected, ...listed].sort());
     }
   });
 
-  it('lets the mosaic sweep list exactly the prefixes it reads: scenes/, mosaics/ and tiles/', () => {
-    const prefixes = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-mosaic').inputs.policy)
-      .filter((s) => list(s.Action).includes('s3:ListBucket'))
-      .flatMap((s) => JSON.stringify(s.Condition ?? {}).match(/(scenes|mosaics|tiles)\//g) ?? []);
-    expect([...new Set(prefixes)].sort()).toEqual(['mosaics/', 'scenes/', 'tiles/']);
+  it('gives no statement a whole bucket of objects (`<bucket>/*`): every object resource is one area of the layout', () => {
+    const buckets = run.ofType('aws:s3/bucket:Bucket').map((b) => b.state.arn as string);
+    for (const role of FUNCTION_ROLES) {
+      for (const s of statements(policyOf(run, role).inputs.policy)) {
+        for (const r of list(s.Resource).filter((x) => x.startsWith('arn:aws:s3:::'))) {
+          expect(
+            buckets.map((b) => `${b}/*`),
+            `${role}: ${r}`,
+          ).not.toContain(r);
+          // Only a bucket itself (ListBucket) or objects under a named prefix.
+          expect(
+            buckets.some((b) => r === b || (r.startsWith(`${b}/`) && r.length > b.length + 2)),
+            `${role}: ${r}`,
+          ).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('lets no role read, write or delete an area where the layout gives it no such access, and no function delete anything', () => {
+    const sourcePrefix = loadStackFile('Pulumi.aws-eu-west-1.yaml').config['tessera:sourcePrefix'] as string;
+    const checks: [ObjectAccess, string][] = [
+      ['read', 's3:GetObject'],
+      ['create', 's3:PutObject'],
+      ['delete', 's3:DeleteObject'],
+    ];
+    for (const role of FUNCTION_ROLES) {
+      for (const area of Object.keys(AREAS) as AreaName[]) {
+        const granted = accessOf(role, area);
+        for (const [access, action] of checks) {
+          // create and replace are one S3 permission (PutObject): either one grants the write.
+          const has = granted.includes(access) || (access === 'create' && granted.includes('replace'));
+          if (has) continue;
+          expect(allows(run, role, action, AREAS[area].store, { key: keyIn(area, sourcePrefix) }), `${role} ${action} ${area}`).toBe(false);
+        }
+      }
+    }
+    // A few the layout forbids, by name: the tiling functions stay out of each other's outputs.
+    const scene = 'f'.repeat(64);
+    expect(allows(run, 'scene', 's3:PutObject', 'outputs', { key: outputKeys.tile(scene, { row: 0, col: 0 }) })).toBe(false);
+    expect(allows(run, 'tile', 's3:PutObject', 'outputs', { key: outputKeys.mosaic(scene) })).toBe(false);
+    expect(allows(run, 'mosaic', 's3:PutObject', 'outputs', { key: outputKeys.tile(scene, { row: 0, col: 0 }) })).toBe(false);
+    expect(allows(run, 'mosaic', 's3:PutObject', 'outputs', { key: outputKeys.sceneManifest(scene) })).toBe(false);
+    expect(allows(run, 'ingest', 's3:PutObject', 'outputs', { key: outputKeys.sceneManifest(scene) })).toBe(false);
+    // Deleting is the operator's smoke test's alone (verify removes its own scene); no deployed function may.
+    for (const role of FUNCTION_ROLES.filter((r) => r !== 'verify')) {
+      const actions = statements(policyOf(run, role).inputs.policy).flatMap((s) => list(s.Action));
+      expect(
+        actions.filter((a) => a.startsWith('s3:Delete')),
+        role,
+      ).toEqual([]);
+    }
+  });
+
+  it('allows every access issue 24 found denied by the old policies (it fails on those): the scene index, manifests, markers and tombstones, the sweep state', () => {
+    const scene = 'e'.repeat(64);
+    const hour = '2026060112';
+    const found: [FunctionRole, string, { key: string } | { listPrefix: string }][] = [
+      // Fan-out enters the scene in the sweep's index; a STAC Item's band pins are recorded and read back.
+      ['scene', 's3:PutObject', { key: sceneLifecycleKeys.indexEntry(hour, scene) }],
+      ['scene', 's3:GetObject', { key: `${areaPrefix('itemPins')}${scene}.json` }],
+      ['scene', 's3:PutObject', { key: `${areaPrefix('itemPins')}${scene}.json` }],
+      // A tile job reads its scene's manifest; chunked fan-out reads and writes chunk markers; a superseded scene's tombstone.
+      ['tile', 's3:GetObject', { key: outputKeys.sceneManifest(scene) }],
+      ['tile', 's3:GetObject', { key: sceneLifecycleKeys.chunkDone(scene, 0, 2) }],
+      ['tile', 's3:PutObject', { key: sceneLifecycleKeys.chunkDone(scene, 0, 2) }],
+      ['tile', 's3:GetObject', { key: sceneLifecycleKeys.superseded(scene) }],
+      ['tile', 's3:PutObject', { key: sceneLifecycleKeys.superseded(scene) }],
+      // The sweep reads and rewrites its state, and lists the index by hour.
+      ['mosaic', 's3:GetObject', { key: SWEEP_STATE_KEY }],
+      ['mosaic', 's3:PutObject', { key: SWEEP_STATE_KEY }],
+      ['mosaic', 's3:ListBucket', { listPrefix: sceneLifecycleKeys.indexHour(hour) }],
+    ];
+    const denied = found.filter(([role, action, target]) => !allows(run, role, action, 'outputs', target));
+    expect(denied.map(([role, action, target]) => `${role} ${action} ${'key' in target ? target.key : `${target.listPrefix}*`}`)).toEqual(
+      [],
+    );
+  });
+
+  it('lets every role list what it reads, by the key itself, so a missing key is a 404 and not a 403', () => {
+    const sourcePrefix = loadStackFile('Pulumi.aws-eu-west-1.yaml').config['tessera:sourcePrefix'] as string;
+    for (const role of FUNCTION_ROLES) {
+      for (const g of ROLE_ACCESS[role].filter((x) => x.access.includes('read'))) {
+        const key = keyIn(g.area, sourcePrefix);
+        expect(allows(run, role, 's3:ListBucket', AREAS[g.area].store, { listPrefix: key }), `${role} ${g.area}`).toBe(true);
+      }
+      // ...and no further: a listing of the whole bucket is refused.
+      expect(allows(run, role, 's3:ListBucket', 'outputs', { listPrefix: '' }), role).toBe(false);
+    }
+  });
+
+  it('lets only the tile worker (and the operator running verify) touch the claims table', () => {
+    const table = run.one('aws:dynamodb/table:Table', '-claims').state.arn as string;
+    for (const role of FUNCTION_ROLES) {
+      const onTable = statements(policyOf(run, role).inputs.policy).filter((s) => list(s.Resource).includes(table));
+      expect(onTable.length, role).toBe(role === 'tile' || role === 'verify' ? 1 : 0);
+    }
+  });
+
+  it("publishes verify's grants as a managed policy attached to nothing, with its ARN in the outputs for the operator", () => {
+    const verify = run.one('aws:iam/policy:Policy', '-verify');
+    expect(run.outputs.verifyPolicyArn).toBe(verify.state.arn);
+    for (const type of ['aws:iam/rolePolicyAttachment:RolePolicyAttachment', 'aws:iam/policyAttachment:PolicyAttachment']) {
+      expect(run.ofType(type).filter((a) => a.inputs.policyArn === verify.state.arn)).toEqual([]);
+    }
+    // Besides its objects: its probe claims, its smoke jobs and scene event, the queues' counts, its own dead letters.
+    const others = statements(verify.inputs.policy).filter((s) => !list(s.Action).some((a) => a.startsWith('s3:')));
+    const arn = (type: string, suffix: string) => run.one(type, suffix).state.arn as string;
+    expect(others.flatMap((s) => list(s.Resource).map((r) => `${list(s.Action).join(',')} ${r}`)).sort()).toEqual(
+      [
+        `dynamodb:GetItem,dynamodb:PutItem,dynamodb:UpdateItem,dynamodb:DeleteItem ${arn('aws:dynamodb/table:Table', '-claims')}`,
+        `sqs:SendMessage,sqs:GetQueueAttributes ${arn('aws:sqs/queue:Queue', '-tile')}`,
+        `sqs:SendMessage,sqs:GetQueueAttributes ${arn('aws:sqs/queue:Queue', '-scene')}`,
+        `sqs:ReceiveMessage,sqs:ChangeMessageVisibility,sqs:DeleteMessage,sqs:GetQueueUrl ${arn('aws:sqs/queue:Queue', '-tile-dlq')}`,
+      ].sort(),
+    );
   });
 
   it("points every function's environment at this stack's buckets, table and queues, and at its own trigger's DLQ", () => {
@@ -271,15 +462,15 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(dlqOf('ingest')).toBe(run.one('aws:sqs/queue:Queue', '-ingest-dlq').state.url);
   });
 
-  it('versions the source bucket, and lets scene and tile read pinned versions of source objects', () => {
+  it('versions the source bucket, and lets every role that reads a source read pinned versions of it', () => {
     const sources = run.one('aws:s3/bucket:Bucket', '-sources');
     const versioning = run.ofType('aws:s3/bucketVersioning:BucketVersioning').find((v) => v.inputs.bucket === sources.id);
     expect(versioning?.inputs.versioningConfiguration).toEqual({ status: 'Enabled' });
-    for (const role of ['scene', 'tile']) {
-      const reads = statements(run.one('aws:iam/rolePolicy:RolePolicy', `-${role}`).inputs.policy).filter((s) =>
-        list(s.Resource).includes(`${sources.state.arn}/scenes/*`),
-      );
-      expect(reads.flatMap((s) => list(s.Action)).sort(), role).toEqual(['s3:GetObject', 's3:GetObjectVersion']);
+    const sourcePrefix = loadStackFile('Pulumi.aws-eu-west-1.yaml').config['tessera:sourcePrefix'] as string;
+    for (const role of FUNCTION_ROLES.filter((r) => accessOf(r, 'source').includes('read'))) {
+      for (const action of ['s3:GetObject', 's3:GetObjectVersion']) {
+        expect(allows(run, role, action, 'sources', { key: keyIn('source', sourcePrefix) }), `${role} ${action}`).toBe(true);
+      }
     }
   });
 
@@ -413,10 +604,10 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     const claims = run.one('aws:dynamodb/table:Table', '-claims').state.arn as string;
     const outputs = run.one('aws:s3/bucket:Bucket', '-outputs').state.arn as string;
     const stmts = statements(run.one('aws:iam/rolePolicy:RolePolicy', '-ingest').inputs.policy);
+    // Writes: staging and the promoted prefix (the layout's ingest grants), create-only; nothing of the output bucket.
     const writes = stmts.filter((s) => list(s.Action).includes('s3:PutObject')).flatMap((s) => list(s.Resource));
-    expect(writes.sort()).toEqual([`${sources}/scenes/*`, `${sources}/staging/*`]);
-    // Reads: any key of the source bucket (an object:KEY href), nothing of the output bucket.
-    expect(stmts.filter((s) => list(s.Action).includes('s3:GetObject')).flatMap((s) => list(s.Resource))).toContain(`${sources}/*`);
+    const sourcePrefix = loadStackFile('Pulumi.aws-eu-west-1.yaml').config['tessera:sourcePrefix'] as string;
+    expect(writes.sort()).toEqual([`${sources}/${areaPrefix('source', sourcePrefix)}*`, `${sources}/${areaPrefix('staging')}*`].sort());
     const actions = stmts.flatMap((s) => list(s.Action));
     // (sqs:DeleteMessage is the trigger's own ack, granted on its queue only.)
     expect(actions.filter((a) => /Delete/.test(a) && a !== 'sqs:DeleteMessage')).toEqual([]);
@@ -496,20 +687,76 @@ const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown
     : { secret: false, value: v };
 
 describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
-  const URL = 'postgis://tessera:s3cret@db.example:5432/gis';
-  it('gives the connection secret to the tile function only, as a Pulumi secret, and refuses a URL that is not postgis://', async () => {
-    const set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
-    for (const fn of set.ofType('aws:lambda/function:Function')) {
-      const { secret, value } = reveal(fn.inputs.environment);
-      const env = envOf((value as { variables: unknown }).variables);
-      const isTile = fn.name.endsWith('-tile');
-      expect(env[ENV.featureSink], fn.name).toBe(isTile ? URL : undefined);
-      // The secret marks the whole environment: encrypted in the state, masked in previews.
-      expect(secret, fn.name).toBe(isTile);
+  // Recognisable, so that a search of every resource finds any copy: the whole URL or its password alone.
+  const PASSWORD = 'pw-7f3a9c1e-sink';
+  const URL = `postgis://tessera:${PASSWORD}@db.example:5432/gis`;
+  let set: StackRun;
+  const secretOf = (run: StackRun) => run.one('aws:secretsmanager/secret:Secret', '-feature-sink');
+  const versionOf = (run: StackRun) => run.one('aws:secretsmanager/secretVersion:SecretVersion', '-feature-sink');
+  const variables = (fn: RecordedResource) => envOf((reveal(fn.inputs.environment).value as { variables: unknown }).variables);
+
+  it('keeps the URL in one resource of the stack: the Secrets Manager secret version, as a Pulumi secret', async () => {
+    set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
+    const holders = set.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(PASSWORD));
+    expect(holders.map((r) => r.type)).toEqual(['aws:secretsmanager/secretVersion:SecretVersion']);
+    expect(reveal(versionOf(set).inputs.secretString)).toEqual({ secret: true, value: URL });
+    expect(versionOf(set).inputs.secretId).toBe(secretOf(set).state.arn);
+    expect(JSON.stringify(set.outputs)).not.toContain(PASSWORD);
+  });
+
+  it("gives no function the URL, and the tile function alone the secret's ARN and the version the stack wrote", () => {
+    expect(functions(set)).toHaveLength(5);
+    for (const fn of functions(set)) {
+      expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
+      const env = variables(fn);
+      expect(env[ENV.featureSink], fn.name).toBeUndefined();
+      const isTile = roleOf(fn) === 'tile';
+      expect(env[ENV.featureSinkSecret], fn.name).toBe(isTile ? secretOf(set).state.arn : undefined);
+      expect(env[ENV.featureSinkSecretVersion], fn.name).toBe(isTile ? versionOf(set).state.versionId : undefined);
+      // Nothing left in a function's configuration needs hiding.
+      expect(reveal(fn.inputs.environment).secret, fn.name).toBe(false);
     }
+    const tile = set.one('aws:lambda/function:Function', '-tile');
+    expect(parseRuntimeConfig(variables(tile)).featureSinkSecret).toEqual({
+      secretId: secretOf(set).state.arn,
+      versionId: versionOf(set).state.versionId,
+    });
+    expect(missingBefore(set, tile, [versionOf(set)])).toEqual([]);
+  });
+
+  it('lets the tile role alone read the secret: one GetSecretValue statement, on its ARN', () => {
+    const policies = [...set.ofType('aws:iam/rolePolicy:RolePolicy'), ...set.ofType('aws:iam/policy:Policy')];
+    const touching = policies.flatMap((p) =>
+      statements(p.inputs.policy)
+        .filter(
+          (s) =>
+            list(s.Action).some((a) => a === '*' || a.startsWith('secretsmanager:')) ||
+            list(s.Resource).some((r) => r.startsWith('arn:aws:secretsmanager:')),
+        )
+        .map((s) => ({ policy: p.name, ...s })),
+    );
+    expect(touching).toEqual([
+      {
+        policy: set.one('aws:iam/rolePolicy:RolePolicy', '-tile').name,
+        Sid: 'ReadFeatureSinkSecret',
+        Effect: 'Allow',
+        Action: 'secretsmanager:GetSecretValue',
+        Resource: secretOf(set).state.arn,
+      },
+    ]);
+  });
+
+  it('declares no secret without the key, and refuses a URL that is not postgis:// without echoing it', async () => {
     const bare = await runStack(STACK, BASE);
-    const tile = envOf((bare.one('aws:lambda/function:Function', '-tile').inputs.environment as { variables: unknown }).variables);
-    expect(tile[ENV.featureSink]).toBeUndefined();
+    expect(bare.resources.filter((r) => r.type.startsWith('aws:secretsmanager/'))).toEqual([]);
+    const tile = variables(bare.one('aws:lambda/function:Function', '-tile'));
+    expect([tile[ENV.featureSink], tile[ENV.featureSinkSecret], tile[ENV.featureSinkSecretVersion]]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    const tilePolicy = statements(bare.one('aws:iam/rolePolicy:RolePolicy', '-tile').inputs.policy);
+    expect(tilePolicy.filter((s) => list(s.Action).some((a) => a.startsWith('secretsmanager:')))).toEqual([]);
     const refused = await refusal(STACK, { ...BASE, 'tessera:featureSinkUrl': 'mysql://u:p@h/db' });
     expect(refused).toContain('tessera:featureSinkUrl must be postgis://');
     expect(refused).not.toContain('u:p@h');

@@ -1,9 +1,26 @@
 import { describe, expect, it } from 'vitest';
+import { AZURE_SNAPSHOT_PINS } from '../../infra/azure/roles.js';
 import { AZURE_ROLES, CONTAINERS, DEPLOYMENTS_CONTAINER, hostTimeSpan, LEASE_STOLEN_TRACE_TERMS } from '../../infra/azure/tiling-stack.js';
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
-import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import {
+  AREAS,
+  type Area,
+  type AreaName,
+  accessOf,
+  areaPrefix,
+  DEFAULT_SOURCE_PREFIX,
+  DEPLOYED_ROLES,
+  FUNCTION_ROLES,
+  type FunctionRole,
+  outputKeys,
+  type StoreName,
+  SWEEP_STATE_KEY,
+  sceneLifecycleKeys,
+} from '../../shared/domain/key-layout.js';
+import { AZURE_CLIENT_ID_SETTINGS, ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { type AbacRequest, AZURE_BUILT_IN_ROLES, evaluateAbacCondition, parseAbacCondition } from '../support/iam/grants-azure.js';
 import { AZURE_SUBSCRIPTION, declaredUrns, missingBefore, type RecordedResource, refusal, runStack, type StackRun } from './harness.js';
 import { loadStackFile } from './stack-files.js';
 
@@ -18,7 +35,16 @@ const BASE = { 'tessera:cloud': 'azure', 'tessera:region': 'westeurope', 'azure-
 const app = (run: StackRun) => run.ofType('azure-native:web:WebApp')[0] as RecordedResource;
 const data = (run: StackRun) => run.one('azure-native:storage:StorageAccount', '-storage');
 const host = (run: StackRun) => run.one('azure-native:storage:StorageAccount', '-host');
+/** The Functions host's identity (host storage, package, queue triggers). */
 const identity = (run: StackRun) => run.one('azure-native:managedidentity:UserAssignedIdentity', '-identity');
+/** The identity a function role's code runs as. */
+const roleIdentity = (run: StackRun, role: FunctionRole) =>
+  run.one('azure-native:managedidentity:UserAssignedIdentity', `-identity-${role}`);
+/** Every role assignment the app needs at its first start: all but verify's, which no app function uses. */
+const appAssignments = (run: StackRun) =>
+  run
+    .ofType('azure-native:authorization:RoleAssignment')
+    .filter((a) => a.inputs.principalId !== roleIdentity(run, 'verify').state.principalId);
 const settings = (run: StackRun): Record<string, string> =>
   Object.fromEntries(
     ((app(run).inputs.siteConfig as { appSettings: { name: string; value: unknown }[] }).appSettings ?? []).map((s) => [
@@ -73,9 +99,13 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
   it('runs the function app on Linux, Node 22 (the last Node Linux Consumption gets), Consumption, with the package by URL fetched with its own identity', () => {
     const plan = run.ofType('azure-native:web:AppServicePlan')[0];
     expect(plan?.inputs).toMatchObject({ reserved: true, sku: { name: 'Y1', tier: 'Dynamic' } });
+    // The host's identity first, then one per deployed function (each function's code picks its own by client id).
     expect(app(run).inputs).toMatchObject({
       kind: 'functionapp,linux',
-      identity: { type: 'UserAssigned', userAssignedIdentities: [identity(run).state.id] },
+      identity: {
+        type: 'UserAssigned',
+        userAssignedIdentities: [identity(run).state.id, ...DEPLOYED_ROLES.map((r) => roleIdentity(run, r).state.id)],
+      },
     });
     expect((app(run).inputs.siteConfig as { linuxFxVersion: string }).linuxFxVersion).toBe('Node|22');
     const s = settings(run);
@@ -128,51 +158,69 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(settings(run)[ENV.ingestQueue]).toBe(AZURE_QUEUES.ingest);
   });
 
-  it('grants Blob Data Owner on the host storage only, Contributor on the data containers, and queue and table roles on what the app uses', () => {
+  it("grants the host's identity Blob Data Owner on the host storage only, and the trigger queues; each function's identity only its own queue and table roles", () => {
     const assignments = run.ofType('azure-native:authorization:RoleAssignment');
     const role = (id: string) => `/subscriptions/${AZURE_SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/${id}`;
-    for (const a of assignments) {
-      expect(a.inputs.principalId).toBe(identity(run).state.principalId);
-      expect(a.inputs.principalType).toBe('ServicePrincipal');
-    }
-    const scopesOf = (roleId: string) =>
-      assignments
-        .filter((a) => a.inputs.roleDefinitionId === role(roleId))
-        .map((a) => String(a.inputs.scope))
-        .sort();
+    for (const a of assignments) expect(a.inputs.principalType, a.name).toBe('ServicePrincipal');
     const dataId = String(data(run).state.id);
-    const container = (c: string) => `${dataId}/blobServices/default/containers/${c}`;
-    expect(scopesOf(AZURE_ROLES.storageBlobDataOwner)).toEqual([host(run).state.id]);
-    expect(scopesOf(AZURE_ROLES.storageBlobDataContributor)).toEqual([container(CONTAINERS.outputs), container(CONTAINERS.sources)]);
-    // The trigger queues (the host receives and deletes; the tile function adds fan-out chunks) ...
     const queueScope = (q: string) => `${dataId}/queueServices/default/queues/${q}`;
-    const triggerScopes = Object.values(AZURE_QUEUES).map(queueScope);
-    expect(scopesOf(AZURE_ROLES.storageQueueDataContributor)).toEqual([host(run).state.id, ...triggerScopes].sort());
-    // ... and add-only on each poison queue, one assignment per queue: the handlers settle poison there at once.
-    expect(AZURE_QUEUES.scene).toBe('tessera-scenes');
-    expect(scopesOf(AZURE_ROLES.storageQueueDataMessageSender)).toEqual(
+    const tableScope = (t: string) => `${dataId}/tableServices/default/tables/${t}`;
+    const container = (c: string) => `${dataId}/blobServices/default/containers/${c}`;
+    /** An identity's assignments outside the data containers, as `role id @ scope`, sorted. */
+    const nonBlob = (principalId: unknown) =>
+      assignments
+        .filter((a) => a.inputs.principalId === principalId && !String(a.inputs.scope).includes('/blobServices/'))
+        .map((a) => `${a.inputs.roleDefinitionId} @ ${a.inputs.scope}`)
+        .sort();
+    const at = (roleId: string, scope: unknown) => `${role(roleId)} @ ${scope}`;
+    // The host: its own account, the trigger queues it receives from and deletes, the poison queues it moves to.
+    expect(nonBlob(identity(run).state.principalId)).toEqual(
       [
-        queueScope('tessera-scenes-poison'),
-        queueScope(azurePoisonQueue(AZURE_QUEUES.tile)),
-        queueScope(azurePoisonQueue(AZURE_QUEUES.ingest)),
+        at(AZURE_ROLES.storageBlobDataOwner, host(run).state.id),
+        at(AZURE_ROLES.storageQueueDataContributor, host(run).state.id),
+        at(AZURE_ROLES.storageTableDataContributor, host(run).state.id),
+        ...Object.values(AZURE_QUEUES).flatMap((q) => [
+          at(AZURE_ROLES.storageQueueDataContributor, queueScope(q)),
+          at(AZURE_ROLES.storageQueueDataMessageSender, queueScope(azurePoisonQueue(q))),
+        ]),
       ].sort(),
     );
-    // The claims table and the ingest manifest table, each by its own scope (never the table service as a whole).
-    expect(scopesOf(AZURE_ROLES.storageTableDataContributor)).toEqual(
-      [
-        host(run).state.id,
-        `${dataId}/tableServices/default/tables/tesseraclaims`,
-        `${dataId}/tableServices/default/tables/tesseramanifest`,
-      ].sort(),
-    );
+    // ... and nothing in the data containers: the functions' code never runs as it.
+    expect(
+      assignments.filter(
+        (a) => a.inputs.principalId === identity(run).state.principalId && String(a.inputs.scope).includes('/blobServices/'),
+      ),
+    ).toEqual([]);
+    const sender = AZURE_ROLES.storageQueueDataMessageSender;
+    const expected: Record<FunctionRole, string[]> = {
+      // Fan-out sends tile jobs; a scene event no retry cures is settled in the scene queue's poison twin.
+      scene: [at(sender, queueScope(AZURE_QUEUES.tile)), at(sender, queueScope(azurePoisonQueue(AZURE_QUEUES.scene)))],
+      // Claims (and the cleanup timer, which runs as tile), fan-out chunks, poison.
+      tile: [
+        at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseraclaims')),
+        at(sender, queueScope(AZURE_QUEUES.tile)),
+        at(sender, queueScope(azurePoisonQueue(AZURE_QUEUES.tile))),
+      ],
+      mosaic: [],
+      ingest: [
+        at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseramanifest')),
+        at(sender, queueScope(azurePoisonQueue(AZURE_QUEUES.ingest))),
+      ],
+      // Reads the manifest only.
+      reconcile: [at(AZURE_ROLES.storageTableDataReader, tableScope('tesseramanifest'))],
+      verify: [
+        at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseraclaims')),
+        at(AZURE_ROLES.storageQueueDataContributor, queueScope(AZURE_QUEUES.scene)),
+        at(AZURE_ROLES.storageQueueDataContributor, queueScope(AZURE_QUEUES.tile)),
+        at(AZURE_ROLES.storageQueueDataContributor, queueScope(azurePoisonQueue(AZURE_QUEUES.tile))),
+      ],
+    };
+    for (const r of FUNCTION_ROLES) expect(nonBlob(roleIdentity(run, r).state.principalId), r).toEqual(expected[r].sort());
+    // Blob roles only on the two data containers (the layout checks below say where inside them).
+    for (const a of assignments.filter((x) => String(x.inputs.scope).includes('/blobServices/')))
+      expect([container(CONTAINERS.sources), container(CONTAINERS.outputs)], a.name).toContain(a.inputs.scope);
     expect(run.one('azure-native:storage:Table', '-manifest').inputs).toMatchObject({ tableName: 'tesseramanifest' });
     expect(settings(run)[ENV.manifestTable]).toBe('tesseramanifest');
-    // The app is created only after the manifest grant exists.
-    expect(
-      missingBefore(run, app(run), [
-        assignments.find((a) => String(a.inputs.scope).endsWith('/tables/tesseramanifest')) as RecordedResource,
-      ]),
-    ).toEqual([]);
     // Nothing on the data account as a whole.
     for (const a of assignments) expect(a.inputs.scope, a.name).not.toBe(dataId);
     // No connection string or key in the settings: identity-based connections only.
@@ -221,16 +269,20 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       AzureWebJobsStorage__clientId: identity(run).state.clientId,
       [`${AZURE_TRIGGER_CONNECTION}__credential`]: 'managedidentity',
       [`${AZURE_TRIGGER_CONNECTION}__clientId`]: identity(run).state.clientId,
-      // DefaultAzureCredential in the handlers picks the user-assigned identity by this.
-      AZURE_CLIENT_ID: identity(run).state.clientId,
     });
+    // Each function's clients authenticate as its own role's identity, named by its own setting (functions/azure/compose.ts).
+    for (const role of DEPLOYED_ROLES) expect(s[AZURE_CLIENT_ID_SETTINGS[role]], role).toBe(roleIdentity(run, role).state.clientId);
+    // Nothing names a default identity a client without a role could fall back to.
+    expect(s.AZURE_CLIENT_ID).toBeUndefined();
   });
 
-  it('creates the app only after every role of its identity, so its first start can read its package and host storage', () => {
-    const assignments = run.ofType('azure-native:authorization:RoleAssignment');
-    expect(assignments.length).toBeGreaterThan(5);
+  it("creates the app only after every role of its identities, so its first start can read its package and host storage, and each function's first call finds its grants", () => {
+    const assignments = appAssignments(run);
+    expect(assignments.length).toBeGreaterThan(20);
     expect(missingBefore(run, app(run), assignments)).toEqual([]);
     expect(missingBefore(run, app(run), [identity(run)])).toEqual([]);
+    // verify's identity is not the app's, and the app waits for none of its grants.
+    expect(missingBefore(run, app(run), [roleIdentity(run, 'verify')])).toEqual(['tessera-identity-verify']);
   });
 
   it('turns blob versioning on for the data account, where the sources are', () => {
@@ -326,7 +378,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
         },
       },
     });
-    expect(missingBefore(flex, app(flex), flex.ofType('azure-native:authorization:RoleAssignment'))).toEqual([]);
+    expect(missingBefore(flex, app(flex), appAssignments(flex))).toEqual([]);
     const s = settings(flex);
     expect(Object.keys(s)).not.toContain('FUNCTIONS_WORKER_RUNTIME');
     expect(Object.keys(s)).not.toContain('WEBSITE_RUN_FROM_PACKAGE');
@@ -364,16 +416,69 @@ const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown
     : { secret: false, value: v };
 
 describe('the Azure stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
-  it('puts the connection secret in the app settings, as a Pulumi secret, only when set', async () => {
-    const URL = 'postgis://tessera:s3cret@db.example:5432/gis';
-    const { secret, value } = reveal(app(await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL })).inputs.siteConfig);
-    expect(secret).toBe(true);
-    const appSettings = (value as { appSettings: { name: string; value: unknown }[] }).appSettings;
-    expect(appSettings.find((s) => s.name === ENV.featureSink)?.value).toBe(URL);
+  // Recognisable, so that a search of every resource finds any copy: the whole URL or its password alone.
+  const PASSWORD = 'pw-7f3a9c1e-sink';
+  const URL = `postgis://tessera:${PASSWORD}@db.example:5432/gis`;
+  let set: StackRun;
+  const vaultOf = (run: StackRun) => run.one('azure-native:keyvault:Vault', '-sink');
+  const secretOf = (run: StackRun) => run.one('azure-native:keyvault:Secret', '-sink');
+  const secretUris = (run: StackRun) => secretOf(run).state.properties as { secretUri: string; secretUriWithVersion: string };
+
+  it('keeps the URL in one resource of the stack: the Key Vault secret, as a Pulumi secret', async () => {
+    set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
+    const holders = set.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(PASSWORD));
+    expect(holders.map((r) => r.type)).toEqual(['azure-native:keyvault:Secret']);
+    const properties = reveal(secretOf(set).inputs.properties);
+    expect(properties.secret).toBe(true);
+    expect(reveal((properties.value as { value: unknown }).value).value).toBe(URL);
+    expect(secretOf(set).inputs.vaultName).toBe(vaultOf(set).state.name);
+    expect(JSON.stringify(set.outputs)).not.toContain(PASSWORD);
+  });
+
+  it('puts a Key Vault reference in the app settings, pinned to the version the stack wrote, resolved as the tile identity', () => {
+    expect(JSON.stringify(app(set).inputs)).not.toContain(PASSWORD);
+    expect(settings(set)[ENV.featureSink]).toBe(`@Microsoft.KeyVault(SecretUri=${secretUris(set).secretUriWithVersion})`);
+    expect(secretUris(set).secretUriWithVersion).not.toBe(secretUris(set).secretUri);
+    expect(app(set).inputs.keyVaultReferenceIdentity).toBe(roleIdentity(set, 'tile').state.id);
+    // Nothing left in the settings needs hiding.
+    expect(reveal(app(set).inputs.siteConfig).secret).toBe(false);
+    // A setting the platform could not resolve stays the reference itself: every function then says what to fix.
+    expect(() => parseRuntimeConfig({ ...settings(set), [ENV.platform]: 'azure-consumption' })).toThrow(/unresolved Key Vault reference/);
+  });
+
+  it('keeps the vault RBAC-only, soft-deleting, and closed to deployments, disk encryption, templates and trusted services', () => {
+    expect(vaultOf(set).inputs.properties).toMatchObject({
+      enableRbacAuthorization: true,
+      enableSoftDelete: true,
+      softDeleteRetentionInDays: 90,
+      enabledForDeployment: false,
+      enabledForDiskEncryption: false,
+      enabledForTemplateDeployment: false,
+      networkAcls: { bypass: 'None' },
+    });
+    expect((vaultOf(set).inputs.properties as { accessPolicies?: unknown }).accessPolicies).toBeUndefined();
+  });
+
+  it('lets the tile identity alone read the secret: Key Vault Secrets User on that one secret, before the app starts', () => {
+    const secretId = String(secretOf(set).state.id);
+    // Every assignment whose scope holds the secret: the secret, its vault, the resource group, the subscription.
+    const reaching = set
+      .ofType('azure-native:authorization:RoleAssignment')
+      .filter((a) => secretId === String(a.inputs.scope) || secretId.startsWith(`${String(a.inputs.scope)}/`));
+    expect(reaching.map((a) => [a.inputs.principalId, a.inputs.roleDefinitionId, a.inputs.scope])).toEqual([
+      [
+        roleIdentity(set, 'tile').state.principalId,
+        `/subscriptions/${AZURE_SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/${AZURE_ROLES.keyVaultSecretsUser}`,
+        secretId,
+      ],
+    ]);
+    expect(missingBefore(set, app(set), reaching)).toEqual([]);
+  });
+
+  it('declares no vault without the key', async () => {
     const bare = await runStack(STACK, BASE);
+    expect(bare.resources.filter((r) => r.type.startsWith('azure-native:keyvault:'))).toEqual([]);
     expect(settings(bare)[ENV.featureSink]).toBeUndefined();
-    // Without the key nothing in the settings is a secret (identity-based access): the mark above is the URL's.
-    expect(reveal(app(bare).inputs.siteConfig).secret).toBe(false);
   });
 });
 
@@ -387,5 +492,155 @@ describe('the Azure stack with tessera:stacAssets (multi-file scenes start on th
       subjectEndsWith: '.json',
     });
     expect(settings(run)).toMatchObject({ [ENV.sourceSuffix]: '.json', [ENV.stacAssets]: '{"B04":"red","B08":"nir"}' });
+  });
+});
+
+/**
+ * Azure's own semantics: the built-in roles' data actions and the condition evaluator are the enforced-IAM grant
+ * model's (test/support/iam/grants-azure.ts, written from Microsoft's documentation, not from infra/). Each blob
+ * request Tessera's code makes is the action (and sub-operation) Azure authorizes it as. A create-only Put Blob and
+ * an overwrite are both `blobs/write`: no request attribute tells them apart, so on Azure a role that creates in an
+ * area can also overwrite there.
+ */
+const BLOBS = 'Microsoft.Storage/storageAccounts/blobServices/containers/blobs';
+type BlobRequest = AbacRequest;
+const readOf = (path: string): BlobRequest => ({ action: `${BLOBS}/read`, attributes: { blobPath: path } });
+const listOf = (prefix: string | undefined): BlobRequest => ({
+  action: `${BLOBS}/read`,
+  subOperation: 'Blob.List',
+  attributes: prefix === undefined ? {} : { listPrefix: prefix },
+});
+const writeOf = (path: string): BlobRequest => ({ action: `${BLOBS}/write`, attributes: { blobPath: path } });
+const deleteOf = (path: string): BlobRequest => ({ action: `${BLOBS}/delete`, attributes: { blobPath: path } });
+const conditionAllows = (condition: string, request: BlobRequest) => evaluateAbacCondition(parseAbacCondition(condition), request);
+/** A role's data actions hold the request's: exactly, or under a `/*` wildcard. */
+const holds = (roleId: string, action: string): boolean => {
+  const role = AZURE_BUILT_IN_ROLES[roleId];
+  if (role === undefined) throw new Error(`role ${roleId} is not in the grant model's table of built-in roles`);
+  const matches = (p: string) => p === action || (p.endsWith('/*') && action.startsWith(p.slice(0, -1)));
+  return role.dataActions.some(matches) && !(role.notDataActions ?? []).some(matches);
+};
+
+/** Whether the identity may make the request in the container: some assignment over it holds the action, its condition allowing. */
+function allowed(run: StackRun, principalId: unknown, containerId: string, request: BlobRequest): boolean {
+  return run
+    .ofType('azure-native:authorization:RoleAssignment')
+    .filter((a) => a.inputs.principalId === principalId && containerId.startsWith(String(a.inputs.scope)))
+    .some((a) => {
+      const roleId = String(a.inputs.roleDefinitionId).split('/').at(-1) as string;
+      if (!holds(roleId, request.action)) return false;
+      const condition = a.inputs.condition as string | undefined;
+      if (condition !== undefined) expect(a.inputs.conditionVersion, a.name).toBe('2.0');
+      return condition === undefined || conditionAllows(condition, request);
+    });
+}
+
+const keyIn = (area: AreaName, sourcePrefix: string): string =>
+  (AREAS[area] as Area).exact === true ? areaPrefix(area, sourcePrefix) : `${areaPrefix(area, sourcePrefix)}tessera-sample/k.bin`;
+
+describe('the Azure blob grants: every one derived from the key layout (shared/domain/key-layout.ts ROLE_ACCESS)', () => {
+  let run: StackRun;
+  let containerOf: Record<StoreName, string>;
+  const principal = (r: StackRun, role: FunctionRole) => roleIdentity(r, role).state.principalId;
+
+  it('runs the example stack', async () => {
+    run = await runStack(STACK, BASE);
+    const dataId = String(data(run).state.id);
+    containerOf = {
+      sources: `${dataId}/blobServices/default/containers/${CONTAINERS.sources}`,
+      outputs: `${dataId}/blobServices/default/containers/${CONTAINERS.outputs}`,
+    };
+  });
+
+  it('lets each role read, list, write and delete exactly where the layout says, and nowhere outside its areas', () => {
+    for (const role of FUNCTION_ROLES) {
+      for (const store of ['sources', 'outputs'] as const) {
+        const can = (request: BlobRequest) => allowed(run, principal(run, role), containerOf[store], request);
+        for (const area of (Object.keys(AREAS) as AreaName[]).filter((a) => AREAS[a].store === store)) {
+          const access = accessOf(role, area);
+          const key = keyIn(area, DEFAULT_SOURCE_PREFIX);
+          const what = `${role} on ${area} (${key})`;
+          // A pin is a snapshot, which Azure authorizes as a write of the base blob (infra/azure/roles.ts AZURE_SNAPSHOT_PINS).
+          const pins = (AZURE_SNAPSHOT_PINS[role] ?? []).includes(area);
+          expect(can(readOf(key)), `${what}: read`).toBe(access.includes('read'));
+          expect(can(writeOf(key)), `${what}: write`).toBe(access.includes('create') || access.includes('replace') || pins);
+          expect(can(deleteOf(key)), `${what}: delete`).toBe(access.includes('delete'));
+          if ((AREAS[area] as Area).exact !== true)
+            expect(can(listOf(areaPrefix(area, DEFAULT_SOURCE_PREFIX))), `${what}: list`).toBe(access.includes('list'));
+        }
+        // Outside every area, and a listing of the whole container: nothing.
+        for (const request of [
+          readOf('elsewhere/k.bin'),
+          writeOf('elsewhere/k.bin'),
+          deleteOf('elsewhere/k.bin'),
+          listOf(undefined),
+          listOf(''),
+        ])
+          expect(can(request), `${role} ${store} ${JSON.stringify(request)}`).toBe(false);
+      }
+    }
+  });
+
+  it('grants the accesses the issue found missing (issue 24), and no longer any write the layout does not give', () => {
+    const scene = 'a'.repeat(64);
+    const outputs = (role: FunctionRole, request: BlobRequest) => allowed(run, principal(run, role), containerOf.outputs, request);
+    expect(outputs('scene', writeOf(sceneLifecycleKeys.indexEntry('2026120104', scene)))).toBe(true);
+    expect(outputs('tile', writeOf(sceneLifecycleKeys.chunkDone(scene, 0, 100)))).toBe(true);
+    expect(outputs('tile', writeOf(sceneLifecycleKeys.superseded(scene)))).toBe(true);
+    expect(outputs('mosaic', writeOf(SWEEP_STATE_KEY))).toBe(true);
+    expect(outputs('mosaic', listOf(sceneLifecycleKeys.indexRoot()))).toBe(true);
+    // Writes a container-wide Contributor used to allow.
+    expect(outputs('mosaic', writeOf(outputKeys.tile(scene, { row: 0, col: 0 })))).toBe(false);
+    expect(outputs('scene', writeOf(outputKeys.mosaic(scene)))).toBe(false);
+    expect(outputs('tile', deleteOf(outputKeys.tile(scene, { row: 0, col: 0 })))).toBe(false);
+  });
+
+  it('holds every blob role of a function to its container with a path condition: no container-wide grant, no Owner', () => {
+    const blobRoles = run
+      .ofType('azure-native:authorization:RoleAssignment')
+      .filter(
+        (a) => FUNCTION_ROLES.some((r) => a.inputs.principalId === principal(run, r)) && String(a.inputs.scope).includes('/blobServices/'),
+      );
+    expect(blobRoles.length).toBeGreaterThanOrEqual(FUNCTION_ROLES.length);
+    for (const a of blobRoles) {
+      expect(Object.values(containerOf), a.name).toContain(a.inputs.scope);
+      expect([AZURE_ROLES.storageBlobDataReader, AZURE_ROLES.storageBlobDataContributor], a.name).toContain(
+        String(a.inputs.roleDefinitionId).split('/').at(-1),
+      );
+      expect(a.inputs.conditionVersion, a.name).toBe('2.0');
+      expect(String(a.inputs.condition), a.name).toContain(':path] String');
+    }
+    // Reader where a role only reads (reconcile); mosaic, which never touches the sources, has no assignment there.
+    const rolesOf = (role: FunctionRole) =>
+      blobRoles
+        .filter((a) => a.inputs.principalId === principal(run, role))
+        .map((a) => String(a.inputs.roleDefinitionId).split('/').at(-1));
+    expect(rolesOf('reconcile')).toEqual([AZURE_ROLES.storageBlobDataReader]);
+    expect(rolesOf('mosaic')).toEqual([AZURE_ROLES.storageBlobDataContributor]);
+  });
+
+  it('follows tessera:sourcePrefix: the source grants move with it', async () => {
+    const moved = await runStack(STACK, { ...BASE, 'tessera:sourcePrefix': 'incoming/' });
+    const sources = `${String(data(moved).state.id)}/blobServices/default/containers/${CONTAINERS.sources}`;
+    const can = (role: FunctionRole, request: BlobRequest) => allowed(moved, principal(moved, role), sources, request);
+    expect(can('ingest', writeOf(keyIn('source', 'incoming/')))).toBe(true);
+    expect(can('tile', readOf(keyIn('source', 'incoming/')))).toBe(true);
+    for (const role of FUNCTION_ROLES) expect(can(role, readOf(keyIn('source', DEFAULT_SOURCE_PREFIX))), role).toBe(false);
+  });
+
+  it('gives verify an identity of its own, outside the app, exported for a CI workload to sign in as', () => {
+    const verify = roleIdentity(run, 'verify');
+    expect((app(run).inputs.identity as { userAssignedIdentities: unknown[] }).userAssignedIdentities).not.toContain(verify.state.id);
+    expect(run.outputs.verifyIdentityClientId).toBe(verify.state.clientId);
+  });
+
+  it('checks conditions the way Azure does: the evaluator denies what a condition leaves out (so the checks above can fail)', () => {
+    const c = `((!(ActionMatches{'${BLOBS}/write'})) OR (@Resource[${BLOBS}:path] StringStartsWith 'tiles/'))`;
+    expect(conditionAllows(c, writeOf('tiles/x'))).toBe(true);
+    expect(conditionAllows(c, writeOf('scenes/x'))).toBe(false);
+    expect(conditionAllows(c, readOf('scenes/x'))).toBe(true);
+    // A path comparison on a listing (no path) is unknown, which fails the condition unless the rest decides.
+    expect(conditionAllows(`@Resource[${BLOBS}:path] StringStartsWith 'tiles/'`, listOf('tiles/'))).toBe(false);
+    expect(() => conditionAllows(`@Resource[${BLOBS}:tags] StringEquals 'x'`, readOf('x'))).toThrow(/does not evaluate/);
   });
 });

@@ -1,9 +1,26 @@
 import { describe, expect, it } from 'vitest';
 import { GCP_ENTRY_POINTS } from '../../infra/common/packaging.js';
-import { LEASE_STOLEN_LOG_FILTER } from '../../infra/gcp/tiling-stack.js';
+import { LEASE_STOLEN_LOG_FILTER, VERIFY_TAP_PERMISSIONS } from '../../infra/gcp/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
+import {
+  AREAS,
+  type Area,
+  type AreaName,
+  accessOf,
+  areaPrefix,
+  DEFAULT_SOURCE_PREFIX,
+  FUNCTION_ROLES,
+  type FunctionRole,
+  type ObjectAccess,
+  outputKeys,
+  ROLE_ACCESS,
+  type StoreName,
+  SWEEP_STATE_KEY,
+  sceneLifecycleKeys,
+} from '../../shared/domain/key-layout.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { evaluateCel, GCP_PREDEFINED_ROLES, parseCel } from '../support/iam/grants-gcp.js';
 import {
   declaredUrns,
   envOf,
@@ -237,25 +254,18 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
         expect(String((m.inputs.condition as { expression: string }).expression)).toContain(`databases/tessera-${STACK}`);
       }
     }
-    // Writes to the output bucket are conditioned on each function's own prefix.
-    const outputs = run.one('gcp:storage/bucket:Bucket', '-outputs').state.name;
-    const writes = run
-      .ofType('gcp:storage/bucketIAMMember:BucketIAMMember')
-      .filter((m) => m.inputs.bucket === outputs && m.inputs.role !== 'roles/storage.objectViewer');
-    expect(writes.map((w) => w.name.replace(/^tessera-/, '')).sort()).toEqual([
-      'mosaic-write-mosaics',
-      'scene-write-manifests',
-      'tile-write-tiles',
-    ]);
-    for (const w of writes) {
-      const prefix = {
-        'tessera-mosaic-write-mosaics': 'mosaics/',
-        'tessera-scene-write-manifests': 'scenes/',
-        'tessera-tile-write-tiles': 'tiles/',
-      }[w.name];
-      expect((w.inputs.condition as { expression: string }).expression).toBe(
-        `resource.name.startsWith("projects/_/buckets/${outputs}/objects/${prefix}")`,
-      );
+    // Every object grant on the data buckets is conditioned on an area's object names, or is a list-only binding:
+    // nothing bucket-wide (the layout checks below say which area).
+    const data = [run.one('gcp:storage/bucket:Bucket', '-sources').state.name, run.one('gcp:storage/bucket:Bucket', '-outputs').state.name];
+    const lister = run.one('gcp:projects/iAMCustomRole:IAMCustomRole', '-object-lister').state.name;
+    const onData = run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember').filter((m) => data.includes(m.inputs.bucket));
+    expect(onData.length).toBeGreaterThan(20);
+    for (const m of onData) {
+      if (m.inputs.role === lister) expect(m.inputs.condition, m.name).toBeUndefined();
+      else
+        expect(String((m.inputs.condition as { expression?: string } | undefined)?.expression), m.name).toMatch(
+          /^resource\.name( == |\.startsWith\()"projects\/_\/buckets\/[^/"]+\/objects\//,
+        );
     }
   });
 
@@ -438,13 +448,16 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     }
   });
 
-  it('lets the tile function publish fan-out chunks to the tile topic, and only the tile function and scene publish there', () => {
+  it('lets the tile function publish fan-out chunks to the tile topic, and only the tile function, scene and verify publish there', () => {
     const topic = run.one('gcp:pubsub/topic:Topic', '-tiles');
     const publishers = run
       .ofType('gcp:pubsub/topicIAMMember:TopicIAMMember')
       .filter((m) => m.inputs.topic === topic.state.name && m.inputs.role === 'roles/pubsub.publisher')
       .map((m) => m.inputs.member);
-    expect(publishers.sort()).toEqual([byName(run, '-scene').state.member, byName(run, '-tile').state.member].sort());
+    // verify replays its scene's fan-out and sends its poison probe there (docs/deploy.md, step 4).
+    expect(publishers.sort()).toEqual(
+      [byName(run, '-scene').state.member, byName(run, '-tile').state.member, byName(run, '-verify').state.member].sort(),
+    );
   });
 
   it('pushes ingest requests to the ingest function with a retry policy, its own dead-letter topic and the deliveries it is told', async () => {
@@ -477,28 +490,6 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     const ingestDeadLetterSub = run.one('gcp:pubsub/subscription:Subscription', '-ingest-dead-letter').state.name;
     const alertPolicy = run.one('gcp:monitoring/alertPolicy:AlertPolicy', '-ingest-dead-letters');
     expect(JSON.stringify(alertPolicy.inputs.conditions)).toContain(`resource.labels.subscription_id=\\"${ingestDeadLetterSub}\\"`);
-  });
-
-  it('lets ingest create only under staging/ and the scene prefix of the source bucket, and reconcile only read', () => {
-    const sources = run.one('gcp:storage/bucket:Bucket', '-sources').state.name;
-    const grantsOf = (who: string) =>
-      run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember').filter((m) => m.inputs.member === byName(run, `-${who}`).state.member);
-    const ingest = grantsOf('ingest');
-    expect(ingest.every((g) => g.inputs.bucket === sources)).toBe(true);
-    const creates = ingest.filter((g) => g.inputs.role === 'roles/storage.objectCreator');
-    expect(creates.map((g) => (g.inputs.condition as { expression: string }).expression).sort()).toEqual(
-      [
-        `resource.name.startsWith("projects/_/buckets/${sources}/objects/scenes/")`,
-        `resource.name.startsWith("projects/_/buckets/${sources}/objects/staging/")`,
-      ].sort(),
-    );
-    // No role that deletes (objectUser, objectAdmin): staging expires by the lifecycle rule.
-    expect(ingest.map((g) => g.inputs.role).sort()).toEqual([
-      'roles/storage.objectCreator',
-      'roles/storage.objectCreator',
-      'roles/storage.objectViewer',
-    ]);
-    expect(grantsOf('reconcile').map((g) => g.inputs.role)).toEqual(['roles/storage.objectViewer']);
   });
 
   it('deletes ingest staging after tessera:stagingRetentionDays (default 7), matching staging/ of the source bucket only', async () => {
@@ -539,15 +530,77 @@ const reveal = (v: unknown): { readonly secret: boolean; readonly value: unknown
     : { secret: false, value: v };
 
 describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/postgis.md)', () => {
-  it('gives the connection secret to the tile function only, as a Pulumi secret', async () => {
-    const URL = 'postgis://tessera:s3cret@10.0.0.5:5432/gis';
-    const set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
-    for (const fn of set.ofType(FN)) {
-      const { secret, value } = reveal(fn.inputs.serviceConfig);
-      const env = envOf((value as { environmentVariables: unknown }).environmentVariables);
-      expect(env[ENV.featureSink], fn.name).toBe(fn.name.endsWith('-tile') ? URL : undefined);
-      expect(secret, fn.name).toBe(fn.name.endsWith('-tile'));
+  // Recognisable, so that a search of every resource finds any copy: the whole URL or its password alone.
+  const PASSWORD = 'pw-7f3a9c1e-sink';
+  const URL = `postgis://tessera:${PASSWORD}@10.0.0.5:5432/gis`;
+  let set: StackRun;
+  const secretOf = (run: StackRun) => run.one('gcp:secretmanager/secret:Secret', '-feature-sink');
+  const versionOf = (run: StackRun) => run.one('gcp:secretmanager/secretVersion:SecretVersion', '-feature-sink');
+  interface ServiceConfig {
+    readonly environmentVariables: unknown;
+    readonly secretEnvironmentVariables?: unknown;
+  }
+  const config = (fn: RecordedResource) => reveal(fn.inputs.serviceConfig).value as ServiceConfig;
+
+  it('keeps the URL in one resource of the stack: the Secret Manager version, as a Pulumi secret, in the stack region only', async () => {
+    set = await runStack(STACK, { ...BASE, 'tessera:featureSinkUrl': URL });
+    const holders = set.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(PASSWORD));
+    expect(holders.map((r) => r.type)).toEqual(['gcp:secretmanager/secretVersion:SecretVersion']);
+    expect(reveal(versionOf(set).inputs.secretData)).toEqual({ secret: true, value: URL });
+    expect(versionOf(set).inputs.secret).toBe(secretOf(set).state.id);
+    expect(secretOf(set).inputs).toMatchObject({
+      project: PROJECT,
+      secretId: `tessera-${STACK}-feature-sink`,
+      replication: { userManaged: { replicas: [{ location: 'europe-west1' }] } },
+    });
+    expect(JSON.stringify(set.outputs)).not.toContain(PASSWORD);
+  });
+
+  it('gives the tile function alone a secret environment variable, pinned to the version the stack wrote, and no function the URL', () => {
+    expect(functions(set)).toHaveLength(5);
+    for (const fn of functions(set)) {
+      // Runtime and build environments, and everything else the function is declared with.
+      expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
+      expect(envOf(config(fn).environmentVariables)[ENV.featureSink], fn.name).toBeUndefined();
+      expect(reveal(fn.inputs.serviceConfig).secret, fn.name).toBe(false);
+      const isTile = entryPoint(fn) === GCP_ENTRY_POINTS.tile;
+      expect(config(fn).secretEnvironmentVariables, fn.name).toEqual(
+        isTile
+          ? [{ key: ENV.featureSink, projectId: PROJECT, secret: secretOf(set).inputs.secretId, version: versionOf(set).state.version }]
+          : undefined,
+      );
     }
+  });
+
+  it("lets the tile function's account alone read the secret, and creates the tile function once that grant has propagated", () => {
+    const onSecrets = [
+      ...set.ofType('gcp:secretmanager/secretIamMember:SecretIamMember'),
+      ...set.ofType('gcp:secretmanager/secretIamBinding:SecretIamBinding'),
+      ...set.ofType('gcp:secretmanager/secretIamPolicy:SecretIamPolicy'),
+    ];
+    expect(onSecrets.map((g) => [g.inputs.secretId, g.inputs.role, g.inputs.member])).toEqual([
+      [secretOf(set).inputs.secretId, 'roles/secretmanager.secretAccessor', byName(set, '-tile').state.member],
+    ]);
+    // No project-wide grant reaches the secret by another path.
+    const projectRoles = set.ofType('gcp:projects/iAMMember:IAMMember').map((m) => String(m.inputs.role));
+    expect(projectRoles.filter((r) => r.startsWith('roles/secretmanager.') || ['roles/owner', 'roles/editor'].includes(r))).toEqual([]);
+    for (const custom of set.ofType('gcp:projects/iAMCustomRole:IAMCustomRole')) {
+      expect(
+        (custom.inputs.permissions as string[]).filter((p) => p.startsWith('secretmanager.')),
+        custom.name,
+      ).toEqual([]);
+    }
+    const wait = set.one('time:index/sleep:Sleep', '-iam-propagation');
+    expect(missingBefore(set, wait, onSecrets)).toEqual([]);
+    expect(missingBefore(set, byRole(set, 'tile'), [...onSecrets, wait, versionOf(set)])).toEqual([]);
+    expect(set.ofType('gcp:projects/service:Service').map((x) => x.inputs.service)).toContain('secretmanager.googleapis.com');
+  });
+
+  it('enables no Secret Manager API and declares no secret without the key', async () => {
+    const bare = await runStack(STACK, BASE);
+    expect(bare.resources.filter((r) => r.type.startsWith('gcp:secretmanager/'))).toEqual([]);
+    expect(bare.ofType('gcp:projects/service:Service').map((x) => x.inputs.service)).not.toContain('secretmanager.googleapis.com');
+    expect(config(byRole(bare, 'tile')).secretEnvironmentVariables).toBeUndefined();
   });
 });
 
@@ -562,6 +615,161 @@ describe('the GCP stack with tessera:stacAssets (multi-file scenes start on thei
       [ENV.sourcePrefix]: 'scenes/',
       [ENV.sourceSuffix]: '.json',
       [ENV.stacAssets]: '{"B04":"red","B08":"nir"}',
+    });
+  });
+});
+
+/**
+ * Cloud Storage's own semantics, written from Google's documentation and not taken from infra/: which permissions
+ * each access of the layout needs (an overwrite is a create plus a delete of the old generation; a listing is
+ * checked on the bucket). What the predefined roles hold, and IAM conditions, are evaluated by the enforced-IAM
+ * grant model (test/support/iam/grants-gcp.ts).
+ */
+const NEEDS: Readonly<Record<ObjectAccess, readonly string[]>> = {
+  read: ['storage.objects.get'],
+  create: ['storage.objects.create'],
+  replace: ['storage.objects.create', 'storage.objects.delete'],
+  delete: ['storage.objects.delete'],
+  list: ['storage.objects.list'],
+};
+/**
+ * What the program grants a member on one resource of a bucket: the permissions of every binding whose
+ * condition holds for it. An object's resource is `projects/_/buckets/B/objects/KEY`; a listing's is the bucket.
+ */
+function granted(run: StackRun, member: string, bucket: string, key: string | undefined): Set<string> {
+  const custom = new Map(
+    run.ofType('gcp:projects/iAMCustomRole:IAMCustomRole').map((r) => [String(r.state.name), r.inputs.permissions as string[]]),
+  );
+  const resource =
+    key === undefined
+      ? { name: `projects/_/buckets/${bucket}`, type: 'storage.googleapis.com/Bucket' }
+      : { name: `projects/_/buckets/${bucket}/objects/${key}`, type: 'storage.googleapis.com/Object' };
+  const out = new Set<string>();
+  for (const b of run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember')) {
+    if (b.inputs.member !== member || b.inputs.bucket !== bucket) continue;
+    const role = String(b.inputs.role);
+    const permissions = GCP_PREDEFINED_ROLES[role] ?? custom.get(role);
+    if (permissions === undefined)
+      throw new Error(`${b.name}: role ${role} is neither a known predefined role nor one of the stack's custom roles`);
+    const expression = (b.inputs.condition as { expression?: string } | undefined)?.expression;
+    if (expression !== undefined && !evaluateCel(parseCel(expression), { ...resource, service: 'storage.googleapis.com' })) continue;
+    // storage.objects.list is checked on the bucket and every other object permission on an object.
+    for (const p of permissions) if (p.startsWith('storage.objects.') && (p === 'storage.objects.list') === (key === undefined)) out.add(p);
+  }
+  return out;
+}
+
+/** A key in an area: the area's one key, or a name under its prefix. */
+const keyIn = (area: AreaName, sourcePrefix: string): string =>
+  (AREAS[area] as Area).exact === true ? areaPrefix(area, sourcePrefix) : `${areaPrefix(area, sourcePrefix)}tessera-sample/k.bin`;
+const STORES: readonly StoreName[] = ['sources', 'outputs'];
+
+describe('the GCP object grants: every one derived from the key layout (shared/domain/key-layout.ts ROLE_ACCESS)', () => {
+  let run: StackRun;
+  let bucketOf: Record<StoreName, string>;
+  const memberOf = (r: StackRun, role: FunctionRole) => r.one('gcp:serviceaccount/account:Account', `-${role}`).state.member as string;
+
+  it('runs the example stack', async () => {
+    run = await runStack(STACK, BASE);
+    bucketOf = {
+      sources: run.one('gcp:storage/bucket:Bucket', '-sources').state.name as string,
+      outputs: run.one('gcp:storage/bucket:Bucket', '-outputs').state.name as string,
+    };
+  });
+
+  it("grants each role, on a key of each area, exactly the permissions its layout accesses need, and nothing outside the layout's areas", () => {
+    for (const role of FUNCTION_ROLES) {
+      for (const store of STORES) {
+        for (const area of (Object.keys(AREAS) as AreaName[]).filter((a) => AREAS[a].store === store)) {
+          const need = new Set(
+            accessOf(role, area)
+              .filter((a) => a !== 'list')
+              .flatMap((a) => NEEDS[a]),
+          );
+          const has = granted(run, memberOf(run, role), bucketOf[store], keyIn(area, DEFAULT_SOURCE_PREFIX));
+          expect([...has].sort(), `${role} on ${area} (${keyIn(area, DEFAULT_SOURCE_PREFIX)})`).toEqual([...need].sort());
+        }
+        // A key in no area of the layout: no role may touch it.
+        expect([...granted(run, memberOf(run, role), bucketOf[store], 'elsewhere/k.bin')], `${role} outside the layout`).toEqual([]);
+        // Listing is checked on the bucket: granted exactly to the roles the layout lets list some area there.
+        const lists = ROLE_ACCESS[role].some((g) => AREAS[g.area].store === store && g.access.includes('list'));
+        expect([...granted(run, memberOf(run, role), bucketOf[store], undefined)], `${role} lists ${store}`).toEqual(
+          lists ? NEEDS.list : [],
+        );
+      }
+    }
+  });
+
+  it('grants the accesses the issue found denied (issue 24): scene indexes its scene, tile writes chunk markers and tombstones, mosaic rewrites its sweep state', () => {
+    const scene = 'a'.repeat(64);
+    // Each access checked on its own (soft), so a failure names every one that is missing, not the first.
+    const needs = (role: FunctionRole, key: string, permissions: readonly string[]) => {
+      const has = granted(run, memberOf(run, role), bucketOf.outputs, key);
+      expect
+        .soft(
+          permissions.filter((p) => !has.has(p)),
+          `${role} on ${key}: missing`,
+        )
+        .toEqual([]);
+    };
+    needs('scene', sceneLifecycleKeys.indexEntry('2026120104', scene), ['storage.objects.create']);
+    needs('tile', sceneLifecycleKeys.chunkDone(scene, 0, 100), ['storage.objects.get', 'storage.objects.create']);
+    needs('tile', sceneLifecycleKeys.superseded(scene), ['storage.objects.create']);
+    needs('tile', outputKeys.sceneManifest(scene), ['storage.objects.get']);
+    // The sweep's compare-and-set rewrite is an overwrite: Cloud Storage wants delete as well as create.
+    needs('mosaic', SWEEP_STATE_KEY, ['storage.objects.get', 'storage.objects.create', 'storage.objects.delete']);
+    expect
+      .soft([...granted(run, memberOf(run, 'mosaic'), bucketOf.outputs, undefined)], 'mosaic lists the output bucket')
+      .toEqual(['storage.objects.list']);
+  });
+
+  it('binds only objectViewer, objectCreator and two one-permission custom roles, never a role that writes, deletes and updates at once', () => {
+    const custom = run.ofType('gcp:projects/iAMCustomRole:IAMCustomRole');
+    const storageRoles = custom.filter((r) => (r.inputs.permissions as string[]).some((p) => p.startsWith('storage.')));
+    expect(storageRoles.map((r) => [r.inputs.roleId, r.inputs.permissions]).sort()).toEqual([
+      ['tessera_gcp_europe_west1_objectDeleter', ['storage.objects.delete']],
+      ['tessera_gcp_europe_west1_objectLister', ['storage.objects.list']],
+    ]);
+    const roles = new Set(
+      run
+        .ofType('gcp:storage/bucketIAMMember:BucketIAMMember')
+        .filter((b) => Object.values(bucketOf).includes(String(b.inputs.bucket)))
+        .map((b) => String(b.inputs.role)),
+    );
+    expect([...roles].sort()).toEqual(
+      ['roles/storage.objectCreator', 'roles/storage.objectViewer', ...storageRoles.map((r) => String(r.state.name))].sort(),
+    );
+    // The custom roles exist before any binding names them (the binding takes the role's name output).
+    for (const b of run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember')) {
+      const role = storageRoles.filter((r) => r.state.name === b.inputs.role);
+      expect(missingBefore(run, b, role), b.name).toEqual([]);
+    }
+  });
+
+  it('follows tessera:sourcePrefix: the source grants move with it, and the default prefix is no longer granted', async () => {
+    const moved = await runStack(STACK, { ...BASE, 'tessera:sourcePrefix': 'incoming/' });
+    const sources = moved.one('gcp:storage/bucket:Bucket', '-sources').state.name as string;
+    const ingest = memberOf(moved, 'ingest');
+    expect([...granted(moved, ingest, sources, keyIn('source', 'incoming/'))].sort()).toEqual([
+      'storage.objects.create',
+      'storage.objects.get',
+    ]);
+    expect([...granted(moved, memberOf(moved, 'scene'), sources, keyIn('source', 'incoming/'))]).toEqual(['storage.objects.get']);
+    for (const role of FUNCTION_ROLES)
+      expect([...granted(moved, memberOf(moved, role), sources, keyIn('source', DEFAULT_SOURCE_PREFIX))], role).toEqual([]);
+  });
+
+  it('gives verify an account of its own, which no function runs as, exported for impersonation', () => {
+    const verify = run.one('gcp:serviceaccount/account:Account', '-verify');
+    expect(verify.inputs.accountId).toBe('ts-gcp-europe-west1-verify');
+    for (const fn of run.ofType(FN)) expect(serviceConfig(fn).serviceAccountEmail, fn.name).not.toBe(verify.state.email);
+    expect(run.outputs.verifyServiceAccount).toBe(verify.state.email);
+    // Its taps: subscriptions of its own, created, read and deleted under a custom role holding only that.
+    const taps = run.one('gcp:projects/iAMCustomRole:IAMCustomRole', '-verify-taps');
+    expect((taps.inputs.permissions as string[]).sort()).toEqual([...VERIFY_TAP_PERMISSIONS].sort());
+    expect(run.one('gcp:projects/iAMMember:IAMMember', '-verify-taps').inputs).toMatchObject({
+      role: taps.state.name,
+      member: verify.state.member,
     });
   });
 });

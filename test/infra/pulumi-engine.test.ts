@@ -92,14 +92,20 @@ class EngineStack {
       PULUMI_SKIP_UPDATE_CHECK: 'true',
       // Nothing to download from here: a plugin not on PATH must fail at once, not after a network timeout.
       PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
+      // The file backend rewrites the whole state after every step otherwise (quadratic in resources, a third of
+      // a destroy's CPU); only the final state is checked, and it is saved either way.
+      PULUMI_SKIP_CHECKPOINTS: 'true',
       TESSERA_STANDIN_LOG: this.journal,
     };
     mkdirSync(join(this.dir, 'state'));
     writeFileSync(this.journal, '');
   }
 
-  /** Runs `pulumi <args>` in the project; throws with what it printed when it fails. */
-  async pulumi(step: string, args: readonly string[]): Promise<string> {
+  /**
+   * Runs `pulumi <args>` in the project; throws with what it printed when it fails. What it prints is kept in
+   * `printed` unless `showsSecrets` (an export asked to decrypt them).
+   */
+  async pulumi(step: string, args: readonly string[], showsSecrets = false): Promise<string> {
     const started = Date.now();
     try {
       const { stdout, stderr } = await run(join(PULUMI_BIN_DIR, 'pulumi'), [...args, '--non-interactive'], {
@@ -108,12 +114,14 @@ class EngineStack {
         maxBuffer: 256 * 1024 * 1024,
         timeout: STEP_TIMEOUT_MS,
       });
-      this.printed += stdout + stderr;
+      if (!showsSecrets) this.printed += stdout + stderr;
       return stdout;
     } catch (e) {
       const { stdout = '', stderr = '' } = e as { stdout?: string; stderr?: string };
       this.printed += stdout + stderr;
-      throw new Error(`pulumi ${args.join(' ')} (${this.stack}) failed: ${(e as Error).message}\n${stderr.slice(-4000)}\n${stdout.slice(-4000)}`);
+      throw new Error(
+        `pulumi ${args.join(' ')} (${this.stack}) failed: ${(e as Error).message}\n${stderr.slice(-4000)}\n${stdout.slice(-4000)}`,
+      );
     } finally {
       this.seconds[step] = (this.seconds[step] ?? 0) + (Date.now() - started) / 1000;
     }
@@ -133,7 +141,7 @@ class EngineStack {
   }
 
   async exportState(showSecrets = false): Promise<{ text: string; resources: StateResource[] }> {
-    const text = await this.pulumi('export', ['stack', 'export', ...(showSecrets ? ['--show-secrets'] : [])]);
+    const text = await this.pulumi('export', ['stack', 'export', ...(showSecrets ? ['--show-secrets'] : [])], showSecrets);
     return { text, resources: (JSON.parse(text) as Exported).deployment.resources ?? [] };
   }
 
@@ -172,7 +180,8 @@ function orderViolations(lines: readonly { op: string; urn: string }[], resource
     for (const dep of r.dependencies ?? []) {
       const theirs = at.get(dep);
       if (theirs === undefined) continue;
-      if (op === 'create' ? theirs > mine : theirs < mine) violations.push(`${r.urn} ${op}d ${op === 'create' ? 'before' : 'after'} ${dep}`);
+      if (op === 'create' ? theirs > mine : theirs < mine)
+        violations.push(`${r.urn} ${op}d ${op === 'create' ? 'before' : 'after'} ${dep}`);
     }
   }
   return violations;
@@ -210,13 +219,16 @@ describe('the vendored Pulumi CLI (vendor/pulumi/)', () => {
 for (const file of EXAMPLE_STACK_FILES) {
   const { stack, config } = loadStackFile(file);
 
-  describe(`the program on the real Pulumi engine, stack ${stack}`, () => {
+  // Each step runs the CLI once or twice; on two loaded cores one can take well over the default 60 s.
+  describe(`the program on the real Pulumi engine, stack ${stack}`, { timeout: STEP_TIMEOUT_MS }, () => {
     let engine: EngineStack;
     let mock: StackRun;
     /** A PostGIS URL whose password is unique to this run, so any clear copy of it can be found. */
     const password = randomBytes(12).toString('hex');
     const secretUrl = `postgis://tessera:${password}@db.example.org:5432/tiles`;
     let previewUrns: string[] = [];
+    /** Every step of the preview: the custom resources, the stack and the component. */
+    let previewSteps = 0;
     let upState: StateResource[] = [];
     const done = new Set<string>();
     /** A step needs the ones before it: fail with that, not with a confusing later error. */
@@ -254,6 +266,7 @@ for (const file of EXAMPLE_STACK_FILES) {
       const preview = JSON.parse(await engine.pulumi('preview', ['preview', '--json'])) as Preview;
       expect((preview.diagnostics ?? []).filter((d) => d.severity === 'error')).toEqual([]);
       expect(preview.steps.every((s) => s.op === 'create')).toBe(true);
+      previewSteps = preview.steps.length;
       previewUrns = preview.steps
         .filter((s) => s.newState.custom && !isProvider(s.newState.type))
         .map((s) => s.urn)
@@ -270,7 +283,7 @@ for (const file of EXAMPLE_STACK_FILES) {
     it('creates every resource once, each after the resources it depends on, with the dependencies the mock run records', async () => {
       needs('preview');
       const changes = await engine.apply('up', ['up']);
-      expect(changes.create).toBeGreaterThanOrEqual(previewUrns.length);
+      expect(changes).toEqual({ create: previewSteps });
       upState = (await engine.exportState()).resources;
       expect(customUrns(upState)).toEqual(previewUrns);
       const created = engine.journalLines();
@@ -278,7 +291,9 @@ for (const file of EXAMPLE_STACK_FILES) {
       expect(created.map((l) => l.urn).sort()).toEqual(previewUrns);
       expect(orderViolations(created, upState, 'create')).toEqual([]);
       // The graph `tessera preflight` prints (from the mock run) is the one the engine recorded.
-      const recorded = Object.fromEntries(upState.filter((r) => r.custom && !isProvider(r.type)).map((r) => [r.urn, [...(r.dependencies ?? [])].sort()]));
+      const recorded = Object.fromEntries(
+        upState.filter((r) => r.custom && !isProvider(r.type)).map((r) => [r.urn, [...(r.dependencies ?? [])].sort()]),
+      );
       const mocked = Object.fromEntries(mock.resources.filter((r) => r.custom).map((r) => [r.urn, [...r.dependencies].sort()]));
       expect(recorded).toEqual(mocked);
       done.add('up');
@@ -289,8 +304,7 @@ for (const file of EXAMPLE_STACK_FILES) {
       const before = engine.journalLines().length;
       // --expect-no-changes makes the CLI itself fail if the engine plans any change.
       const changes = await engine.apply('second up', ['up', '--expect-no-changes']);
-      expect(Object.keys(changes)).toEqual(['same']);
-      expect(changes.same).toBeGreaterThanOrEqual(previewUrns.length);
+      expect(changes).toEqual({ same: previewSteps });
       expect(engine.journalLines(before)).toEqual([]);
       done.add('second up');
     });
@@ -299,27 +313,24 @@ for (const file of EXAMPLE_STACK_FILES) {
       needs('second up');
       const exported = await engine.exportState();
       expect(exported.text).not.toContain(password);
-      // The value is in the state, encrypted: so the absence above is not that the program dropped it.
+      // The value is in the state, encrypted: the absence above is not the program having dropped it.
       expect(exported.text).toContain('"ciphertext"');
       expect((await engine.exportState(true)).text).toContain(password);
       for (const path of engine.backendFiles()) expect(readFileSync(path, 'utf8'), path).not.toContain(password);
-      // Everything printed so far, but for the --show-secrets export just asked for.
-      const printed = engine.printed.replaceAll(secretUrl, '');
-      expect(engine.printed.split(password).length - 1).toBe(1 + (printed.split(password).length - 1));
-      expect(printed).not.toContain(password);
-      done.add('secrets');
+      expect(engine.printed).not.toContain(password);
     });
 
     it('destroys every resource, each before the resources it depends on', async () => {
       needs('up');
       const before = engine.journalLines().length;
       const changes = await engine.apply('destroy', ['destroy']);
-      expect(changes.delete).toBeGreaterThanOrEqual(previewUrns.length);
+      expect(changes).toEqual({ delete: previewSteps });
       const deleted = engine.journalLines(before);
       expect(deleted.every((l) => l.op === 'delete')).toBe(true);
       expect(deleted.map((l) => l.urn).sort()).toEqual(previewUrns);
       expect(orderViolations(deleted, upState, 'delete')).toEqual([]);
       expect(customUrns((await engine.exportState()).resources)).toEqual([]);
+      expect(engine.printed).not.toContain(password);
     });
   });
 }

@@ -4,7 +4,13 @@ import { rm, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeleteItemCommand } from '@aws-sdk/client-dynamodb';
-import { CreateBucketCommand, DeleteObjectCommand, ListObjectVersionsCommand } from '@aws-sdk/client-s3';
+import {
+  CopyObjectCommand,
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  ListObjectVersionsCommand,
+  PutBucketVersioningCommand,
+} from '@aws-sdk/client-s3';
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { v1 } from '@google-cloud/pubsub';
 import { CLAIMS_PARTITION_KEY, DynamoDbClaimStore } from '../../functions/aws/adapters/dynamodb-claim-store.js';
@@ -34,7 +40,8 @@ import type {
   PutOptions,
   ReadPin,
 } from '../../shared/ports/object-store.port.js';
-import { dynamoDbClient, freshClaimsTable, s3Client, sqsClient } from '../aws/clients.js';
+import { dynamoDbClient, freshClaimsTable, operatorS3Client, sqsClient } from '../aws/clients.js';
+import { createRoleUsers, describeDenial, roleSignedS3 } from '../aws/iam.js';
 import { firestoreClient, freshBucket as freshGcsBucket, pubsubClient, storageClient } from '../gcp/clients.js';
 import {
   AZURE_TABLE_CLAIM_WIRE,
@@ -48,6 +55,7 @@ import { azuriteConnectionString } from '../support/emulators/azure.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { FaultProxy, type RecordedRequest, storeFaults } from '../support/fault-proxy.js';
+import { registerResources } from '../support/iam/resources.js';
 import { type ObjectStoreFaults, proxiedObjectFaults, withObjectFaults } from '../support/object-faults.js';
 import { type ParityFeatures, parityFeatures } from './feature-sink.js';
 import { parityManifest } from './manifest-backends.js';
@@ -158,6 +166,12 @@ export interface ParityBackend {
    */
   expireSourceVersions(key: string): Promise<void>;
   /**
+   * Changes a source object's metadata, not its bytes, as a user or a tool does (no event follows): S3 copies the
+   * object onto itself with new metadata (a new version id), GCS patches it (a new metageneration, the same
+   * generation), Azure sets its metadata (a new ETag). The local store has no object metadata: nothing changes.
+   */
+  updateSourceMetadata(key: string): Promise<void>;
+  /**
    * Lost answers and transient errors between the output store and its backend (a fault proxy; local: a
    * wrapper). Only with `{ outputFaults: true }` (the soak); otherwise each call throws.
    */
@@ -166,6 +180,11 @@ export interface ParityBackend {
   wire(): readonly RecordedRequest[];
   /** The local backend's data folder, where a worker process opens its own connections (the soak's SIGKILLs); clouds: undefined. */
   readonly dataDir?: string | undefined;
+  /**
+   * Requests the deployed IAM policies refused so far, `role: action on key` (aws: S3 on the IAM-enforcing
+   * moto, signed per role; empty elsewhere). Any at all fails the scenario (ScenarioContext.record).
+   */
+  accessDenials(): readonly string[];
   close(): Promise<void>;
 }
 
@@ -193,11 +212,13 @@ interface Parts {
   readonly pullQueue: PullQueue;
   deleteOutput(key: string): Promise<void>;
   expireSourceVersions(key: string): Promise<void>;
+  updateSourceMetadata(key: string): Promise<void>;
   readonly claimFaults: ClaimStoreFaults;
   deleteClaim(jobId: string): Promise<void>;
   readonly outputFaults?: ObjectStoreFaults | undefined;
   readonly proxies: readonly FaultProxy[];
   readonly dataDir?: string | undefined;
+  accessDenials?(): readonly string[];
   close(): Promise<void>;
 }
 
@@ -233,7 +254,7 @@ export async function createParityBackend(
   const ns = namespaceName(label);
   const parts = await createParts(name, endpoints, ns, clock, options);
   const manifest = await parityManifest(name, endpoints, ns);
-  const features = parityFeatures(endpoints);
+  const features = await parityFeatures(endpoints);
   const sources = new CountingObjectStore(parts.sources);
   return {
     name,
@@ -247,11 +268,13 @@ export async function createParityBackend(
     pullQueue: parts.pullQueue,
     deleteOutput: (key) => parts.deleteOutput(key),
     expireSourceVersions: (key) => parts.expireSourceVersions(key),
+    updateSourceMetadata: (key) => parts.updateSourceMetadata(key),
     claimFaults: parts.claimFaults,
     deleteClaim: (jobId) => parts.deleteClaim(jobId),
     outputFaults: parts.outputFaults ?? NO_OUTPUT_FAULTS,
     wire: () => parts.proxies.flatMap((p) => p.requests),
     dataDir: parts.dataDir,
+    accessDenials: () => parts.accessDenials?.() ?? [],
     close: async () => {
       await parts.close();
       await manifest.close();
@@ -311,6 +334,8 @@ async function localParts(ns: string, clock: FakeClock, options: ParityBackendOp
     deleteOutput: (key) => unlink(local.outputs.pathOf(key)),
     // A file replaced by rename(2) is gone: there is no older version to drop.
     expireSourceVersions: async () => {},
+    // A file has no object metadata (and its content hash, the version token, cannot change without its bytes).
+    updateSourceMetadata: async () => {},
     close: async () => {
       local.close();
       await rm(dir, { recursive: true, force: true });
@@ -318,34 +343,61 @@ async function localParts(ns: string, clock: FakeClock, options: ParityBackendOp
   };
 }
 
-/** DynamoDB Local claims, moto S3 buckets and an SQS queue whose redrive policy moves a message to its DLQ after the count. */
+/**
+ * The source prefix of the parity scenes (ScenarioContext.stage puts them under `incoming/`): the aws column's
+ * IAM users carry the policies the Pulumi program makes for a stack with this prefix.
+ */
+export const PARITY_SOURCE_PREFIX = 'incoming/';
+
+/**
+ * DynamoDB Local claims, S3 buckets on the IAM-enforcing moto and an SQS queue (plain moto) whose redrive
+ * policy moves a message to its DLQ after the count. Every S3 request runs as the role of the code making it
+ * (the harness runs each use case as its function, test/support/function-role.ts), signed by that role's IAM
+ * user, which carries exactly the policy the Pulumi program deploys for the function (test/aws/iam.ts); the
+ * scenario's own set-up and checks run as the operator. SQS and DynamoDB stay unenforced here: moto's IAM does
+ * not match their ARNs (the access recorder checks those requests against the grants).
+ */
 async function awsParts(endpoints: EmulatorEndpoints, ns: string, options: ParityBackendOptions): Promise<Parts> {
   const e = endpoints.aws;
   if (!e) throw new EmulatorUnavailableError('the AWS emulators (DynamoDB Local, moto) are not running');
   const ddb = dynamoDbClient(e);
-  const s3 = s3Client(e);
+  const s3 = operatorS3Client(e);
   const sqs = sqsClient(e);
   // The claim store's client goes through a fault proxy (lost answers, throttling): the SDK's own retry runs.
   const claimsProxy = await FaultProxy.start({ target: e.dynamodb });
   const claimsDdb = dynamoDbClient({ ...e, dynamodb: claimsProxy.url });
   const [table, , , queues] = await Promise.all([
     freshClaimsTable(ddb, ns),
-    s3.send(new CreateBucketCommand({ Bucket: `${ns}-src` })),
+    // Versioned, as every stack's source bucket is (infra/aws): a version id per upload, kept versions readable.
+    s3
+      .send(new CreateBucketCommand({ Bucket: `${ns}-src` }))
+      .then(() => s3.send(new PutBucketVersioningCommand({ Bucket: `${ns}-src`, VersioningConfiguration: { Status: 'Enabled' } }))),
     s3.send(new CreateBucketCommand({ Bucket: `${ns}-out` })),
     sqsQueueWithDlq(sqs, ns),
   ]);
   const outputBucket = `${ns}-out`;
-  // The soak's output faults: the output store's own S3 client through a proxy (503 SlowDown, lost answers).
-  const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.moto }) : undefined;
-  const s3Out = outputsProxy ? s3Client({ ...e, moto: outputsProxy.url }) : s3;
+  // The access recorder maps these fresh names back to the stack's parts (docs/iam.md).
+  registerResources({
+    [`${ns}-src`]: 'sourceBucket',
+    [outputBucket]: 'outputBucket',
+    [table]: 'claimsTable',
+    [ns]: 'tileQueue',
+    [`${ns}-dlq`]: 'deadLetterQueue',
+  });
+  const keys = await createRoleUsers(e, { sources: `${ns}-src`, outputs: outputBucket }, PARITY_SOURCE_PREFIX, ns);
+  const roleS3 = roleSignedS3(e, keys);
+  // The soak's output faults: the output store's own S3 client through a proxy (503 SlowDown, lost answers);
+  // the proxy forwards the Host header as sent, so the roles' signatures hold.
+  const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.motoIam }) : undefined;
+  const roleS3Out = outputsProxy ? roleSignedS3(e, keys, outputsProxy.url) : roleS3;
   return {
     claims: new DynamoDbClaimStore(claimsDdb, table),
     claimFaults: proxiedClaimFaults(claimsProxy, DYNAMODB_CLAIM_WIRE),
     deleteClaim: async (jobId) => {
       await ddb.send(new DeleteItemCommand({ TableName: table, Key: { [CLAIMS_PARTITION_KEY]: { S: jobId } } }));
     },
-    sources: new S3ObjectStore(s3, `${ns}-src`),
-    outputs: new S3ObjectStore(s3Out, outputBucket),
+    sources: new S3ObjectStore(roleS3, `${ns}-src`),
+    outputs: new S3ObjectStore(roleS3Out, outputBucket),
     outputFaults: outputsProxy
       ? proxiedObjectFaults(outputsProxy, { method: 'PUT', path: `/${outputBucket}/` }, () => storeFaults.s3SlowDown())
       : undefined,
@@ -355,6 +407,17 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string, options: Parit
     deleteOutput: async (key) => {
       await s3.send(new DeleteObjectCommand({ Bucket: outputBucket, Key: key }));
     },
+    updateSourceMetadata: async (key) => {
+      await s3.send(
+        new CopyObjectCommand({
+          Bucket: `${ns}-src`,
+          Key: key,
+          CopySource: `${ns}-src/${encodeURIComponent(key)}`,
+          MetadataDirective: 'REPLACE',
+          Metadata: { reviewed: 'yes' },
+        }),
+      );
+    },
     expireSourceVersions: async (key) => {
       const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: `${ns}-src`, Prefix: key }));
       for (const v of listed.Versions ?? []) {
@@ -363,12 +426,14 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string, options: Parit
         }
       }
     },
+    accessDenials: () => [...roleS3.denials, ...(roleS3Out === roleS3 ? [] : roleS3Out.denials)].map(describeDenial),
     close: async () => {
       ddb.destroy();
       claimsDdb.destroy();
       await claimsProxy.stop();
-      if (s3Out !== s3) s3Out.destroy();
+      if (roleS3Out !== roleS3) roleS3Out.destroy();
       await outputsProxy?.stop();
+      roleS3.destroy();
       s3.destroy();
       sqs.destroy();
     },
@@ -418,6 +483,16 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string, options: Parit
     ...(sslCreds ? { sslCreds } : {}),
   });
   const fanOut = new PubSubJobQueue(pubsub.topic(tileTopic.name, { batching: TILE_TOPIC_BATCHING }));
+  // The access recorder maps these fresh names back to the stack's parts (docs/iam.md); a subscription is its topic's queue.
+  registerResources({
+    [sources.name]: 'sourceBucket',
+    [outputs.name]: 'outputBucket',
+    [`${ns}-claims`]: 'claimsTable',
+    [ns]: 'tileQueue',
+    [`${ns}-sub`]: 'tileQueue',
+    [`${ns}-dead`]: 'deadLetterQueue',
+    [`${ns}-dead-sub`]: 'deadLetterQueue',
+  });
   // The soak's output faults: the output store's own Storage client through a proxy (429/503, lost answers).
   const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.gcs }) : undefined;
   const storageOut = outputsProxy ? storageClient({ ...e, gcs: outputsProxy.url }) : storage;
@@ -437,6 +512,12 @@ async function gcpParts(endpoints: EmulatorEndpoints, ns: string, options: Parit
     pullQueue: new PubSubPullQueue(fanOut, subscriber, tileSub.name, deadSub.name, new PubSubDeadLetterTopic(pubsub.topic(deadTopic.name))),
     deleteOutput: async (key) => {
       await storage.bucket(outputs.name).file(key).delete();
+    },
+    updateSourceMetadata: async (key) => {
+      await storage
+        .bucket(sources.name)
+        .file(key)
+        .setMetadata({ metadata: { reviewed: 'yes' } });
     },
     expireSourceVersions: async (key) => {
       const bucket = storage.bucket(sources.name);
@@ -475,6 +556,14 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string, options: Par
     clients.queue.getQueueClient(poisonQueueName(ns)).create(),
   ]);
   const queue = AzureQueueJobQueue.onAccount(clients.queue, ns, PARITY_MAX_RECEIVE_COUNT);
+  // The access recorder maps these fresh names back to the stack's parts (docs/iam.md).
+  registerResources({
+    [`${ns}-src`]: 'sourceBucket',
+    [`${ns}-out`]: 'outputBucket',
+    [`${ns}claims`]: 'claimsTable',
+    [ns]: 'tileQueue',
+    [poisonQueueName(ns)]: 'deadLetterQueue',
+  });
   // The soak's output faults: the output container's own client through a proxy (503 ServerBusy, lost answers).
   const outputsProxy = options.outputFaults ? await FaultProxy.start({ target: e.blob }) : undefined;
   const outProxied = outputsProxy
@@ -496,6 +585,9 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string, options: Par
     pullQueue: queue,
     deleteOutput: async (key) => {
       await out.getBlobClient(key).delete();
+    },
+    updateSourceMetadata: async (key) => {
+      await src.getBlobClient(key).setMetadata({ reviewed: 'yes' });
     },
     expireSourceVersions: async (key) => {
       for await (const b of src.listBlobsFlat({ prefix: key, includeSnapshots: true })) {

@@ -17,6 +17,7 @@ import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
 import type { ClaimStoreFaults } from '../support/claim-faults.js';
 import type { FakeClock } from '../support/fake-clock.js';
+import { asRole, bindRole } from '../support/function-role.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
 import { NO_POSTGIS, type ParityFeatures } from './feature-sink.js';
@@ -205,10 +206,11 @@ export class ScenarioContext {
    * `run-1`, `run-2`, ... in the order attempts start, so sequential scenarios can name them.
    */
   ingestDeps(): IngestDeps {
-    const sources = this.backend.sources;
+    // The ingest function's work: its store and manifest requests run as its role.
+    const sources = bindRole(this.backend.sources, 'ingest');
     return {
       store: sources,
-      manifest: this.#pb.manifest,
+      manifest: bindRole(this.#pb.manifest, 'ingest'),
       fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(sources), url: new HttpFetcher() }),
       clock: this.clock,
       telemetry: this.backend.telemetry,
@@ -268,6 +270,11 @@ export class ScenarioContext {
     return { bucket: PARITY_SOURCE_BUCKET, key, versionToken: put.version };
   }
 
+  /** Change a source object's metadata, not its bytes (no event follows): see ParityBackend.updateSourceMetadata. */
+  updateSourceMetadata(key: string): Promise<void> {
+    return this.#pb.updateSourceMetadata(key);
+  }
+
   /** The label a scene was registered under (its key, shortened, if none). */
   sceneLabel(sceneKey: string): string {
     return this.#scenes.get(sceneKey) ?? sceneKey.slice(0, 12);
@@ -291,7 +298,7 @@ export class ScenarioContext {
 
   /** Run fan-out (the scene handler's work) and note whether its manifest write won. */
   async fanOut(label: string, request: FanOutRequest): Promise<FanOutResult> {
-    const result = await fanOutScene(this.backend, request);
+    const result = await asRole('scene', () => fanOutScene(this.backend, request));
     this.registerScene(label, request.source, request.params, result.grid);
     this.note(`fan-out:${result.manifest}`);
     return result;
@@ -336,13 +343,15 @@ export class ScenarioContext {
       withFault(options, () => crashed.resolve({ kind: 'crashed' })),
     );
     const r = await Promise.race([
-      // As every trigger does: tile jobs and fan-out chunks share the queue.
-      handleQueueDelivery(options.ports?.(this.backend) ?? this.backend, settings, {
-        body: d.body,
-        deliveryId: d.deliveryId,
-        receiveCount: d.receiveCount,
-        schedule: options.schedule,
-      }),
+      // As every trigger does: tile jobs and fan-out chunks share the queue, which the tile function serves.
+      asRole('tile', () =>
+        handleQueueDelivery(options.ports?.(this.backend) ?? this.backend, settings, {
+          body: d.body,
+          deliveryId: d.deliveryId,
+          receiveCount: d.receiveCount,
+          schedule: options.schedule,
+        }),
+      ),
       crashed.promise,
     ]);
     this.note(resultKind(r));
@@ -356,7 +365,10 @@ export class ScenarioContext {
       owner,
       withFault(options, () => crashed.resolve('crashed')),
     );
-    const kind = await Promise.race([processTile(this.backend, settings, job, owner).then((o) => o.kind), crashed.promise]);
+    const kind = await Promise.race([
+      asRole('tile', () => processTile(this.backend, settings, job, owner)).then((o) => o.kind),
+      crashed.promise,
+    ]);
     this.note(kind);
     return kind;
   }
@@ -421,7 +433,7 @@ export class ScenarioContext {
 
   /** Assemble the scene's mosaic and note the result and the manifest count. */
   async mosaic(scene: string): Promise<MosaicResult> {
-    const m = await assembleMosaic(this.backend, scene);
+    const m = await asRole('mosaic', () => assembleMosaic(this.backend, scene));
     this.#manifestCount = m.manifestCount;
     this.note(`mosaic:${m.result}`);
     return m;
@@ -489,8 +501,14 @@ export class ScenarioContext {
     return rows.sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : 0));
   }
 
-  /** The outcome record of everything this context saw. */
+  /** The outcome record of everything this context saw; fails if the deployed IAM policies refused any request. */
   async record(): Promise<OutcomeRecord> {
+    const denied = this.#pb.accessDenials();
+    if (denied.length > 0) {
+      throw new Error(
+        `the deployed IAM policies refused ${denied.length} request(s) of the ${this.#pb.name} functions (role: action on key): ${denied.join('; ')}`,
+      );
+    }
     let versionsUnchanged: boolean | null = null;
     if (this.#checkpoint.size > 0) {
       versionsUnchanged = true;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EmulatorUnavailableError } from './backends.js';
-import { judge, parityBackends, renderMarkdown, renderMatrix, reportJson, type ScenarioResult } from './matrix.js';
+import { judge, parityBackends, parityScenarios, renderMarkdown, renderMatrix, reportJson, type ScenarioResult } from './matrix.js';
 import { diffRecords, type OutcomeRecord } from './outcome.js';
 import type { Scenario } from './scenarios.js';
 
@@ -141,5 +141,18 @@ describe('parityBackends (TESSERA_PARITY_BACKENDS)', () => {
     expect(() => parityBackends('azure,lambda')).toThrow(
       /unknown backend\(s\) lambda; use a comma-separated subset of local, aws, gcp, azure/,
     );
+  });
+});
+
+describe('parityScenarios (TESSERA_PARITY_SCENARIOS)', () => {
+  const table = ['01', '50', '51'].map((id) => ({ id }) as Scenario);
+  it('is every scenario when unset or empty, else the named ones in table order', () => {
+    expect(parityScenarios(table, undefined)).toBe(table);
+    expect(parityScenarios(table, ' ')).toBe(table);
+    expect(parityScenarios(table, '51, 01').map((s) => s.id)).toEqual(['01', '51']);
+  });
+
+  it('refuses an id that names no scenario instead of running nothing', () => {
+    expect(() => parityScenarios(table, '51,5')).toThrow(/no scenario with id 5;/);
   });
 });

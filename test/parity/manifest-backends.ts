@@ -11,6 +11,7 @@ import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import { dynamoDbClient, freshManifestTable } from '../aws/clients.js';
 import { firestoreClient } from '../gcp/clients.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import { registerResource } from '../support/iam/resources.js';
 
 /** The backend names, as in backends.ts (kept apart to avoid an import cycle). */
 type Name = 'local' | 'aws' | 'gcp' | 'azure';
@@ -43,18 +44,21 @@ export async function parityManifest(
       if (!e) throw new Error('the AWS emulators are not running');
       const ddb = dynamoDbClient(e);
       const table = await freshManifestTable(ddb, `${ns}-manifest`);
+      registerResource(table, 'manifestTable'); // the access recorder's name for it (docs/iam.md)
       return { store: new DynamoDbManifestStore(ddb, table), close: async () => ddb.destroy() };
     }
     case 'gcp': {
       const e = endpoints.gcp;
       if (!e) throw new Error('the GCP emulators are not running');
       const firestore = firestoreClient(e);
+      registerResource(`${ns}-manifest`, 'manifestTable');
       return { store: new FirestoreManifestStore(firestore.collection(`${ns}-manifest`)), close: () => firestore.terminate() };
     }
     case 'azure': {
       const e = endpoints.azure;
       if (!e) throw new Error('Azurite is not running');
       const table = azureClients(e.connectionString).table(`${ns}manifest`);
+      registerResource(`${ns}manifest`, 'manifestTable');
       await table.createTable();
       return { store: new AzureTableManifestStore(table), close: async () => {} };
     }

@@ -1,4 +1,6 @@
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import type { AccessCheck } from '../support/iam/access-check.js';
+import type { IamRun } from '../support/iam/run.js';
 import { BACKEND_NAMES, type BackendName, createParityBackend, EmulatorUnavailableError } from './backends.js';
 import { ScenarioContext } from './harness.js';
 import { diffPath, diffRecords, type OutcomeRecord } from './outcome.js';
@@ -26,6 +28,12 @@ export interface ScenarioResult {
 export interface MatrixEnvironment {
   readonly endpoints: EmulatorEndpoints;
   readonly startFailures?: Partial<Record<BackendName, string>>;
+  /**
+   * The enforced-IAM check (docs/iam.md): every request a cloud cell's functions make is checked against
+   * that cloud's grants as the Pulumi program deploys them; an access outside them fails the cell, naming
+   * role, action and key. The local backend has no IAM and is not checked.
+   */
+  readonly iam?: IamRun | undefined;
 }
 
 /** Judge one run against the scenario's expectation and its declared limitations. */
@@ -98,18 +106,84 @@ export function parityBackends(value: string | undefined): readonly BackendName[
   return BACKEND_NAMES.filter((b) => names.includes(b));
 }
 
+/**
+ * The scenarios a run covers, from TESSERA_PARITY_SCENARIOS (comma-separated ids, e.g. `51,52`; unset or
+ * empty: all). An id that names no scenario is an error, never a silently empty run.
+ */
+export function parityScenarios(all: readonly Scenario[], value: string | undefined): readonly Scenario[] {
+  const ids = (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (ids.length === 0) return all;
+  const unknown = ids.filter((id) => !all.some((s) => s.id === id));
+  if (unknown.length > 0) {
+    throw new Error(`TESSERA_PARITY_SCENARIOS: no scenario with id ${unknown.join(', ')}; ids are the matrix rows (01, 50, ...)`);
+  }
+  return all.filter((s) => ids.includes(s.id));
+}
+
 /** Run one scenario on every backend at once (each in its own namespace) and judge each cell. */
 export async function runScenario(
   scenario: Scenario,
   env: MatrixEnvironment,
   backends: readonly BackendName[] = BACKEND_NAMES,
 ): Promise<ScenarioResult> {
-  const runs = await Promise.all(backends.map((b) => runOnce(scenario, b, env)));
-  const cells = Object.fromEntries(backends.map((b, i) => [b, judge(scenario, b, runs[i] as { record: OutcomeRecord })])) as Record<
-    BackendName,
-    Cell
-  >;
+  const checks = await startIamChecks(env.iam, backends);
+  let runs: ({ record: OutcomeRecord } | { error: unknown })[];
+  const findings: Partial<Record<BackendName, readonly string[]>> = {};
+  try {
+    runs = await Promise.all(backends.map((b) => runOnce(scenario, b, env)));
+  } finally {
+    for (const [b, check] of Object.entries(checks) as [BackendName, AccessCheck | Error][]) {
+      findings[b] = check instanceof Error ? [check.message] : (env.iam as IamRun).finish(check);
+    }
+  }
+  const cells = Object.fromEntries(
+    backends.map((b, i) => [b, withIamFindings(judge(scenario, b, runs[i] as { record: OutcomeRecord }), findings[b] ?? [])]),
+  ) as Record<BackendName, Cell>;
   return { scenario, cells };
+}
+
+/**
+ * One AccessCheck per cloud backend of the run, started before any cell so that the grants (the program under
+ * mocks, once per process) are read before the backends are made; a cloud whose grants cannot be read gets
+ * the error instead, and its cells fail with it.
+ */
+async function startIamChecks(
+  iam: IamRun | undefined,
+  backends: readonly BackendName[],
+): Promise<Partial<Record<BackendName, AccessCheck | Error>>> {
+  if (iam === undefined) return {};
+  const clouds = backends.filter((b): b is Exclude<BackendName, 'local'> => b !== 'local');
+  const started = await Promise.all(
+    clouds.map((cloud) =>
+      iam
+        .start(cloud)
+        .catch(
+          (e: unknown) => new Error(`the grants of the ${cloud} stack could not be read: ${e instanceof Error ? e.message : String(e)}`),
+        ),
+    ),
+  );
+  return Object.fromEntries(clouds.map((c, i) => [c, started[i]]));
+}
+
+/** A cell whose functions made an access outside their grants fails, whatever its outcome record. */
+export function withIamFindings(cell: Cell, findings: readonly string[]): Cell {
+  if (findings.length === 0) return cell;
+  const lines = findings.map((f) => `iam ${f}`);
+  switch (cell.status) {
+    case 'pass':
+      return { status: 'fail', diff: lines, record: cell.record };
+    case 'fail':
+      return { ...cell, diff: [...cell.diff, ...lines] };
+    case 'limitation':
+      return { status: 'fail', diff: [...cell.diff, ...lines] };
+    default: {
+      const never: never = cell;
+      throw new Error(`unknown cell ${JSON.stringify(never)}`);
+    }
+  }
 }
 
 /** Every scenario, one after another (each on all backends at once). */

@@ -3,6 +3,7 @@ import { DEFAULT_CLOCK_SKEW_MARGIN_MS, withClockSkewMargin } from '../../shared/
 import { processTile } from '../../shared/app/process-tile.js';
 import { reconcile } from '../../shared/app/reconcile.js';
 import { tileJobKey } from '../../shared/domain/job-key.js';
+import { asRole } from '../support/function-role.js';
 import { deferred, LEASE_MS, PARITY_PARAMS } from './harness.js';
 import type { Json } from './outcome.js';
 import { at, committed, enqueueOneTile, outcome, type Scenario, tiles } from './scenario-kit.js';
@@ -77,24 +78,26 @@ export const CLAIM_SCENARIOS: readonly Scenario[] = [
       // w1 (true clock) claims 0_0 and stalls in its render.
       const claimed = deferred();
       const resume = deferred();
-      const w1 = processTile(
-        truth,
-        ctx.settings('w1', {
-          afterClaim: async () => {
-            claimed.resolve();
-            await resume.promise;
-          },
-        }),
-        job,
-        'w1',
+      const w1 = asRole('tile', () =>
+        processTile(
+          truth,
+          ctx.settings('w1', {
+            afterClaim: async () => {
+              claimed.resolve();
+              await resume.promise;
+            },
+          }),
+          job,
+          'w1',
+        ),
       );
       await claimed.promise;
       // 45 s on, w1's lease has 15 s left on its own clock.
       ctx.clock.advance(45_000);
       // w2's clock is 20 s ahead: it reads the lease as lapsed 5 s ago, but 5 s < the 30 s margin.
-      const ahead20 = await processTile(workerWithClock(ctx.backend, 20_000), ctx.settings('w2'), job, 'w2');
+      const ahead20 = await asRole('tile', () => processTile(workerWithClock(ctx.backend, 20_000), ctx.settings('w2'), job, 'w2'));
       // w3's clock is 300 s ahead, beyond the margin: it takes the live lease over (270 s early).
-      const ahead300 = await processTile(workerWithClock(ctx.backend, 300_000), ctx.settings('w3'), job, 'w3');
+      const ahead300 = await asRole('tile', () => processTile(workerWithClock(ctx.backend, 300_000), ctx.settings('w3'), job, 'w3'));
       resume.resolve();
       const first = await w1;
       // 0_1: w4 (true clock) claims and dies; w5's clock is 300 s behind.
@@ -103,9 +106,9 @@ export const CLAIM_SCENARIOS: readonly Scenario[] = [
       const behind = workerWithClock(ctx.backend, -300_000);
       ctx.clock.advance(LEASE_MS + DEFAULT_CLOCK_SKEW_MARGIN_MS + 1);
       // Lapsed past the margin on the true clock, but not yet on w5's: it waits 300 s longer.
-      const behindEarly = await processTile(behind, ctx.settings('w5'), job01, 'w5');
+      const behindEarly = await asRole('tile', () => processTile(behind, ctx.settings('w5'), job01, 'w5'));
       ctx.clock.advance(300_000);
-      const behindLate = await processTile(behind, ctx.settings('w5'), job01, 'w5');
+      const behindLate = await asRole('tile', () => processTile(behind, ctx.settings('w5'), job01, 'w5'));
       ctx.fact('answers', {
         ahead20s: kindOf(ahead20),
         ahead300s: kindOf(ahead300),

@@ -10,7 +10,10 @@ import {
   toIngestMessage,
 } from '../../shared/app/ingest.js';
 import { reconcileManifest, sweepStaging } from '../../shared/app/ingest-reconcile.js';
+import { areaPrefix } from '../../shared/domain/key-layout.js';
+import { asRole } from '../support/function-role.js';
 import { notARaster, strippedTiff, validArtefact } from '../support/ingest-fixtures.js';
+import { PARITY_SOURCE_PREFIX } from './backends.js';
 import { parityScene, type ScenarioContext } from './harness.js';
 import type { Json } from './outcome.js';
 import { outcome, type Scenario } from './scenario-kit.js';
@@ -22,12 +25,22 @@ import { outcome, type Scenario } from './scenario-kit.js';
 const SOURCE = 'sentinel-2-l2a';
 const ITEM = 'S2B_T30UXB_20260612';
 
+/**
+ * As a deployed ingest function does (shared/app/ingest-trigger.ts), the parity stack's ingest publishes where
+ * its scenes start: the stack's source prefix. Artefacts to fetch by `object:KEY` are uploaded under the layout's
+ * uploads area (docs/deploy.md), outside that prefix, so they are no unregistered object of it; the ingest role
+ * may read there and nowhere else outside staging and the prefix (docs/iam.md).
+ */
+const PUBLISHED = PARITY_SOURCE_PREFIX;
+const SETTINGS = { publishedPrefix: PUBLISHED } as const;
+const upload = (ctx: ScenarioContext, name: string, bytes: Uint8Array) => uploadKey(ctx, `${areaPrefix('uploads')}${name}`, bytes);
+
 /** Checksums shortened to 12 hex digits in keys and facts: the same bytes give the same digits on every backend. */
 const short = (s: string): string => s.replace(/[0-9a-f]{64}/g, (h) => h.slice(0, 12));
 const sha12 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex').slice(0, 12);
 
 /** Upload an artefact to the source store (where an `object:` href points). */
-async function upload(ctx: ScenarioContext, key: string, bytes: Uint8Array): Promise<string> {
+async function uploadKey(ctx: ScenarioContext, key: string, bytes: Uint8Array): Promise<string> {
   const put = await ctx.backend.sources.putIfAbsent(key, bytes);
   if (put.kind !== 'written') throw new Error(`could not upload ${key}: ${put.kind}`);
   return `object:${key}`;
@@ -56,11 +69,14 @@ async function ingestState(ctx: ScenarioContext): Promise<Json> {
   };
   const rows: string[] = [];
   for await (const r of ctx.manifest.list()) rows.push(`${r.externalId} ${short(r.checksum)} ${short(r.key)} by ${r.runId}`);
-  return { staging: await list('staging/'), published: await list('scenes/'), rows: rows.sort() };
+  return { staging: await list('staging/'), published: await list(PUBLISHED), rows: rows.sort() };
 }
 
 async function reconciled(ctx: ScenarioContext): Promise<Json> {
-  const r = await reconcileManifest({ store: ctx.backend.sources, manifest: ctx.manifest, telemetry: ctx.backend.telemetry });
+  // The scheduled reconcile function's work. (sweepStaging below plays the bucket's lifecycle rule: the operator.)
+  const r = await asRole('reconcile', () =>
+    reconcileManifest({ store: ctx.backend.sources, manifest: ctx.manifest, telemetry: ctx.backend.telemetry }, SETTINGS),
+  );
   return {
     objectsWithoutRow: r.objectsWithoutRow.map(short),
     rowsWithoutObject: r.rowsWithoutObject.map((x) => short(x.key)),
@@ -100,10 +116,10 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     title: 'ingest run twice on one artefact publishes once: the second is already-published, copies nothing, writes no staging object',
     async run(ctx) {
       const deps = ctx.ingestDeps();
-      const href = await upload(ctx, 'incoming/a.tif', await parityScene());
-      const first = await ingestArtefact(deps, request(ITEM, href));
+      const href = await upload(ctx, 'a.tif', await parityScene());
+      const first = await ingestArtefact(deps, request(ITEM, href), SETTINGS);
       const before = await ctx.backend.sources.head(first.key as string);
-      const second = await ingestArtefact(deps, request(ITEM, href));
+      const second = await ingestArtefact(deps, request(ITEM, href), SETTINGS);
       const after = await ctx.backend.sources.head(first.key as string);
       ctx.fact('attempts', [noted(ctx, first), noted(ctx, second)]);
       ctx.fact('finalObjectUnchanged', before?.version === after?.version && before?.lastModified === after?.lastModified);
@@ -113,7 +129,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     },
     expected: (() => {
       const c = sha12Sync('scene');
-      const key = `scenes/${SOURCE}/${ITEM}/${c}/data.tif`;
+      const key = `${PUBLISHED}${SOURCE}/${ITEM}/${c}/data.tif`;
       return outcome({
         calls: { 'ingest:published': 1, 'ingest:already-published': 1 },
         counters: { written: 1, 'ingest-published': 1, 'ingest-already-published': 1 },
@@ -135,9 +151,10 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
       'ingest crashes before fetch, after staging, after validate, after copy and after commit: each leaves what the design note says, reconcile finds the unregistered copy, every retry succeeds, staging expires',
     async run(ctx) {
       const deps = ctx.ingestDeps();
-      const href = await upload(ctx, 'incoming/a.tif', await parityScene());
+      const href = await upload(ctx, 'a.tif', await parityScene());
       for (const at of CRASH_POINTS) {
         const died = await ingestArtefact(deps, request(`crash-${at}`, href), {
+          ...SETTINGS,
           hooks: {
             [at]: () => {
               throw new Error(`died ${at}`);
@@ -152,7 +169,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
       ctx.fact('afterCrashes', await ingestState(ctx));
       ctx.fact('reconcileAfterCrashes', await reconciled(ctx));
       const retries: Json[] = [];
-      for (const at of CRASH_POINTS) retries.push(noted(ctx, await ingestArtefact(deps, request(`crash-${at}`, href))));
+      for (const at of CRASH_POINTS) retries.push(noted(ctx, await ingestArtefact(deps, request(`crash-${at}`, href), SETTINGS)));
       ctx.fact('retries', retries);
       ctx.fact('reconcileAfterRetries', await reconciled(ctx));
       // Staging expires with retention: a sweep as of 8 days after the objects were written (their
@@ -171,7 +188,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     },
     expected: (() => {
       const c = sha12Sync('scene');
-      const pub = (at: string) => `scenes/${SOURCE}/crash-${at}/${c}/data.tif`;
+      const pub = (at: string) => `${PUBLISHED}${SOURCE}/crash-${at}/${c}/data.tif`;
       const stg = (run: number, at: string) => `staging/run-${run}/${SOURCE}/crash-${at}/data.tif`;
       const row = (at: string, run: number) => `crash-${at} ${c} ${pub(at)} by run-${run}`;
       return outcome({
@@ -209,8 +226,8 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     title: '16 concurrent ingests of one artefact: 1 manifest row, 1 final object, 15 concurrent-publisher-won or already-published',
     async run(ctx) {
       const deps = ctx.ingestDeps();
-      const href = await upload(ctx, 'incoming/a.tif', await parityScene());
-      const all = await Promise.all(Array.from({ length: 16 }, () => ingestArtefact(deps, request(ITEM, href))));
+      const href = await upload(ctx, 'a.tif', await parityScene());
+      const all = await Promise.all(Array.from({ length: 16 }, () => ingestArtefact(deps, request(ITEM, href), SETTINGS)));
       const winner = all.find((o) => o.published);
       ctx.fact('published', all.filter((o) => o.published).length);
       ctx.fact('noOp', all.filter((o) => o.reason === 'concurrent-publisher-won' || o.reason === 'already-published').length);
@@ -240,7 +257,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
         published: 1,
         noOp: 15,
         everyAnswerNamesTheWinnersRow: true,
-        'published keys': [`scenes/${SOURCE}/${ITEM}/${sha12Sync('scene')}/data.tif`],
+        'published keys': [`${PUBLISHED}${SOURCE}/${ITEM}/${sha12Sync('scene')}/data.tif`],
         rows: 1,
         reconcile: { objectsWithoutRow: [], rowsWithoutObject: [], notIngested: [] },
       },
@@ -251,12 +268,12 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     title: 'the same item id with new bytes publishes a new row under a new key; the old bytes again are already-published',
     async run(ctx) {
       const deps = ctx.ingestDeps();
-      const v1 = await upload(ctx, 'incoming/v1.tif', await parityScene());
-      const v2 = await upload(ctx, 'incoming/v2.tif', await validArtefact(9));
+      const v1 = await upload(ctx, 'v1.tif', await parityScene());
+      const v2 = await upload(ctx, 'v2.tif', await validArtefact(9));
       ctx.fact('attempts', [
-        noted(ctx, await ingestArtefact(deps, request(ITEM, v1))),
-        noted(ctx, await ingestArtefact(deps, request(ITEM, v2))),
-        noted(ctx, await ingestArtefact(deps, request(ITEM, v1))),
+        noted(ctx, await ingestArtefact(deps, request(ITEM, v1), SETTINGS)),
+        noted(ctx, await ingestArtefact(deps, request(ITEM, v2), SETTINGS)),
+        noted(ctx, await ingestArtefact(deps, request(ITEM, v1), SETTINGS)),
       ]);
       ctx.fact('rows', ((await ingestState(ctx)) as { rows: Json }).rows);
       return ctx.record();
@@ -264,7 +281,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     expected: (() => {
       const c1 = sha12Sync('scene');
       const c2 = sha12Sync('seed9');
-      const key = (c: string) => `scenes/${SOURCE}/${ITEM}/${c}/data.tif`;
+      const key = (c: string) => `${PUBLISHED}${SOURCE}/${ITEM}/${c}/data.tif`;
       return outcome({
         calls: { 'ingest:published': 2, 'ingest:already-published': 1 },
         counters: { written: 2, 'ingest-published': 2, 'ingest-already-published': 1 },
@@ -292,11 +309,15 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
       ];
       const verdicts: Json[] = [];
       for (const [label, bytes] of cases) {
-        const href = await upload(ctx, `incoming/${label}.tif`, bytes);
-        const v = await handleIngestDelivery(deps, { deliveryId: label, body: toIngestMessage(request(label, href)) });
+        const href = await upload(ctx, `${label}.tif`, bytes);
+        const v = await handleIngestDelivery(deps, { deliveryId: label, body: toIngestMessage(request(label, href)) }, SETTINGS);
         verdicts.push({ label, verdict: v.kind, code: codeOf(v) });
       }
-      const bad = await handleIngestDelivery(deps, { deliveryId: 'malformed', body: '{"type":"tessera.ingest","v":1,"source":"Not OK"}' });
+      const bad = await handleIngestDelivery(
+        deps,
+        { deliveryId: 'malformed', body: '{"type":"tessera.ingest","v":1,"source":"Not OK"}' },
+        SETTINGS,
+      );
       verdicts.push({ label: 'malformed', verdict: bad.kind, code: codeOf(bad) });
       ctx.fact('verdicts', verdicts);
       ctx.fact('state', await ingestState(ctx));
@@ -330,10 +351,10 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
     async run(ctx) {
       const deps = ctx.ingestDeps();
       const bytes = await parityScene();
-      const key = ingestKeys.published('scenes/', SOURCE, ITEM, createHash('sha256').update(bytes).digest('hex'), 'data');
+      const key = ingestKeys.published(PUBLISHED, SOURCE, ITEM, createHash('sha256').update(bytes).digest('hex'), 'data');
       await ctx.backend.sources.putIfAbsent(key, new TextEncoder().encode('a foreign object'));
-      const href = await upload(ctx, 'incoming/a.tif', bytes);
-      const v = await handleIngestDelivery(deps, { deliveryId: 'm1', body: toIngestMessage(request(ITEM, href)) });
+      const href = await upload(ctx, 'a.tif', bytes);
+      const v = await handleIngestDelivery(deps, { deliveryId: 'm1', body: toIngestMessage(request(ITEM, href)) }, SETTINGS);
       ctx.fact('verdict', `${v.kind}:${codeOf(v)}`);
       ctx.fact('finalKeyHolds', new TextDecoder().decode(await ctx.backend.sources.get(key)));
       ctx.fact('state', await ingestState(ctx));
@@ -347,7 +368,7 @@ export const INGEST_SCENARIOS: readonly Scenario[] = [
         finalKeyHolds: 'a foreign object',
         state: {
           staging: [`staging/run-1/${SOURCE}/${ITEM}/data.tif`],
-          published: [`scenes/${SOURCE}/${ITEM}/${sha12Sync('scene')}/data.tif`],
+          published: [`${PUBLISHED}${SOURCE}/${ITEM}/${sha12Sync('scene')}/data.tif`],
           rows: [],
         },
       },

@@ -3,7 +3,7 @@ import { CRASH_VISIBILITY_MS, type DeliverOptions, LEASE_MS, PARITY_PARAMS, type
 import { committed, outcome, receiveOne, type Scenario, tiles, WINDOWS } from './scenario-kit.js';
 
 /** Deliveries whose worker writes feature rows into the shared PostGIS (issue 16 section 5). */
-const withSink = (ctx: ScenarioContext, options: DeliverOptions = {}): DeliverOptions => ({
+export const withSink = (ctx: ScenarioContext, options: DeliverOptions = {}): DeliverOptions => ({
   ...options,
   ports: (b: Backend) => ({ ...b, sink: ctx.features.sink }),
 });

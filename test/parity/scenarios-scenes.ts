@@ -13,6 +13,7 @@ import { windowAt } from '../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { ObjectStore } from '../../shared/ports/object-store.port.js';
 import { parseExpression, SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
+import { asRole } from '../support/function-role.js';
 import { MemoryObjectStore } from '../support/memory-object-store.js';
 import { PARITY_PARAMS, type ScenarioContext } from './harness.js';
 import type { Json } from './outcome.js';
@@ -30,8 +31,8 @@ const sceneCache = new Map<string, Promise<Uint8Array>>();
  * tile not yet run must read blocks from the store.
  */
 const BLOCKED_SIZE = { width: 512, height: 384 } as const;
-const SCENE_PARAMS = { ...PARITY_PARAMS, version: 'parity-scenes-1', tile_px: 256 };
-function blockedScene(seed: number): Promise<Uint8Array> {
+export const SCENE_PARAMS = { ...PARITY_PARAMS, version: 'parity-scenes-1', tile_px: 256 };
+export function blockedScene(seed: number): Promise<Uint8Array> {
   const id = String(seed);
   let bytes = sceneCache.get(id);
   if (!bytes) {
@@ -70,7 +71,7 @@ function sweepFact(ctx: ScenarioContext, r: MosaicSweepResult): Json {
 }
 
 async function sweep(ctx: ScenarioContext, options: MosaicSweepOptions = {}): Promise<MosaicSweepResult> {
-  const r = await sweepMosaics(ctx.backend, options);
+  const r = await asRole('mosaic', () => sweepMosaics(ctx.backend, options));
   ctx.note('sweep');
   return r;
 }
@@ -294,7 +295,7 @@ export const SCENE_SCENARIOS: readonly Scenario[] = [
       const request = { source, params: PARITY_PARAMS, chunkWindows: 1 };
       // The scene invocation sends its chunk messages and is killed before it records that it did.
       const dying: Backend = { ...ctx.backend, outputs: dyingOn(ctx.backend.outputs, (k) => k.endsWith('/fanned-out.json')) };
-      const killed = await fanOutScene(dying, request).then(
+      const killed = await asRole('scene', () => fanOutScene(dying, request)).then(
         () => 'completed',
         (e: Error) => e.message.replace(/[0-9a-f]{64}/, '<scene>'),
       );

@@ -2,6 +2,7 @@ import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { fanOutStacSceneEvent, type StacEventDelivery } from '../../shared/app/stac-scene.js';
 import { TesseraError } from '../../shared/domain/errors.js';
 import type { SourceRef } from '../../shared/domain/job-key.js';
+import { asRole } from '../support/function-role.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { RED_ASSET, stacItemBytes } from '../support/stac-fixtures.js';
 import { PARITY_MAX_RECEIVE_COUNT } from './backends.js';
@@ -47,7 +48,7 @@ async function stageBands(ctx: ScenarioContext, which: readonly ('red' | 'nir')[
 async function itemEvent(ctx: ScenarioContext, label: string, item: SourceRef, delivery: StacEventDelivery = {}): Promise<string> {
   let kind: string;
   try {
-    const fan = await fanOutStacSceneEvent(ctx.backend, item, CONFIG, delivery);
+    const fan = await asRole('scene', () => fanOutStacSceneEvent(ctx.backend, item, CONFIG, delivery));
     if (fan.kind === 'fanned-out') {
       const manifest = await readSceneManifest(ctx.backend.outputs, fan.result.sceneKey);
       ctx.registerScene(label, manifest.source, manifest.params, fan.result.grid);
@@ -232,7 +233,8 @@ export const STAC_SCENARIOS: readonly Scenario[] = [
       verdicts.push(await itemEvent(ctx, 'X', collection, { attempt: 1, maxDeliveries: PARITY_MAX_RECEIVE_COUNT }));
       const truncated = await ctx.stage(`${DIR}/truncated.json`, itemBytes().slice(0, 100));
       verdicts.push(await itemEvent(ctx, 'X', truncated, { attempt: 1, maxDeliveries: PARITY_MAX_RECEIVE_COUNT }));
-      const climbing = await ctx.stage('top.json', itemBytes({ red: { href: '../B04.tif', type: 'image/tiff' } }));
+      // Inside the source prefix (a trigger filters anything else out), one level down, with an href two levels up.
+      const climbing = await ctx.stage('incoming/top.json', itemBytes({ red: { href: '../../B04.tif', type: 'image/tiff' } }));
       verdicts.push(await itemEvent(ctx, 'X', climbing, { attempt: 1, maxDeliveries: PARITY_MAX_RECEIVE_COUNT }));
       const remote = await ctx.stage(`${DIR}/remote.json`, itemBytes({ red: { href: 's3://other-bucket/B04.tif', type: 'image/tiff' } }));
       verdicts.push(await itemEvent(ctx, 'X', remote, { attempt: 1, maxDeliveries: PARITY_MAX_RECEIVE_COUNT }));

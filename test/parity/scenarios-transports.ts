@@ -12,6 +12,7 @@ import { toJobMessage } from '../../shared/app/tile-job.js';
 import { TesseraError } from '../../shared/domain/errors.js';
 import type { SourceRef } from '../../shared/domain/job-key.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
+import { asRole } from '../support/function-role.js';
 import { PARITY_MAX_RECEIVE_COUNT } from './backends.js';
 import { CRASH_VISIBILITY_MS, type DeliverResult, LEASE_MS, PARITY_PARAMS, resultKind, type ScenarioContext } from './harness.js';
 import { committed, drainCountingDeliveries, outcome, receiveOne, type Scenario, tiles } from './scenario-kit.js';
@@ -229,7 +230,7 @@ export const TRANSPORT_SCENARIOS: readonly Scenario[] = [
             const label = labels.get(source.key) ?? source.key;
             fanOuts.set(label, (fanOuts.get(label) ?? 0) + 1);
             try {
-              const r = await fanOutScene({ ...ctx.backend, queue: noTileQueue }, { source, params: PARITY_PARAMS });
+              const r = await asRole('scene', () => fanOutScene({ ...ctx.backend, queue: noTileQueue }, { source, params: PARITY_PARAMS }));
               ctx.registerScene(label, source, PARITY_PARAMS, r.grid);
               ctx.note(`fan-out:${r.manifest}`);
               return undefined;

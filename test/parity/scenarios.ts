@@ -2,10 +2,12 @@ import type { Scenario } from './scenario-kit.js';
 import { BAND_SCENARIOS } from './scenarios-bands.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { FEATURES_CURRENT_SCENARIOS } from './scenarios-features-current.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
+import { ROUND3_SCENARIOS } from './scenarios-round3.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { SOAK_SCENARIOS } from './scenarios-soak.js';
 import { STAC_SCENARIOS } from './scenarios-stac.js';
@@ -27,11 +29,13 @@ export const SCENARIOS: readonly Scenario[] = [
   ...TRANSPORT_SCENARIOS,
   ...CLAIM_SCENARIOS,
   ...POSTGIS_SCENARIOS,
+  ...FEATURES_CURRENT_SCENARIOS,
   ...INGEST_SCENARIOS,
   ...SOAK_SCENARIOS,
   ...STAC_SCENARIOS,
   ...BAND_SCENARIOS,
   ...OUTPUT_SCENARIOS,
+  ...ROUND3_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

@@ -35,6 +35,7 @@ const COLUMNS: readonly (keyof SoakBackendReport)[] = [
   'falseAlarms',
   'deadLettered',
   'deadLetteredExplained',
+  'iamFindings',
   'seconds',
 ];
 
@@ -42,7 +43,13 @@ const COLUMNS: readonly (keyof SoakBackendReport)[] = [
 export function renderSoakMarkdown(
   report: SoakReport,
   anomalies: Partial<Record<BackendName, readonly string[]>>,
-  run: { readonly command: string; readonly wallSeconds: number; readonly at: Date },
+  run: {
+    readonly command: string;
+    readonly wallSeconds: number;
+    readonly at: Date;
+    /** The IAM check's line per cloud backend (requests checked, denials), docs/iam.md. */
+    readonly iam?: readonly string[] | undefined;
+  },
 ): string {
   const names = Object.keys(report.backends) as BackendName[];
   const lines = [
@@ -67,6 +74,16 @@ export function renderSoakMarkdown(
   );
   for (const k of kinds)
     lines.push(`| ${k} | ${names.map((b) => String((report.backends[b] as SoakBackendReport).faultsByKind[k] ?? 0)).join(' | ')} |`);
+  if (run.iam !== undefined && run.iam.length > 0) {
+    lines.push(
+      '',
+      '## IAM',
+      '',
+      "Every request of each cloud backend's functions, checked against that role's grants as the Pulumi program deploys them (docs/iam.md); a denied access is an anomaly (`iamFindings`).",
+      '',
+      ...run.iam.map((l) => `- ${l}`),
+    );
+  }
   lines.push('', '## Anomalies', '');
   let any = false;
   for (const b of names) {

@@ -44,6 +44,7 @@ import { type BackendName, createParityBackend, PARITY_MAX_RECEIVE_COUNT, type P
 import { type DeliverResult, deferred, LEASE_MS, PARITY_PARAMS, ScenarioContext } from '../parity/harness.js';
 import type { FaultShot } from '../support/claim-faults.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import type { IamRun } from '../support/iam/run.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import type { WorkerOrder } from './local-worker.js';
 import type { ReferenceAnswer, ReferenceRequest } from './reference-render.js';
@@ -87,6 +88,12 @@ export interface SoakOptions {
    * Never set by `npm run soak`.
    */
   readonly mutant?: ((backend: Backend) => Backend) | undefined;
+  /**
+   * The enforced-IAM check (docs/iam.md): every request a cloud backend's functions make is checked against
+   * that cloud's grants as the Pulumi program deploys them; each access outside them is an anomaly. The local
+   * backend has no IAM and is not checked.
+   */
+  readonly iam?: IamRun | undefined;
 }
 
 /** One backend's row of reports/soak.json, in the issue's shape. */
@@ -103,6 +110,8 @@ export interface SoakBackendReport {
   readonly falseAlarms: number;
   readonly deadLettered: number;
   readonly deadLetteredExplained: number;
+  /** Accesses outside the deployed grants (each distinct role, action and key once), unclassified requests, IAM refusals. */
+  readonly iamFindings: number;
   readonly seconds: number;
 }
 
@@ -110,6 +119,8 @@ export interface SoakBackendReport {
 export interface SoakOutcome {
   readonly report: SoakBackendReport;
   readonly anomalies: readonly string[];
+  /** The IAM check's line for the report (requests, denials, grants never used); absent where none ran. */
+  readonly iam?: string | undefined;
 }
 
 /** The counts that must be 0 (or equal) for a run to pass. */
@@ -121,7 +132,8 @@ export function anomalyCount(r: SoakBackendReport): number {
     r.wedgedJobs +
     r.falseAlarms +
     (r.deadLettered - r.deadLetteredExplained) +
-    (r.tilesExpected - r.tilesCorrect)
+    (r.tilesExpected - r.tilesCorrect) +
+    r.iamFindings
   );
 }
 
@@ -324,6 +336,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const transport = transportOf(name);
   const skewAllowed = name !== 'local';
 
+  // Started before the backend is made: the grants (the program under mocks) are read first, alone.
+  const iamCheck = options.iam !== undefined && name !== 'local' ? await options.iam.start(name) : undefined;
   const pb: ParityBackend = await createParityBackend(name, endpoints, 'soak', { outputFaults: true });
   const ctx = new ScenarioContext(pb);
   const writes: WriteRecord[] = [];
@@ -810,13 +824,24 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   ctx.clock.advance(LEASE_MS + 2 * SKEW_MARGIN_MS + 1);
 
   await processes?.close();
-  const report = await judge();
+  const judged = await judge();
+  // After the oracle: its mosaics are the mosaic function's work, checked like the rest.
+  const iamFindings =
+    iamCheck === undefined
+      ? []
+      : [...(options.iam as IamRun).finish(iamCheck), ...pb.accessDenials().map((d) => `refused by the IAM-enforcing emulator: ${d}`)];
+  for (const f of iamFindings) anomalies.push(`iam ${f}`);
+  const report: SoakBackendReport = { ...judged, iamFindings: iamFindings.length };
   rmSync(tmp, { recursive: true, force: true });
   await pb.close();
-  return { report, anomalies };
+  const iam =
+    iamCheck === undefined
+      ? undefined
+      : `${name}: ${iamCheck.tally.requests} requests checked, ${iamCheck.tally.denials().length} denied access(es), ${iamCheck.tally.unrecognised().length} unclassified`;
+  return { report, anomalies, iam };
 
   /** The oracle, after the drain. */
-  async function judge(): Promise<SoakBackendReport> {
+  async function judge(): Promise<Omit<SoakBackendReport, 'iamFindings'>> {
     for (const { kind, shot } of shots) if (shot.hits === 0) faults[kind] = (faults[kind] ?? 1) - 1;
     const reference = referenceRender(scenes, tmp);
     let tilesExpected = 0;

@@ -2,7 +2,8 @@ import { randomInt } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
 import type { Backend } from '../../shared/app/backend.js';
 import type { ObjectStore, PutIfAbsentResult, PutOptions } from '../../shared/ports/object-store.port.js';
-import { BACKEND_NAMES, type BackendName } from '../parity/backends.js';
+import { BACKEND_NAMES, type BackendName, PARITY_SOURCE_PREFIX } from '../parity/backends.js';
+import { IamRun } from '../support/iam/run.js';
 import { reproduceCommand } from './report.js';
 import { anomalyCount, FAULT_KINDS, runSoak } from './soak-driver.js';
 
@@ -20,14 +21,24 @@ const BACKENDS: BackendName[] = (process.env.TESSERA_TEST_CLOUDS ?? BACKEND_NAME
   .filter((s): s is BackendName => (BACKEND_NAMES as readonly string[]).includes(s));
 const sizes = Object.fromEntries(BACKEND_NAMES.map((b) => [b, DELIVERIES])) as Record<BackendName, number>;
 const rerun = reproduceCommand(SEED, sizes, BACKENDS, 'all');
+/** Each cloud soak's requests against its stack's grants (the soak stages its scenes under the parity source prefix). */
+const IAM = new IamRun({ config: { 'tessera:sourcePrefix': PARITY_SOURCE_PREFIX } });
 
 describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
   it.each(BACKENDS)(
     '%s: every tile written once, byte-identical to the reference render, every claim committed, no false alarm, every dead letter explained',
     async (name) => {
       process.stderr.write(`[soak] ${name}: seed ${SEED}; reproduce with: ${rerun}\n`);
-      const { report, anomalies } = await runSoak(name, inject('emulators'), { seed: SEED, deliveries: DELIVERIES, faults: FAULT_KINDS });
+      const { report, anomalies, iam } = await runSoak(name, inject('emulators'), {
+        seed: SEED,
+        deliveries: DELIVERIES,
+        faults: FAULT_KINDS,
+        iam: IAM,
+      });
       process.stderr.write(`[soak] ${name}: ${JSON.stringify(report)}\n`);
+      if (iam !== undefined) process.stderr.write(`[soak] iam ${iam}\n`);
+      // The IAM check was not vacuous: a cloud soak's functions were seen at work.
+      if (name !== 'local') expect(IAM.totals()[name]?.tally.requests ?? 0, `requests recorded for ${name}'s roles`).toBeGreaterThan(0);
       expect(report.deliveries).toBeGreaterThanOrEqual(DELIVERIES);
       // Every fault kind fired at least once: a soak that injected nothing would pass for nothing.
       // (clock skew is not a local fault: the local backend runs every worker on one clock.)

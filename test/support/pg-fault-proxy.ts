@@ -1,5 +1,12 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
+/** One armed fault: the session it fires in carries `marker`; `beforeCommit` cuts before the COMMIT, else after it. */
+interface Shot {
+  readonly marker: Buffer;
+  hits: number;
+  readonly beforeCommit: boolean;
+}
+
 /**
  * A TCP proxy in front of PostgreSQL for the manifest and sink contracts: the
  * fault proxy of test/support/fault-proxy.ts speaks HTTP, and `pg` speaks the
@@ -11,7 +18,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 export class PgFaultProxy {
   /** SQL statements seen, in order (simple-query and Parse messages). */
   readonly statements: string[] = [];
-  private armed: { readonly marker: Buffer; hits: number }[] = [];
+  private armed: Shot[] = [];
   private readonly sockets = new Set<Socket>();
 
   private constructor(
@@ -40,7 +47,18 @@ export class PgFaultProxy {
    * register), let the COMMIT through and cut the connection before its answer.
    */
   loseNextCommitAnswer(marker: string): { readonly hits: number } {
-    const shot = { marker: Buffer.from(marker), hits: 0 };
+    const shot = { marker: Buffer.from(marker), hits: 0, beforeCommit: false };
+    this.armed.push(shot);
+    return shot;
+  }
+
+  /**
+   * In the next session whose transaction carries `marker`, cut the connection instead of sending its
+   * COMMIT: the server never sees it and rolls the transaction back, which is what a process that dies
+   * between its statements and its COMMIT leaves.
+   */
+  cutBeforeNextCommit(marker: string): { readonly hits: number } {
+    const shot = { marker: Buffer.from(marker), hits: 0, beforeCommit: true };
     this.armed.push(shot);
     return shot;
   }
@@ -64,7 +82,7 @@ export class PgFaultProxy {
     upstream.on('error', close);
     client.on('close', close);
     upstream.on('close', close);
-    let shot: { readonly marker: Buffer; hits: number } | undefined;
+    let shot: Shot | undefined;
     let cutOnAnswer = false;
     client.on('data', (chunk: Buffer) => {
       this.record(chunk);
@@ -74,7 +92,12 @@ export class PgFaultProxy {
       }
       if (shot && /\bCOMMIT\b/.test(chunk.toString('latin1'))) {
         shot.hits++;
+        const before = shot.beforeCommit;
         shot = undefined;
+        if (before) {
+          close(); // the COMMIT never leaves: the server sees the session end inside its transaction
+          return;
+        }
         cutOnAnswer = true;
       }
       upstream.write(chunk);

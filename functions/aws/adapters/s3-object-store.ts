@@ -268,10 +268,27 @@ export class S3ObjectStore implements ObjectStore {
   async pin(key: string, version: string): Promise<ReadPin> {
     validateObjectKey(key);
     const current = await this.#stored(key);
+    const named =
+      current !== undefined && (version === current.versionId || (ETAG.test(version) && unquote(version) === unquote(current.etag)));
+    if (named) return { version, handle: current.versionId ?? current.etag };
+    // The event names a version id that is no longer the live one (a metadata change is a copy, so a new version,
+    // with the same bytes; or new bytes uploaded since): on a versioned bucket the named version is still there, and
+    // the event's scene is made of exactly it. Gone (expired, deleted): the event is stale.
+    if (!ETAG.test(version) && (await this.#hasVersion(key, version))) return { version, handle: version };
     if (current === undefined) throw new ObjectNotFoundError(this.name, key);
-    const named = version === current.versionId || (ETAG.test(version) && unquote(version) === unquote(current.etag));
-    if (!named) throw new SourceChangedError(this.name, key, version, current.head.version);
-    return { version, handle: current.versionId ?? current.etag };
+    throw new SourceChangedError(this.name, key, version, current.head.version);
+  }
+
+  /** Whether the bucket still keeps version `versionId` of `key`. */
+  async #hasVersion(key: string, versionId: string): Promise<boolean> {
+    try {
+      await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key, VersionId: versionId }));
+      return true;
+    } catch (e) {
+      // 404: no such version; 400: not a version id of this bucket (an unversioned bucket, a malformed id).
+      if (isAwsFailure(e, 404) || isAwsFailure(e, 400)) return false;
+      throw this.#failed(`head of version ${versionId} of ${JSON.stringify(key)}`, e);
+    }
   }
 
   async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {

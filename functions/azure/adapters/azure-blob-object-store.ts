@@ -1,7 +1,7 @@
 import type {
+  BlobClient,
   BlobDownloadResponseParsed,
   BlobGetPropertiesResponse,
-  BlockBlobClient,
   BlockBlobUploadOptions,
   ContainerClient,
 } from '@azure/storage-blob';
@@ -19,6 +19,8 @@ import type {
 } from '../../../shared/ports/object-store.port.js';
 import { isFailure, storageFailure } from './rest-error.js';
 
+/** A pin handle naming a blob version (versioning) rather than a snapshot time: `version:<versionId>`. */
+const VERSION_HANDLE = 'version:';
 /** Blobs per list page: the service maximum, so a prefix of a few thousand tiles costs a handful of requests. */
 const LIST_PAGE_SIZE = 5000;
 
@@ -127,28 +129,39 @@ export class AzureBlobObjectStore implements ObjectStore {
   }
 
   /**
-   * The ETag named by a job key must be the blob's current one; the pin is a
-   * snapshot of exactly that state (an existing one is reused, so a retried
-   * fan-out pins the same snapshot), created with `If-Match: <etag>`.
+   * The bytes whose ETag the job key names, whatever happened to the blob since: a metadata or property update
+   * changes a blob's ETag with the same bytes and sends no event, so a redelivered event's ETag may no longer be
+   * the live one. In order:
+   * 1. a snapshot of `key` with that ETag (the first fan-out's pin made one): reused, so every delivery and every
+   *    tile of the scene reads the same snapshot;
+   * 2. the live blob, if it still has that ETag: a snapshot of it, created with `If-Match: <etag>`;
+   * 3. a blob version with that ETag (versioning is on in every stack, infra/azure): read by its version id;
+   * 4. otherwise the ETag names no stored state: SourceChangedError (the event is stale), or ObjectNotFoundError
+   *    when nothing of the blob is left.
+   * Azurite keeps no blob versions, so step 3 finds nothing there (docs/emulator-fidelity.md).
    */
   async pin(key: string, version: string): Promise<ReadPin> {
     const blob = this.blob(key);
-    const current = await this.head(key);
-    if (current === undefined) throw new ObjectNotFoundError(this.name, key);
-    // Event Grid carries the ETag without quotes; the headers put them around it.
-    if (quoted(current.version) !== quoted(version)) throw new SourceChangedError(this.name, key, version, current.version);
     const existing = await this.snapshotOf(key, version);
     if (existing !== undefined) return { version, handle: existing };
-    try {
-      const r = await blob.createSnapshot({ conditions: { ifMatch: quoted(version) } });
-      if (!r.snapshot) throw new AdapterError(`[object-store:${this.name}] snapshot of ${JSON.stringify(key)} returned no snapshot time`);
-      return { version, handle: r.snapshot };
-    } catch (e) {
-      if (isFailure(e, 412) || isFailure(e, 404)) {
-        throw new SourceChangedError(this.name, key, version, (await this.head(key))?.version, { cause: e });
+    const current = await this.head(key);
+    // Event Grid carries the ETag without quotes; the headers put them around it.
+    if (current !== undefined && quoted(current.version) === quoted(version)) {
+      try {
+        const r = await blob.createSnapshot({ conditions: { ifMatch: quoted(version) } });
+        if (!r.snapshot) throw new AdapterError(`[object-store:${this.name}] snapshot of ${JSON.stringify(key)} returned no snapshot time`);
+        return { version, handle: r.snapshot };
+      } catch (e) {
+        if (!(isFailure(e, 412) || isFailure(e, 404)))
+          throw e instanceof AdapterError ? e : this.failed(`snapshot of ${JSON.stringify(key)}`, e);
+        // Changed between the head and the snapshot: a version may still hold it.
       }
-      throw e instanceof AdapterError ? e : this.failed(`snapshot of ${JSON.stringify(key)}`, e);
     }
+    const versionId = await this.versionOf(key, version);
+    if (versionId !== undefined) return { version, handle: `${VERSION_HANDLE}${versionId}` };
+    const now = await this.head(key);
+    if (now === undefined && current === undefined) throw new ObjectNotFoundError(this.name, key);
+    throw new SourceChangedError(this.name, key, version, now?.version);
   }
 
   async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {
@@ -239,13 +252,27 @@ export class AzureBlobObjectStore implements ObjectStore {
     }
   }
 
+  /** The id of a kept version of `key` whose ETag is `etag` (blob versioning), if any. */
+  private async versionOf(key: string, etag: string): Promise<string | undefined> {
+    try {
+      for await (const item of this.container.listBlobsFlat({ prefix: key, includeVersions: true })) {
+        if (item.name === key && item.versionId && !item.snapshot && quoted(item.properties.etag) === quoted(etag)) return item.versionId;
+      }
+      return undefined;
+    } catch (e) {
+      throw this.failed(`listing of the versions of ${JSON.stringify(key)}`, e);
+    }
+  }
+
   /**
-   * How a pinned read addresses its bytes: the snapshot named by the handle, or,
-   * for a pin without one, the base blob under `If-Match` (a metadata update then
-   * reads as a change: the snapshot is the faithful path).
+   * How a pinned read addresses its bytes: the snapshot or the blob version named by the handle, or, for a pin
+   * without one, the base blob under `If-Match` (a metadata update then reads as a change: the snapshot is the
+   * faithful path).
    */
-  private pinned(key: string, pin: ReadPin): { client: BlockBlobClient; conditions: { ifMatch?: string } } {
+  private pinned(key: string, pin: ReadPin): { client: BlobClient; conditions: { ifMatch?: string } } {
     const blob = this.blob(key);
+    if (pin.handle?.startsWith(VERSION_HANDLE))
+      return { client: blob.withVersion(pin.handle.slice(VERSION_HANDLE.length)), conditions: {} };
     if (pin.handle) return { client: blob.withSnapshot(pin.handle), conditions: {} };
     return { client: blob, conditions: { ifMatch: quoted(pin.version) } };
   }

@@ -9,7 +9,8 @@ import { type AzureRuntime, azureRuntime, invocationBackend } from '../compose.j
  * it: the claim logic compares `lease_until` with the clock itself. A failed
  * run throws and the next run picks up where it left off.
  */
-export function makeCleanupHandler(rt: () => AzureRuntime = azureRuntime): TimerHandler {
+// The claims table is the tile function's: the cleanup runs as the tile identity, which holds it.
+export function makeCleanupHandler(rt: () => AzureRuntime = () => azureRuntime('tile')): TimerHandler {
   return async (timer: Timer, context: InvocationContext): Promise<CleanupReport> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);

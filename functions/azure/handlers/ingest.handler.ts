@@ -28,7 +28,7 @@ export const RECONCILE_SCHEDULE = '0 0 3 * * 1';
  *   `tessera-ingest-poison` itself and returns, so it costs one delivery,
  *   not five 330 s apart. Only if that put fails does it throw.
  */
-export function makeIngestHandler(rt: () => AzureRuntime = azureRuntime): StorageQueueHandler<unknown> {
+export function makeIngestHandler(rt: () => AzureRuntime = () => azureRuntime('ingest')): StorageQueueHandler<unknown> {
   return async (queueEntry: unknown, context: InvocationContext): Promise<IngestVerdict> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
@@ -70,7 +70,7 @@ export type ReconcileTimerHandler = (timer: Timer, context: InvocationContext) =
  * (shared/app/ingest-reconcile.ts). Read-only; a failed run throws and the
  * next tick is the retry.
  */
-export function makeReconcileHandler(rt: () => AzureRuntime = azureRuntime): ReconcileTimerHandler {
+export function makeReconcileHandler(rt: () => AzureRuntime = () => azureRuntime('reconcile')): ReconcileTimerHandler {
   return async (timer: Timer, context: InvocationContext): Promise<ManifestReconcileReport> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);

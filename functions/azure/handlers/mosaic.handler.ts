@@ -31,7 +31,10 @@ export type MosaicTimerHandler = (timer: Timer, context: InvocationContext) => P
  * the previous one (a past-due timer) is harmless. A failed run throws; the
  * next tick retries.
  */
-export function makeMosaicHandler(rt: () => AzureRuntime = azureRuntime, options: MosaicHandlerOptions = {}): MosaicTimerHandler {
+export function makeMosaicHandler(
+  rt: () => AzureRuntime = () => azureRuntime('mosaic'),
+  options: MosaicHandlerOptions = {},
+): MosaicTimerHandler {
   const maxScenes = options.maxScenesPerSweep ?? 50;
   const budget = options.timeBudget ?? 0.8;
   return async (timer: Timer, context: InvocationContext): Promise<MosaicSweepResult> => {

@@ -3,7 +3,7 @@ import { poisonReason, settlePoison } from '../../../shared/app/poison.js';
 import { acceptSourceObject } from '../../../shared/app/scene-event.js';
 import { eventTimeMs, fanOutSourceEvent } from '../../../shared/app/stac-scene.js';
 import { assertNever } from '../../../shared/domain/claim.js';
-import { AdapterError, TesseraError } from '../../../shared/domain/errors.js';
+import { TesseraError } from '../../../shared/domain/errors.js';
 import type { SourceRef } from '../../../shared/domain/job-key.js';
 import { type AzureRuntime, azureRuntime, invocationBackend, SCENE_EVENT_QUEUE } from '../compose.js';
 import { commitsBlob, entryText, eventOf, parseBlobCreated, triggerQueueName } from './blob-event.js';
@@ -37,7 +37,7 @@ export type TriggerHandler<R> = (entry: unknown, context: InvocationContext) => 
  * logged at ERROR and put on `<scene queue>-poison` at once by the handler,
  * which then returns: one delivery, not five 330 s apart.
  */
-export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): TriggerHandler<SceneEventResult> {
+export function makeSceneHandler(rt: () => AzureRuntime = () => azureRuntime('scene')): TriggerHandler<SceneEventResult> {
   return async (entry: unknown, context: InvocationContext): Promise<SceneEventResult> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);
@@ -59,22 +59,12 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
       // Only an API that commits the blob's bytes starts a scene: not ADLS CreateFile or SFTP SftpCreate (an empty
       // blob, committed later by FlushWithClose / SftpCommit), not SftpWrite (a part), not an unknown API.
       if (!commitsBlob(blob.api)) return ignore('not a committing API', { key: blob.key, api: blob.api ?? null });
-      // Which bytes to tile: the live blob's, under its own ETag, pinned by fan-out. An ETag that differs from the
-      // event's means either new bytes, which have a BlobCreated event of their own that converges on this same live
-      // version (one scene key, a duplicate fan-out is harmless), or a metadata / property update, which changes the
-      // ETag but not the bytes and has no event: dropping this event then would lose the scene for good.
-      const head = await backend.sources.head(blob.key);
-      if (head === undefined) return ignore('source blob no longer exists', { key: blob.key });
-      if (head.version !== blob.etag) {
-        backend.telemetry.log('INFO', 'event-etag-superseded', {
-          ...where,
-          key: blob.key,
-          eventEtag: blob.etag,
-          etag: head.version,
-          sameSize: blob.contentLength === undefined ? null : blob.contentLength === head.size,
-        });
-      }
-      const source: SourceRef = { bucket: blob.container, key: blob.key, versionToken: head.version };
+      // Which bytes to tile: the ones whose ETag the event names, whatever happened to the blob since. A metadata or
+      // property update changes the ETag with the same bytes and sends no event, so keying by the live ETag would
+      // tile those bytes again under a second scene key on a redelivery. The pin reads the state the event names: the
+      // snapshot the first delivery's pin made, or the blob version with that ETag (versioning is on); an event whose
+      // ETag names no stored state is stale (ignored, counted `event-stale`).
+      const source: SourceRef = { bucket: blob.container, key: blob.key, versionToken: blob.etag };
       // The pin at fan-out checks the version again, closing the window between this head and the reads.
       // A STAC stack's blob is an item (shared/app/stac-scene.ts): through the scene queue the host's dequeue count
       // and maxDequeueCount bound the wait for a band not there yet; directly from Event Grid, the event's time.
@@ -89,11 +79,14 @@ export function makeSceneHandler(rt: () => AzureRuntime = azureRuntime): Trigger
         case 'fanned-out':
           return { kind: 'fanned-out', sceneKey: fan.result.sceneKey, enqueued: fan.result.enqueued, manifest: fan.result.manifest };
         case 'source-changed':
-          // Changed again between the head and the pin: a retry tiles whatever is live then.
-          throw new AdapterError(
-            `[scene:azure] source blob ${JSON.stringify(blob.key)} changed while its scene was fanned out (${head.version} -> ${fan.current ?? 'gone'}); retried`,
-            { retryable: true },
-          );
+          // No snapshot, live blob or version holds the event's ETag any more: a newer upload replaced it, and that
+          // upload's own event makes its scene.
+          backend.telemetry.count('event-stale');
+          return ignore('the event names a blob state no longer stored', {
+            key: blob.key,
+            eventEtag: blob.etag,
+            current: fan.current ?? null,
+          });
         case 'source-gone':
           return ignore('source blob no longer exists', { key: blob.key });
         case 'stale':

@@ -72,7 +72,7 @@ export function queueMessageText(queueEntry: unknown): string {
  * The delivery id in claim owners is the queue message id, which every
  * redelivery of the message keeps.
  */
-export function makeTileHandler(rt: () => AzureRuntime = azureRuntime): StorageQueueHandler<unknown> {
+export function makeTileHandler(rt: () => AzureRuntime = () => azureRuntime('tile')): StorageQueueHandler<unknown> {
   return async (queueEntry: unknown, context: InvocationContext): Promise<QueueDeliveryVerdict> => {
     const runtime = rt();
     const backend = invocationBackend(runtime, context);

@@ -140,9 +140,24 @@ export class GcsObjectStore implements ObjectStore {
   /** The generation named by a job key must be the live one. */
   async pin(key: string, version: string): Promise<ReadPin> {
     const current = await this.head(key);
+    if (current?.version === version && GENERATION.test(version)) return { version };
+    // An event's generation that is no longer live (new bytes uploaded since; a metadata change only bumps the
+    // metageneration, so it never lands here): a versioned bucket keeps it, and the event's scene is made of exactly
+    // that generation. Gone: the event is stale.
+    if (GENERATION.test(version) && (await this.hasGeneration(key, version))) return { version };
     if (!current) throw new ObjectNotFoundError(STORE, key);
-    if (!GENERATION.test(version) || current.version !== version) throw new SourceChangedError(STORE, key, version, current.version);
-    return { version };
+    throw new SourceChangedError(STORE, key, version, current.version);
+  }
+
+  /** Whether the bucket still keeps `generation` of `key`. */
+  private async hasGeneration(key: string, generation: string): Promise<boolean> {
+    try {
+      await this.bucket.file(validateObjectKey(key), { generation }).getMetadata();
+      return true;
+    } catch (error) {
+      if (httpStatus(error) === 404) return false;
+      throw this.failure(`metadata read of generation ${generation} of ${key}`, error);
+    }
   }
 
   async getRange(key: string, start: number, end: number, pin?: ReadPin): Promise<Uint8Array> {

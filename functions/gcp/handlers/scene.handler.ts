@@ -87,12 +87,9 @@ export function createSceneHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       const source = sourceOf(event);
       if (source.bucket !== config.sourceBucket) return ignore('other-bucket', source.key);
       if (!acceptSourceObject(source.key, filter)) return ignore('filtered-out', source.key);
-      // Reads go to the live object, so only fan out the generation that is still live: an event
-      // for an overwritten (or deleted) object is stale, and the newer generation has its own event.
-      const live = await backend.sources.head(source.key);
-      if (!live) return ignore('object-gone', source.key);
-      if (live.version !== source.versionToken) return ignore('stale-generation', source.key);
-      // The pin at fan-out checks the generation again, closing the window between this head and the reads.
+      // The scene is the generation the event names, read pinned to it whatever is live now: a metadata update
+      // changes only the metageneration, and a newer upload has its own event and its own scene. A generation the
+      // bucket no longer keeps is stale (the pin says so: source-changed, or object-gone once nothing is left).
       // A STAC stack's object is an item (shared/app/stac-scene.ts). Eventarc gives no delivery count and retries
       // for 24 h, so the event's own time bounds the wait for a band that is not there yet.
       const fan = await fanOutSourceEvent(backend, source, config, { eventTimeMs: eventTimeMs(event.time) });

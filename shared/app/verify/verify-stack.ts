@@ -2,13 +2,13 @@ import { BACKFILL_POLICIES, type BackfillPolicy } from '../../domain/backfill-po
 import { assertNever } from '../../domain/claim.js';
 import { TesseraError } from '../../domain/errors.js';
 import { outputKeys, repairJobKey, sceneKey, tileJobKey } from '../../domain/job-key.js';
+import { verifyKeys } from '../../domain/key-layout.js';
 import { type Window, windowAt, windows } from '../../domain/tile-grid.js';
 import type { Delivery, JobMessage, PullQueue } from '../../ports/job-queue.port.js';
 import type { ObjectHead } from '../../ports/object-store.port.js';
 import { COG_GHOST_AREA } from '../../raster/cog-writer.js';
 import { openGeoTiff } from '../../raster/geotiff-source.js';
 import type { Backend } from '../backend.js';
-import { verifyKeys } from '../../domain/key-layout.js';
 import { indexHourOf, readSceneManifest, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
 import { makeTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../tile-job.js';
 

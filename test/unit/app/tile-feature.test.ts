@@ -7,8 +7,16 @@ import type { TileJob } from '../../../shared/app/tile-job.js';
 import { AdapterError, UnsupportedRasterError } from '../../../shared/domain/errors.js';
 import type { ProcessingParams } from '../../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
-import type { FeaturePutResult, FeatureSink, TileFeature } from '../../../shared/ports/feature-sink.port.js';
+import type {
+  FeaturePutResult,
+  FeatureScene,
+  FeatureSink,
+  SceneRetireResult,
+  SceneSupersession,
+  TileFeature,
+} from '../../../shared/ports/feature-sink.port.js';
 import type { FakeClock } from '../../support/fake-clock.js';
+import { syntheticSceneBytes } from '../../support/local-scene.js';
 import { FIXTURE_LEASE_MS, fixtureSettings, localTileFixture } from '../../support/tile-fixture.js';
 
 describe('tileStatistics', () => {
@@ -45,16 +53,34 @@ describe('tileFeature', () => {
     jobKey: 'k',
     sceneKey: 's',
     outputKey: 'tiles/s/0_0.tif',
-    source: { key: 'scenes/a.tif' },
+    code: 'build-1',
+    source: { bucket: 'b', key: 'scenes/a.tif', versionToken: 'v1' },
+    params: { ...DEFAULT_PARAMS, tile_px: 256 },
+    grid: { width: 600, height: 300 },
     window: { row: 0, col: 0, x: 0, y: 0, width: 1, height: 1 },
   } as unknown as TileJob;
   it('takes the EPSG code from the CRS, or from the root of its WKT', () => {
     const gt = [0, 1, 0, 0, 0, -1] as const;
-    expect(tileFeature(job, { geoTransform: gt, crs: { epsg: 32631 } }, [1], -9999).epsg).toBe(32631);
-    expect(tileFeature(job, { geoTransform: gt, crs: { wkt: 'PROJCS["x",AUTHORITY["EPSG","32632"]]' } }, [1], -9999).epsg).toBe(32632);
+    expect(tileFeature(job, { geoTransform: gt, crs: { epsg: 32631 } }, [1], -9999, undefined).epsg).toBe(32631);
+    expect(tileFeature(job, { geoTransform: gt, crs: { wkt: 'PROJCS["x",AUTHORITY["EPSG","32632"]]' } }, [1], -9999, undefined).epsg).toBe(
+      32632,
+    );
+  });
+  it('names its scene: the source object without its version, the pipeline, the windows of the grid and the fan-out time', () => {
+    expect(tileFeature(job, { geoTransform: [0, 1, 0, 0, 0, -1], crs: { epsg: 32631 } }, [1], -9999, 1_700_000_000_000).scene).toEqual({
+      sceneKey: 's',
+      source: { bucket: 'b', key: 'scenes/a.tif' },
+      sourceVersion: 'v1',
+      pipeline: DEFAULT_PARAMS.pipeline,
+      pipelineVersion: DEFAULT_PARAMS.version,
+      codeVersion: 'build-1',
+      // 600 x 300 at 256 px: 3 columns, 2 rows.
+      windowCount: 6,
+      fannedOutAt: 1_700_000_000_000,
+    });
   });
   it('refuses a CRS without an EPSG code with a typed error', () => {
-    expect(() => tileFeature(job, { geoTransform: [0, 1, 0, 0, 0, -1], crs: { wkt: 'LOCAL_CS["x"]' } }, [1], -9999)).toThrow(
+    expect(() => tileFeature(job, { geoTransform: [0, 1, 0, 0, 0, -1], crs: { wkt: 'LOCAL_CS["x"]' } }, [1], -9999, undefined)).toThrow(
       UnsupportedRasterError,
     );
   });
@@ -75,6 +101,11 @@ class RecordingSink implements FeatureSink {
     if (this.rows.has(feature.jobId)) return { kind: 'already-present' };
     this.rows.set(feature.jobId, feature);
     return { kind: 'inserted' };
+  }
+  readonly retired: [FeatureScene, SceneSupersession][] = [];
+  async retireScene(scene: FeatureScene, why: SceneSupersession): Promise<SceneRetireResult> {
+    this.retired.push([scene, why]);
+    return { kind: 'retired' };
   }
 }
 
@@ -113,7 +144,7 @@ describe('processTile with a feature sink (local backend, fake clock)', () => {
     expect(order).toEqual(['write:0', 'feature:1:CLAIMED']);
     const row = sink.rows.get(job.jobKey);
     // The edge window 1_2 of the fixture is 44 x 72 pixels; the synthetic scene's NDVI is valid everywhere.
-    expect(row).toMatchObject({ sceneKey: job.sceneKey, tileKey: job.outputKey, count: 44 * 72, epsg: 32631 });
+    expect(row).toMatchObject({ scene: { sceneKey: job.sceneKey }, tileKey: job.outputKey, count: 44 * 72, epsg: 32631 });
     expect(row?.mean).toBeGreaterThanOrEqual(row?.min as number);
     expect(row?.footprint).toHaveLength(5);
     expect(telemetry.counters()).toMatchObject({ written: 1, 'feature-inserted': 1, committed: 1 });
@@ -149,6 +180,29 @@ describe('processTile with a feature sink (local backend, fake clock)', () => {
     expect((await processTile({ ...b, sink }, fixtureSettings('w2'), job)).kind).toBe('already-present');
     expect(sink.rows.size).toBe(1);
     expect(await b.claims.get(job.jobKey)).toMatchObject({ state: 'COMMITTED', owner: 'w2' });
+  });
+
+  it('a source overwritten under the job retires its scene in the sink (with the version the store holds now) and inserts nothing', async () => {
+    const before = await b.sources.head(job.source.key);
+    await b.sources.putIfMatch(job.source.key, await syntheticSceneBytes({ width: 300, height: 200, seed: 99 }), before?.version as string);
+    const now = (await b.sources.head(job.source.key))?.version;
+    expect((await processTile({ ...b, sink }, fixtureSettings('w1'), job)).kind).toBe('source-changed');
+    expect(sink.rows.size).toBe(0);
+    // The scene as every row of it names it: its fan-out time is the manifest's (the fake clock has not moved since).
+    expect(sink.retired).toEqual([
+      [
+        expect.objectContaining({
+          sceneKey: job.sceneKey,
+          sourceVersion: job.source.versionToken,
+          windowCount: 6,
+          fannedOutAt: clock.now(),
+        }),
+        { kind: 'source-changed', currentVersion: now },
+      ],
+    ]);
+    expect(logs.map((l) => JSON.parse(l)).filter((l) => l.event === 'feature-scene-superseded')).toMatchObject([
+      { level: 'INFO', result: 'retired' },
+    ]);
   });
 
   it('without a sink nothing changes: no feature counters', async () => {
