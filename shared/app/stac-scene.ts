@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Platform } from '../domain/ceilings.js';
-import { AdapterError, ObjectNotFoundError, SceneIncompleteError, SourceChangedError } from '../domain/errors.js';
+import { AdapterError, InvalidEventError, ObjectNotFoundError, SceneIncompleteError, SourceChangedError } from '../domain/errors.js';
 import type { AssetRef, ProcessingParams, SourceRef } from '../domain/job-key.js';
 import { itemPinKeys } from '../domain/key-layout.js';
 import type { RuntimeConfig } from '../domain/runtime-config.js';
@@ -34,6 +34,11 @@ export interface StacSceneConfig {
   readonly params: ProcessingParams;
   readonly platform: Platform;
   readonly functionTimeoutSec: number;
+  /**
+   * The stack's source prefix (tessera:sourcePrefix): the only place the scene function may read (its grant,
+   * shared/domain/key-layout.ts). A band href that resolves outside it is refused before any read.
+   */
+  readonly sourcePrefix?: string | undefined;
 }
 
 /**
@@ -45,12 +50,12 @@ export interface StacSceneConfig {
 export function fanOutSourceEvent(
   backend: Backend,
   source: SourceRef,
-  config: Pick<RuntimeConfig, 'params' | 'platform' | 'functionTimeoutSec' | 'stacAssets'>,
+  config: Pick<RuntimeConfig, 'params' | 'platform' | 'functionTimeoutSec' | 'stacAssets'> & { readonly sourcePrefix?: string | undefined },
   delivery: StacEventDelivery = {},
 ): Promise<SceneEventFanOut> {
-  const { params, platform, functionTimeoutSec, stacAssets } = config;
+  const { params, platform, functionTimeoutSec, stacAssets, sourcePrefix } = config;
   if (stacAssets === undefined) return fanOutSceneEvent(backend, source, params, platform, functionTimeoutSec);
-  return fanOutStacSceneEvent(backend, source, { selection: stacAssets, params, platform, functionTimeoutSec }, delivery);
+  return fanOutStacSceneEvent(backend, source, { selection: stacAssets, params, platform, functionTimeoutSec, sourcePrefix }, delivery);
 }
 
 /** An event's RFC 3339 time (S3 eventTime, CloudEvent time, Event Grid eventTime) in ms since the epoch; undefined if absent or unreadable. */
@@ -104,6 +109,15 @@ export async function fanOutStacSceneEvent(
   const resolved = resolveStacAssets(stac, item.key, config.selection);
 
   const bandKeys = [...new Set(Object.values(resolved).map((r) => r.key))].sort();
+  const prefix = config.sourcePrefix;
+  if (prefix !== undefined && prefix !== '') {
+    const outside = bandKeys.filter((k) => !k.startsWith(prefix));
+    if (outside.length > 0)
+      throw new InvalidEventError(
+        `STAC item ${JSON.stringify(item.key)} names band objects outside the source prefix ${JSON.stringify(prefix)} (${outside.map((k) => JSON.stringify(k)).join(', ')}): ` +
+          'the scene function may read only under it; keep the band files beside the item',
+      );
+  }
   const pins = await itemBandPins(backend, item, bandKeys, delivery);
   const heads = new Map(Object.entries(pins.versions));
 

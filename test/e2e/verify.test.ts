@@ -90,7 +90,7 @@ afterAll(() => {
 });
 
 /** A handler run as the function the stack deploys it as (its requests are that role's). */
-function asFunction<A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+function asFunction<A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => R): (...args: A) => R {
   return (...args) => asRole(role, () => handler(...args));
 }
 
@@ -309,6 +309,19 @@ async function azureEmulatorStack() {
   const scenes = AzureQueueJobQueue.onAccount(clients.queue, sceneQueue);
   const tiles = AzureQueueJobQueue.onAccount(clients.queue, tileQueue);
   const blobEndpoint = requireEndpoints(inject('emulators'), 'azure').blob;
+  // The Functions host's dequeues and timer are the platform's; each handler runs as its function.
+  const onScene = asFunction(
+    'scene',
+    makeSceneHandler(() => rt),
+  );
+  const onTile = asFunction(
+    'tile',
+    makeTileHandler(() => rt),
+  );
+  const onTimer = asFunction(
+    'mosaic',
+    makeMosaicHandler(() => rt),
+  );
   const seen = new Set<string>();
   let running = true;
   const loop = (async () => {
@@ -320,10 +333,9 @@ async function azureEmulatorStack() {
         const event = blobCreatedEvent(blobEndpoint, sources.containerName, h.key, h.version, h.size);
         await scenes.sendBatch([{ jobKey: `event:${h.key}`, body: JSON.stringify(event) }]);
       }
-      // The Functions host's dequeues are the platform's; each handler runs as its function.
-      await runQueueHost(scenes, asFunction('scene', makeSceneHandler(() => rt)), { functionName: 'scene' });
-      await runQueueHost(tiles, asFunction('tile', makeTileHandler(() => rt)), { functionName: 'tile' });
-      await asRole('mosaic', () => makeMosaicHandler(() => rt)(timerPayload(), invocationContext('mosaic', 'timerTrigger').context));
+      await runQueueHost(scenes, onScene, { functionName: 'scene' });
+      await runQueueHost(tiles, onTile, { functionName: 'tile' });
+      await onTimer(timerPayload(), invocationContext('mosaic', 'timerTrigger').context);
       await new Promise((r) => setTimeout(r, 100));
     }
   })();

@@ -17,6 +17,10 @@ import { blockedScene, SCENE_PARAMS } from './scenarios-scenes.js';
 /** The source object whose uploads and runs compete for "current", and the clean run's own object. */
 const SOURCE = 'incoming/scene.tif';
 const CLEAN = 'incoming/clean.tif';
+/** The clean run of the re-run's tiling: one 64 px window over the parity scene has other 4326 corners than four 32 px ones. */
+const CLEAN_RERUN = 'incoming/clean-rerun.tif';
+/** A new pipeline version that also tiles differently: one window over the 64 x 48 parity scene instead of four. */
+const RERUN_PARAMS = { ...PARITY_PARAMS, version: 'parity-3', tile_px: 64 };
 /** Between two runs: fan-out times (the manifests' createdAt, which rank scenes) that differ, on the FakeClock. */
 const MINUTE = 60_000;
 
@@ -115,11 +119,14 @@ export const FEATURES_CURRENT_SCENARIOS: readonly Scenario[] = [
       'PostGIS current features: a new-key backfill and a re-run under a new pipeline version replace the current scene only once complete; late duplicates of an old scene change nothing; ST_Area over the view equals a clean run',
     async run(ctx) {
       const pipeline = PARITY_PARAMS.pipeline;
-      const clean = await ctx.stage(CLEAN);
-      await ctx.fanOut('C', { source: clean, params: PARITY_PARAMS });
+      // The single-run figures: the same bytes under other names, drained once each, in each tiling.
+      await ctx.fanOut('C', { source: await ctx.stage(CLEAN), params: PARITY_PARAMS });
+      await ctx.fanOut('C64', { source: await ctx.stage(CLEAN_RERUN), params: RERUN_PARAMS });
       await ctx.drain('w0', withSink(ctx));
       const cleanRun = await ctx.features.current(identity(CLEAN), pipeline);
+      const cleanRerun = await ctx.features.current(identity(CLEAN_RERUN), pipeline);
       ctx.fact('cleanRun', { rows: cleanRun.rows, areaSceneCrs: cleanRun.areaSceneCrs });
+      ctx.fact('cleanRerun', { rows: cleanRerun.rows, areaSceneCrs: cleanRerun.areaSceneCrs });
 
       ctx.clock.advance(MINUTE);
       const source = await ctx.stage(SOURCE);
@@ -145,16 +152,16 @@ export const FEATURES_CURRENT_SCENARIOS: readonly Scenario[] = [
       // The scene event again under a new pipeline version that also tiles differently: one 64 px window, not four.
       ctx.clock.advance(MINUTE);
       ctx.phase('rerun');
-      const v3 = await ctx.fanOut('v3', { source, params: { ...PARITY_PARAMS, version: 'parity-3', tile_px: 64 } });
+      const v3 = await ctx.fanOut('v3', { source, params: RERUN_PARAMS });
       await ctx.drain('w3', withSink(ctx));
-      ctx.fact('rerunDone', await currentFact(ctx, pipeline, cleanRun));
+      ctx.fact('rerunDone', await currentFact(ctx, pipeline, cleanRerun));
 
       // v1's tile 0_0 again after its claim row expired (retention): it runs, finds its tile and its row, commits.
       ctx.phase('late');
       await ctx.deleteClaim(ctx.jobFor('v1', source, 0, 0).jobKey);
       await ctx.send([ctx.jobFor('v1', source, 0, 0)], 2);
       await ctx.drain('w4', withSink(ctx));
-      ctx.fact('afterLateDuplicates', await currentFact(ctx, pipeline, cleanRun));
+      ctx.fact('afterLateDuplicates', await currentFact(ctx, pipeline, cleanRerun));
       await historyFacts(ctx, { v1: v1.sceneKey, v2: v2.sceneKey, v3: v3.sceneKey });
       return ctx.record();
     },

@@ -183,6 +183,25 @@ describe('fanOutStacSceneEvent', () => {
     expect(retry.result.sceneKey).toBe(clean.result.sceneKey);
   });
 
+  it("refuses, before any read, an item whose band resolves outside the stack's source prefix (the scene function may read nowhere else)", async () => {
+    const { backend, item } = await setup();
+    const reads: string[] = [];
+    const sources = backend.sources;
+    const counting: Backend = {
+      ...backend,
+      sources: Object.assign(Object.create(sources) as typeof sources, {
+        head: async (key: string) => {
+          reads.push(key);
+          return sources.head(key);
+        },
+      }),
+    };
+    const act = fanOutStacSceneEvent(counting, item, { ...CONFIG, sourcePrefix: 'scenes/S2/T31UDQ/2024-06-01/B04' });
+    await expect(act).rejects.toBeInstanceOf(InvalidEventError);
+    await expect(act).rejects.toMatchObject({ retryable: false, message: expect.stringContaining('B08.tif') });
+    expect(reads).toEqual([]);
+  });
+
   it('refuses a band pins record changed behind its back (it is written create-only)', async () => {
     const { backend, item } = await setup();
     const b04 = 'scenes/S2/T31UDQ/2024-06-01/B04.tif';
