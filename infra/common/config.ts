@@ -1,13 +1,13 @@
 import * as pulumi from '@pulumi/pulumi';
 import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
+import { AREAS, DEFAULT_SOURCE_PREFIX, DEPLOYED_ROLES, type DeployedRole } from '../../shared/domain/key-layout.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
 import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
 import { parseStacSelection } from '../../shared/domain/stac-item.js';
 import { OUTPUT_COMPRESSIONS, tilingParams } from '../../shared/domain/tiling-params.js';
 import { parseExpression } from '../../shared/raster/expression.js';
 import { gcpFirestoreDatabaseId } from './naming.js';
-import { AREAS, DEFAULT_SOURCE_PREFIX, type DeployedRole, DEPLOYED_ROLES } from '../../shared/domain/key-layout.js';
 
 /** Where ingest stages an attempt's download in the source bucket (shared/app/ingest.ts), outside the scene prefix. */
 export const STAGING_PREFIX: string = AREAS.staging.prefix;

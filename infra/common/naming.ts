@@ -54,8 +54,8 @@ export function gcpServiceAccountId(stack: string, role: string): string {
 }
 
 /**
- * A GCP project custom role id (3-64 letters, digits, underscores and periods). Unique per project and kept
- * for 37 days after a delete (the provider undeletes it on the next create), so it carries the stack too.
+ * A GCP project custom role id (3-64 letters, digits, underscores and periods). Unique per project, so it carries
+ * the stack; a deleted role's id stays reserved until it is purged (37 days; the provider undeletes it within 7).
  */
 export function gcpCustomRoleId(stack: string, what: string): string {
   const readable = `tessera_${slug(stack).replace(/-/g, '_')}_${what}`;

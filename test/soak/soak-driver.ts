@@ -826,10 +826,11 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   await processes?.close();
   const judged = await judge();
   // After the oracle: its mosaics are the mosaic function's work, checked like the rest.
-  const iamFindings =
-    iamCheck === undefined
-      ? []
-      : [...(options.iam as IamRun).finish(iamCheck), ...pb.accessDenials().map((d) => `refused by the IAM-enforcing emulator: ${d}`)];
+  const iamFindings = [
+    ...(iamCheck === undefined ? [] : (options.iam as IamRun).finish(iamCheck)),
+    // The IAM-enforcing emulator's refusals (aws: S3 signed per role), whether or not the recorder runs.
+    ...pb.accessDenials().map((d) => `refused by the IAM-enforcing emulator: ${d}`),
+  ];
   for (const f of iamFindings) anomalies.push(`iam ${f}`);
   const report: SoakBackendReport = { ...judged, iamFindings: iamFindings.length };
   rmSync(tmp, { recursive: true, force: true });

@@ -283,6 +283,22 @@ describe('the classifier: GCP', () => {
     expect(shown(classify(w))).toEqual(expected);
   });
 
+  it("learns a subscription verify creates on a topic, so its pulls and its deletion are placed on the topic's queue", () => {
+    const field = (n: number, text: string) => Buffer.concat([Buffer.from([(n << 3) | 2, Buffer.byteLength(text)]), Buffer.from(text)]);
+    const create = grpc(
+      '/google.pubsub.v1.Subscriber/CreateSubscription',
+      Buffer.concat([field(1, 'projects/p/subscriptions/tessera-verify-x1'), field(2, 'projects/p/topics/cls-tiles')]),
+    );
+    expect(shown(classify(create))).toEqual([
+      'tile pubsub.subscriptions.create tileQueue',
+      'tile pubsub.topics.attachSubscription tileQueue',
+    ]);
+    const remove = grpc('/google.pubsub.v1.Subscriber/DeleteSubscription', Buffer.alloc(0), {
+      'x-goog-request-params': 'subscription=projects%2Fp%2Fsubscriptions%2Ftessera-verify-x1',
+    });
+    expect(shown(classify(remove))).toEqual(['tile pubsub.subscriptions.delete tileQueue']);
+  });
+
   it('refuses a Firestore call the adapters never make rather than guess its resource', () => {
     expect(shown(classify(grpc('/google.firestore.v1.Firestore/BeginTransaction', Buffer.alloc(0))))).toEqual([
       'gcp unrecognised: Firestore BeginTransaction is not classified (the adapters make no such call)',
