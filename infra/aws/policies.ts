@@ -65,7 +65,8 @@ const bucketOf = (store: StoreName, arns: StoreArns): string => (store === 'sour
  *   pinned to the versionId the job key names (S3 checks GetObjectVersion for any request with a VersionId);
  * - create and replace: s3:PutObject, which covers `If-None-Match: *` and `If-Match` writes alike;
  * - delete: s3:DeleteObject (the store deletes with `If-Match`, never a version: no DeleteObjectVersion);
- * - list: nothing on the objects; a bucket-level ListBucket, see {@link listStatement}.
+ * - list: nothing on the objects; a bucket-level ListBucket, see {@link listStatement};
+ * - pin: nothing beyond read: S3 pins by version id (s3:GetObjectVersion, granted with read on the source store).
  */
 export function s3ObjectActions(access: ObjectAccess, store: StoreName): readonly string[] {
   switch (access) {
@@ -77,6 +78,7 @@ export function s3ObjectActions(access: ObjectAccess, store: StoreName): readonl
     case 'delete':
       return ['s3:DeleteObject'];
     case 'list':
+    case 'pin':
       return [];
     default:
       return assertNever(access, 'object access');

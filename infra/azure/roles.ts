@@ -43,16 +43,6 @@ export const BLOB_LIST = 'Blob.List';
 const PATH = `@Resource[${BLOBS}:path]`;
 const PREFIX = `@Request[${BLOBS}:prefix]`;
 
-/**
- * Azure only: a pinned read of the source is a snapshot of the blob (Snapshot Blob, functions/azure adapters'
- * `pin`), which Azure authorizes as `blobs/write` on the base blob; no request attribute tells a snapshot from an
- * overwrite. S3 and Cloud Storage pin by version id and need nothing beyond read. The layout names no `pin` access,
- * so the roles that create pins (fan-out, the scene function: shared/app/fan-out.ts and stac-scene.ts) are listed
- * here, and the Azure infra test holds every write Azure grants beyond ROLE_ACCESS to exactly this table. Ingest
- * pins too, but only what it creates (its staged download), where it may write anyway.
- */
-export const AZURE_SNAPSHOT_PINS: Readonly<Partial<Record<FunctionRole, readonly AreaName[]>>> = { scene: ['source'] };
-
 /** One role assignment on one container of the data account, derived from the layout. */
 export interface BlobAssignment {
   readonly role: FunctionRole;
@@ -124,7 +114,6 @@ export function blobAssignments(role: FunctionRole, sourcePrefix: string): reado
   for (const store of ['sources', 'outputs'] as const) {
     const grants = ROLE_ACCESS[role].filter((g) => AREAS[g.area].store === store);
     if (grants.length === 0) continue;
-    const pins = AZURE_SNAPSHOT_PINS[role] ?? [];
     const places = { read: [] as Place[], list: [] as Place[], write: [] as Place[], delete: [] as Place[] };
     for (const g of grants) {
       const area: Area = AREAS[g.area];
@@ -135,7 +124,9 @@ export function blobAssignments(role: FunctionRole, sourcePrefix: string): reado
           throw new Error(`[infra:azure] the layout lists the one-key area ${g.area} for ${role}: a key is read, not listed`);
         places.list.push(place);
       }
-      if (has(g.access, 'create', 'replace') || pins.includes(g.area)) places.write.push(place);
+      // A pin is a snapshot of the blob (the adapter's `pin`), which Azure authorizes as `blobs/write` on the base
+      // blob: no request attribute tells a snapshot from an overwrite, so a `pin` access is a write here.
+      if (has(g.access, 'create', 'replace', 'pin')) places.write.push(place);
       if (has(g.access, 'delete')) places.delete.push(place);
     }
     const writes = places.write.length > 0 || places.delete.length > 0;

@@ -38,6 +38,8 @@ export const GCS_PERMISSIONS: Readonly<Record<ObjectAccess, readonly string[]>> 
   replace: ['storage.objects.create', 'storage.objects.delete'],
   delete: ['storage.objects.delete'],
   list: ['storage.objects.list'],
+  // A pin names a generation, read with storage.objects.get: nothing beyond read.
+  pin: [],
 };
 
 /** The custom roles a stack defines (one per missing primitive, not per access set). */

@@ -32,7 +32,10 @@ export type TesseraErrorCode =
   | 'ARTEFACT_NOT_FOUND'
   | 'ARTEFACT_REFUSED'
   | 'INGEST_OCCUPIED'
+  | 'HREF_REFUSED'
   | 'MOSAIC_TOO_LARGE'
+  | 'MOSAIC_TILES_CHANGED'
+  | 'UPLOAD_CORRUPTED'
   | 'SCENE_INCOMPLETE';
 
 export class TesseraError extends Error {
@@ -321,5 +324,66 @@ export class SceneIncompleteError extends TesseraError {
     );
     this.itemKey = itemKey;
     this.missing = missing;
+  }
+}
+
+/**
+ * How one store says "the body I received does not match the checksum sent with it": the HTTP status and
+ * the store's own error codes, or, where the store has no code of its own for it (GCS answers 400 `invalid`
+ * for many things), a pattern of its message. Each object store adapter keeps its cloud's mapping beside
+ * its other error handling; the rule that such a refusal is transient lives once, in {@link CorruptUploadError}.
+ */
+export interface IntegrityRefusal {
+  readonly status: number;
+  readonly codes?: readonly string[] | undefined;
+  readonly message?: RegExp | undefined;
+}
+
+/** Whether a store failure (its status, error code and message, as the adapter read them) is an integrity refusal. */
+export function isIntegrityRefusal(
+  failure: { readonly status: number | undefined; readonly code?: string | undefined; readonly message?: string | undefined },
+  refusal: IntegrityRefusal,
+): boolean {
+  if (failure.status !== refusal.status) return false;
+  if (refusal.codes !== undefined && failure.code !== undefined && refusal.codes.includes(failure.code)) return true;
+  return refusal.message !== undefined && failure.message !== undefined && refusal.message.test(failure.message);
+}
+
+/**
+ * A write the store refused because the bytes it received do not hash to the checksum the adapter sent
+ * with them (S3 400 BadDigest, GCS 400 "doesn't match calculated MD5 hash", Azure 400 Md5Mismatch): the
+ * body was damaged between this process and the store (a NIC, a proxy, a bit flip). Nothing was stored,
+ * and the job's own bytes are still good, so it is transient, never poison: the next delivery renders
+ * again and sends them again. Dead-lettering it, as a 400 otherwise would be, lost the tile or the repair.
+ */
+export class CorruptUploadError extends TesseraError {
+  readonly key: string;
+  constructor(store: string, key: string, what: string, detail: string, options: { cause?: unknown } = {}) {
+    super(
+      'UPLOAD_CORRUPTED',
+      `[object-store:${store}] ${what} of ${JSON.stringify(key)} was refused because the body the store received does not match its checksum ` +
+        `(${detail}): it was damaged on the way and nothing was stored. The delivery is retried and sends it again; ` +
+        'if this keeps happening, look at the network path to the store (a proxy rewriting bodies, a faulty host)',
+      { ...options, retryable: true },
+    );
+    this.key = key;
+  }
+}
+
+/**
+ * A mosaic assembly found the scene's tiles changed while it ran (a repair landed between its listing and
+ * its replacement of a stale mosaic or STAC Item): what it built is not the mosaic of the tiles now in
+ * place, so it replaced nothing. Retryable: the next assembly reads the tiles again.
+ */
+export class MosaicTilesChangedError extends TesseraError {
+  readonly sceneKey: string;
+  constructor(sceneKey: string, changed: readonly string[]) {
+    super(
+      'MOSAIC_TILES_CHANGED',
+      `mosaic of scene ${sceneKey}: ${changed.length} tile(s) changed while it was assembled (${changed.slice(0, 3).join(', ')}` +
+        `${changed.length > 3 ? ', ...' : ''}); nothing was replaced: assemble it again once the repair is done`,
+      { retryable: true },
+    );
+    this.sceneKey = sceneKey;
   }
 }

@@ -79,9 +79,12 @@ export function areaPrefix(area: AreaName, sourcePrefix: string = DEFAULT_SOURCE
  *   `storage.objects.delete` for it, so a grant of `replace` carries delete rights there.
  * - `delete`: a conditional delete.
  * - `list`: list keys under the area's prefix.
+ * - `pin`: hold the version being read for the rest of the scene (`ObjectStore.pin`). S3 and Cloud Storage pin by
+ *   version id / generation and need nothing beyond `read`; Azure pins with a snapshot of the blob, which Azure
+ *   authorizes as a write of the base blob (no request attribute tells a snapshot from an overwrite).
  */
-export type ObjectAccess = 'read' | 'create' | 'replace' | 'delete' | 'list';
-export const OBJECT_ACCESSES: readonly ObjectAccess[] = ['read', 'create', 'replace', 'delete', 'list'];
+export type ObjectAccess = 'read' | 'create' | 'replace' | 'delete' | 'list' | 'pin';
+export const OBJECT_ACCESSES: readonly ObjectAccess[] = ['read', 'create', 'replace', 'delete', 'list', 'pin'];
 
 export interface AreaGrant {
   readonly area: AreaName;
@@ -97,7 +100,11 @@ export interface AreaGrant {
  */
 export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> = {
   scene: [
-    { area: 'source', access: ['read', 'list'], why: 'fan-out reads the scene (pinned) and a STAC Item with its bands' },
+    {
+      area: 'source',
+      access: ['read', 'list', 'pin'],
+      why: 'fan-out pins the scene (or a STAC Item and its bands) to the version its key names and reads its header',
+    },
     {
       area: 'scenes',
       access: ['read', 'create', 'list'],
@@ -135,7 +142,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
     { area: 'sweepState', access: ['read', 'create', 'replace'], why: 'the sweep keeps its progress in one object, compare-and-set' },
   ],
   ingest: [
-    { area: 'staging', access: ['read', 'create', 'list'], why: "an attempt's download is staged, validated and copied from there" },
+    {
+      area: 'staging',
+      access: ['read', 'create', 'list', 'pin'],
+      why: "an attempt's download is staged, validated (read pinned to the staged version) and copied from there",
+    },
     { area: 'source', access: ['read', 'create', 'list'], why: 'a validated artefact is promoted create-only under the source prefix' },
     {
       area: 'uploads',
@@ -149,7 +160,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
   ],
   verify: [
     { area: 'source', access: ['read', 'create', 'delete', 'list'], why: 'verify uploads its smoke scene and removes it' },
-    { area: 'tiles', access: ['read', 'delete', 'list'], why: "verify checks its scene's tiles and removes them" },
+    {
+      area: 'tiles',
+      access: ['read', 'replace', 'delete', 'list'],
+      why: "verify checks its scene's tiles, overwrites one conditionally (the repair check) and removes them",
+    },
     { area: 'scenes', access: ['read', 'delete', 'list'], why: "verify reads its scene's manifest and removes it" },
     { area: 'mosaics', access: ['read', 'delete', 'list'], why: "verify checks its scene's mosaic and removes it" },
     { area: 'sceneIndex', access: ['read', 'delete', 'list'], why: "verify finds its scene in the sweep's index and removes the entry" },

@@ -200,7 +200,7 @@ export function roleSignedS3(e: AwsEndpoints, keys: RoleKeys, endpoint: string =
       return await (client.send as (c: unknown) => Promise<unknown>)(command);
     } catch (e) {
       if (!isAccessDenied(e)) throw e;
-      const denial = { role, ...s3Action(command) };
+      const denial: AccessDenial = { role, ...s3Action(command) };
       unclaimed.push(denial);
       denials.push(denial);
       const operator = clients.get('operator') as S3Client;

@@ -106,8 +106,17 @@ describe('postgresPool when the server ends its connections', () => {
     const job = randomBytes(32).toString('hex');
     const feature = {
       jobId: job,
-      sceneKey: 'scene-pool',
-      tileKey: 'tiles/pool/0_0.tif',
+      scene: {
+        sceneKey: 'scene-pool',
+        source: { bucket: 'pool-sources', key: 'scenes/pool.tif' },
+        sourceVersion: 'v1',
+        pipeline: 'ndvi',
+        pipelineVersion: '1',
+        codeVersion: 'build-1',
+        windowCount: 1,
+        fannedOutAt: undefined,
+      },
+      tileKey: 'tiles/scene-pool/0_0.tif',
       count: 1,
       mean: 0.5,
       min: 0.5,

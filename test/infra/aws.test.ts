@@ -87,6 +87,8 @@ const S3_PERMISSIONS: Readonly<Record<ObjectAccess, (store: StoreName) => readon
   replace: () => ['s3:PutObject'],
   delete: () => ['s3:DeleteObject'],
   list: () => [],
+  // S3 pins by version id: the read's GetObjectVersion is the whole of it.
+  pin: () => [],
 };
 
 /** A key inside an area (the area's own key when it is one key). */

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { AZURE_SNAPSHOT_PINS } from '../../infra/azure/roles.js';
 import { AZURE_ROLES, CONTAINERS, DEPLOYMENTS_CONTAINER, hostTimeSpan, LEASE_STOLEN_TRACE_TERMS } from '../../infra/azure/tiling-stack.js';
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
@@ -560,8 +559,8 @@ describe('the Azure blob grants: every one derived from the key layout (shared/d
           const access = accessOf(role, area);
           const key = keyIn(area, DEFAULT_SOURCE_PREFIX);
           const what = `${role} on ${area} (${key})`;
-          // A pin is a snapshot, which Azure authorizes as a write of the base blob (infra/azure/roles.ts AZURE_SNAPSHOT_PINS).
-          const pins = (AZURE_SNAPSHOT_PINS[role] ?? []).includes(area);
+          // A pin is a snapshot, which Azure authorizes as a write of the base blob (infra/azure/roles.ts).
+          const pins = access.includes('pin');
           expect(can(readOf(key)), `${what}: read`).toBe(access.includes('read'));
           expect(can(writeOf(key)), `${what}: write`).toBe(access.includes('create') || access.includes('replace') || pins);
           expect(can(deleteOf(key)), `${what}: delete`).toBe(access.includes('delete'));

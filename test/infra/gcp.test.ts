@@ -631,6 +631,8 @@ const NEEDS: Readonly<Record<ObjectAccess, readonly string[]>> = {
   replace: ['storage.objects.create', 'storage.objects.delete'],
   delete: ['storage.objects.delete'],
   list: ['storage.objects.list'],
+  // A pin names a generation, read with storage.objects.get.
+  pin: [],
 };
 /**
  * What the program grants a member on one resource of a bucket: the permissions of every binding whose

@@ -232,6 +232,9 @@ const NO_OUTPUT_FAULTS: ObjectStoreFaults = {
   landedWrites: () => {
     throw new Error('output faults need createParityBackend(..., { outputFaults: true })');
   },
+  corruptNextWrite: () => {
+    throw new Error('output faults need createParityBackend(..., { outputFaults: true }) (a scenario: backendOptions)');
+  },
 };
 
 /**
@@ -399,7 +402,13 @@ async function awsParts(endpoints: EmulatorEndpoints, ns: string, options: Parit
     sources: new S3ObjectStore(roleS3, `${ns}-src`),
     outputs: new S3ObjectStore(roleS3Out, outputBucket),
     outputFaults: outputsProxy
-      ? proxiedObjectFaults(outputsProxy, { method: 'PUT', path: `/${outputBucket}/` }, () => storeFaults.s3SlowDown())
+      ? // moto stores a body whatever its x-amz-checksum-sha256 says: the proxy answers S3's BadDigest instead.
+        proxiedObjectFaults(
+          outputsProxy,
+          { method: 'PUT', path: `/${outputBucket}/` },
+          () => storeFaults.s3SlowDown(),
+          () => storeFaults.s3BadDigest(),
+        )
       : undefined,
     proxies: outputsProxy ? [claimsProxy, outputsProxy] : [claimsProxy],
     queue: queues.queue,

@@ -17,6 +17,7 @@ import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
 import type { ClaimStoreFaults } from '../support/claim-faults.js';
 import type { FakeClock } from '../support/fake-clock.js';
+import type { ObjectStoreFaults } from '../support/object-faults.js';
 import { asRole, bindRole } from '../support/function-role.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
@@ -220,6 +221,11 @@ export class ScenarioContext {
 
   get claimFaults(): ClaimStoreFaults {
     return this.#pb.claimFaults;
+  }
+
+  /** Faults between the output store and its backend (fault proxy; local: a wrapper): only with the scenario's `backendOptions: { outputFaults: true }`. */
+  get outputFaults(): ObjectStoreFaults {
+    return this.#pb.outputFaults;
   }
 
   /** The PostGIS feature sink every backend shares, and its roll-up; fails (never skips) when no PostgreSQL runs. */

@@ -68,7 +68,7 @@ async function runOnce(
   if (startFailure !== undefined) return { error: new Error(`the ${backend} emulators did not start: ${startFailure}`) };
   let timer: NodeJS.Timeout | undefined;
   try {
-    const pb = await createParityBackend(backend, env.endpoints, `s${scenario.id}`);
+    const pb = await createParityBackend(backend, env.endpoints, `s${scenario.id}`, scenario.backendOptions);
     try {
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`timed out after ${CELL_TIMEOUT_MS} ms`)), CELL_TIMEOUT_MS);

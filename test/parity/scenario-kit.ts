@@ -3,7 +3,7 @@ import type { TileJob } from '../../shared/app/tile-job.js';
 import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import { windows } from '../../shared/domain/tile-grid.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
-import { type BackendName, PARITY_SOURCE_BUCKET } from './backends.js';
+import { type BackendName, PARITY_SOURCE_BUCKET, type ParityBackendOptions } from './backends.js';
 import { PARITY_GRID, PARITY_PARAMS, type ScenarioContext } from './harness.js';
 import type { ClaimFact, OutcomeRecord } from './outcome.js';
 
@@ -25,6 +25,8 @@ export interface Scenario {
   run(ctx: ScenarioContext): Promise<OutcomeRecord>;
   readonly expected: OutcomeRecord;
   readonly limitations?: Partial<Record<BackendName, Limitation>>;
+  /** What the scenario's backends need beyond the default (`outputFaults`: the output store behind a fault proxy). */
+  readonly backendOptions?: ParityBackendOptions | undefined;
 }
 
 /** An expected record: unspecified fields are empty (no calls, no outputs, no counters, no alarms, no claims, no facts). */

@@ -4,6 +4,7 @@ import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
 import { FEATURES_CURRENT_SCENARIOS } from './scenarios-features-current.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
+import { INGEST_LANE_SCENARIOS } from './scenarios-ingest-lanes.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
@@ -31,6 +32,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...POSTGIS_SCENARIOS,
   ...FEATURES_CURRENT_SCENARIOS,
   ...INGEST_SCENARIOS,
+  ...INGEST_LANE_SCENARIOS,
   ...SOAK_SCENARIOS,
   ...STAC_SCENARIOS,
   ...BAND_SCENARIOS,

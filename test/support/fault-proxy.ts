@@ -46,6 +46,10 @@ import type { AddressInfo, Socket } from 'node:net';
  *   never landed).
  * - `respond`: answer with a canned response (the store's own error shapes are in
  *   {@link storeFaults}) without forwarding.
+ * - `corrupt` ({@link CorruptBody}): damage the request body on the way, as a faulty
+ *   NIC or proxy would, headers (and so the checksums the SDK computed) untouched, and
+ *   forward it, so the store's own digest check answers; or, for an emulator that
+ *   checks no digest (moto), answer the cloud's documented refusal instead of forwarding.
  *
  * Rules match on method, path, headers and body (strings match as substrings,
  * RegExps as patterns, or a predicate over the recorded request), fire `times`
@@ -186,18 +190,21 @@ export class FaultProxy {
       req.socket.destroy();
       return;
     }
-    if (typeof action === 'object') {
-      recorded.status = action.status;
-      res.writeHead(action.status, { 'content-length': Buffer.byteLength(action.body), ...action.headers });
-      res.end(action.body);
+    const canned = typeof action === 'object' ? ('corrupt' in action ? action.answer : action) : undefined;
+    if (canned) {
+      recorded.status = canned.status;
+      res.writeHead(canned.status, { 'content-length': Buffer.byteLength(canned.body), ...canned.headers });
+      res.end(canned.body);
       return;
     }
+    const sent = typeof action === 'object' && 'corrupt' in action ? action.corrupt(Buffer.from(body)) : body;
     const upstream = http1Request({
       host: target.hostname,
       port: target.port,
       method: req.method,
       path: req.url,
-      headers: req.headers,
+      // The same headers, so every checksum and signature the client computed now names other bytes.
+      headers: sent === body ? req.headers : { ...req.headers, 'content-length': String(sent.byteLength) },
       agent,
     });
     upstream.on('error', (error) => {
@@ -216,7 +223,7 @@ export class FaultProxy {
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, stripHopByHop(answer.headers));
       res.end(answerBody);
     });
-    upstream.end(body);
+    upstream.end(sent);
   }
 
   /**
@@ -247,12 +254,14 @@ export class FaultProxy {
       this.cut(stream);
       return;
     }
-    if (typeof action === 'object') {
-      recorded.status = action.status;
-      stream.respond({ ':status': action.status, ...action.headers }, { endStream: action.body.length === 0 });
-      if (action.body.length > 0) stream.end(action.body);
+    const canned = typeof action === 'object' ? ('corrupt' in action ? action.answer : action) : undefined;
+    if (canned) {
+      recorded.status = canned.status;
+      stream.respond({ ':status': canned.status, ...canned.headers }, { endStream: canned.body.length === 0 });
+      if (canned.body.length > 0) stream.end(canned.body);
       return;
     }
+    const sent = typeof action === 'object' && 'corrupt' in action ? action.corrupt(Buffer.from(body)) : body;
     let out: ReturnType<ClientHttp2Session['request']>;
     try {
       out = upstream
@@ -265,7 +274,7 @@ export class FaultProxy {
       throw error;
     }
     out.on('error', () => stream.session?.destroy());
-    out.end(body);
+    out.end(sent);
     const [answerHeaders, answerBody, trailers] = await new Promise<[Http2Headers, Buffer, Http2Headers | undefined]>((resolve) => {
       let got: Http2Headers = {};
       let tail: Http2Headers | undefined;
@@ -320,7 +329,7 @@ export interface RecordedRequest {
   readonly body: Buffer;
   /** The body as text (UTF-8; latin1 for gRPC frames, so byte offsets survive). */
   readonly text: string;
-  /** The fault applied to it, if any: `drop-response`, `drop-request` or `respond <status>`. */
+  /** The fault applied to it, if any: `drop-response`, `drop-request`, `respond <status>` or `corrupt-body` (`corrupt-body, respond <status>`). */
   fault?: string | undefined;
   /** The status the client got or, for `drop-response`, the one the store answered and the client never saw. */
   status?: number | undefined;
@@ -344,7 +353,18 @@ export interface CannedResponse {
   readonly body: string;
 }
 
-export type FaultAction = 'drop-response' | 'drop-request' | CannedResponse;
+/**
+ * Damage a request body in flight. `corrupt` gets a copy of the body as the client sent it and returns
+ * the bytes to forward (see {@link corruptions}); the headers go unchanged (a changed length is
+ * corrected, nothing else), so the client's checksums no longer match. With `answer`, the damaged
+ * request is not forwarded and the canned answer stands in for a store that checks no digest.
+ */
+export interface CorruptBody {
+  readonly corrupt: (body: Buffer) => Buffer;
+  readonly answer?: CannedResponse | undefined;
+}
+
+export type FaultAction = 'drop-response' | 'drop-request' | CannedResponse | CorruptBody;
 
 export interface FaultRule {
   /** Omitted: every request. */
@@ -387,6 +407,18 @@ export const storeFaults = {
       status: 503,
       headers: { 'content-type': 'application/xml', 'x-amz-request-id': id },
       body: `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>${id}</RequestId><HostId>${id}</HostId></Error>`,
+    };
+  },
+  /**
+   * S3's refusal of a body that does not hash to its `x-amz-checksum-sha256` (400 BadDigest, nothing
+   * stored), for moto, which stores such a body (docs/emulator-fidelity.md).
+   */
+  s3BadDigest(): CannedResponse {
+    const id = requestId();
+    return {
+      status: 400,
+      headers: { 'content-type': 'application/xml', 'x-amz-request-id': id },
+      body: `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code><Message>The SHA256 you specified did not match the calculated checksum.</Message><RequestId>${id}</RequestId><HostId>${id}</HostId></Error>`,
     };
   },
   /** GCS JSON API: 429 rateLimitExceeded or 503 backendError. */
@@ -440,8 +472,27 @@ interface ActiveRule {
 
 function describeAction(action: FaultAction | undefined): string | undefined {
   if (action === undefined) return undefined;
-  return typeof action === 'string' ? action : `respond ${action.status}`;
+  if (typeof action === 'string') return action;
+  if ('corrupt' in action) return action.answer ? `corrupt-body, respond ${action.answer.status}` : 'corrupt-body';
+  return `respond ${action.status}`;
 }
+
+/** Ways to damage a body for a {@link CorruptBody} rule. */
+export const corruptions = {
+  /**
+   * Invert the byte in the middle of the body. The payload dominates every write the object stores send
+   * (a raw PutObject or Put Blob body; the media part of a GCS multipart upload, whose JSON part is a few
+   * hundred bytes; the data of an aws-chunked body between its short chunk header and trailer), so the
+   * middle byte is a payload byte and the framing stays parseable: the store reaches its digest check.
+   */
+  flipMiddleByte(body: Buffer): Buffer {
+    if (body.byteLength === 0) throw new Error('fault proxy: cannot corrupt an empty body');
+    const out = Buffer.from(body);
+    const at = Math.floor(out.byteLength / 2);
+    out[at] = (out[at] ?? 0) ^ 0xff;
+    return out;
+  },
+} as const;
 
 function textMatches(pattern: TextMatch | undefined, value: string | undefined): boolean {
   if (pattern === undefined) return true;

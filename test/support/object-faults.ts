@@ -1,7 +1,7 @@
-import { AdapterError } from '../../shared/domain/errors.js';
+import { AdapterError, CorruptUploadError } from '../../shared/domain/errors.js';
 import type { ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
 import type { FaultShot } from './claim-faults.js';
-import type { FaultAction, FaultProxy, RequestMatch } from './fault-proxy.js';
+import { type CannedResponse, corruptions, type FaultAction, type FaultProxy, type RequestMatch } from './fault-proxy.js';
 
 /**
  * Faults on the way between an output store and its backend (the soak's
@@ -14,6 +14,13 @@ export interface ObjectStoreFaults {
   /** The next write gets one transient error in the store's own shape (S3 503 SlowDown, GCS 429, Azure 503 ServerBusy) and does not land. */
   failNextWriteTransiently(): FaultShot;
   /**
+   * The next write's body is damaged on the way (one byte inverted, the checksums sent with it left as
+   * they were): the store's digest check refuses it and nothing is stored. On an emulator that checks no
+   * digest the proxy answers the cloud's documented refusal instead; the filesystem store has no wire,
+   * so its wrapper plays the refusal (docs/emulator-fidelity.md).
+   */
+  corruptNextWrite(): FaultShot;
+  /**
    * How many writes to `key` the store itself applied (2xx on the wire, including answers the proxy
    * then dropped; locally, each write the filesystem store reported written): what "written once"
    * is judged by, below every SDK retry and every adapter's recognition of its own write.
@@ -21,12 +28,22 @@ export interface ObjectStoreFaults {
   landedWrites(key: string): number;
 }
 
-/** Faults for an object store whose client talks to its emulator through `proxy`; `writes` matches its write requests. */
-export function proxiedObjectFaults(proxy: FaultProxy, writes: RequestMatch, transient: () => FaultAction): ObjectStoreFaults {
+/**
+ * Faults for an object store whose client talks to its emulator through `proxy`; `writes` matches its write
+ * requests. `refusal`: the cloud's answer to a corrupted body, for an emulator that does not check digests
+ * (the proxy answers it instead of forwarding the damaged body, which such an emulator would store).
+ */
+export function proxiedObjectFaults(
+  proxy: FaultProxy,
+  writes: RequestMatch,
+  transient: () => FaultAction,
+  refusal?: () => CannedResponse,
+): ObjectStoreFaults {
   const isWrite = (m: string) => (typeof writes.method === 'string' ? m === writes.method : m === 'PUT' || m === 'POST');
   return {
     loseNextWriteAnswer: () => proxy.add({ match: writes, action: 'drop-response' }),
     failNextWriteTransiently: () => proxy.add({ match: writes, action: transient() }),
+    corruptNextWrite: () => proxy.add({ match: writes, action: { corrupt: corruptions.flipMiddleByte, answer: refusal?.() } }),
     // The key is in the path (S3, Blob) or in the query (a GCS multipart upload's `name=`).
     landedWrites: (key) =>
       proxy.requests.filter(
@@ -45,10 +62,13 @@ export function proxiedObjectFaults(proxy: FaultProxy, writes: RequestMatch, tra
  * armed write is applied by the real store and its answer thrown away, then
  * the same request is sent again, as an SDK does after a lost answer; or it
  * fails before it is applied with a retryable AdapterError (what the store
- * throws on a transient I/O error such as EAGAIN).
+ * throws on a transient I/O error such as EAGAIN); or, for a corrupted body,
+ * it is refused before it is applied as a cloud store refuses one whose bytes
+ * do not match their checksum (CorruptUploadError): a file written through a
+ * descriptor has no wire to damage it on.
  */
 export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faults: ObjectStoreFaults } {
-  type Armed = { readonly kind: 'lose' | 'transient'; hits: number };
+  type Armed = { readonly kind: 'lose' | 'transient' | 'corrupt'; hits: number };
   const armed: Armed[] = [];
   const landed = new Map<string, number>();
   const noted = async <T extends { readonly kind: string }>(key: string, call: () => Promise<T>): Promise<T> => {
@@ -69,7 +89,7 @@ export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faul
       },
     };
   };
-  const through = async <T>(call: () => Promise<T>): Promise<T> => {
+  const through = async <T>(key: string, what: string, call: () => Promise<T>): Promise<T> => {
     const shot = armed.shift();
     if (!shot) return call();
     shot.hits++;
@@ -79,6 +99,7 @@ export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faul
         retryable: true,
       });
     }
+    if (shot.kind === 'corrupt') throw new CorruptUploadError(inner.name, key, what, 'its SHA-256 differs (injected)');
     await call();
     return call();
   };
@@ -87,10 +108,10 @@ export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faul
     get(target, prop) {
       if (prop === 'putIfAbsent')
         return (key: string, body: Uint8Array, options?: PutOptions): Promise<PutIfAbsentResult> =>
-          through(() => noted(key, () => target.putIfAbsent(key, body, options)));
+          through(key, 'create-only write', () => noted(key, () => target.putIfAbsent(key, body, options)));
       if (prop === 'putIfMatch')
         return (key: string, body: Uint8Array, expected: string, options?: PutOptions): Promise<PutIfMatchResult> =>
-          through(() => noted(key, () => target.putIfMatch(key, body, expected, options)));
+          through(key, 'repair write', () => noted(key, () => target.putIfMatch(key, body, expected, options)));
       const value: unknown = Reflect.get(target, prop, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },
@@ -100,6 +121,7 @@ export function withObjectFaults(inner: ObjectStore): { store: ObjectStore; faul
     faults: {
       loseNextWriteAnswer: () => arm('lose'),
       failNextWriteTransiently: () => arm('transient'),
+      corruptNextWrite: () => arm('corrupt'),
       landedWrites: (key) => landed.get(key) ?? 0,
     },
   };

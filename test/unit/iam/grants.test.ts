@@ -72,6 +72,9 @@ function permissionsFor(cloud: Cloud, area: AreaName, accessKind: ObjectAccess):
           return [one('s3:DeleteObject')];
         case 'list':
           return [one('s3:ListBucket')];
+        // A pin is a read by version id (GetObjectVersion, held with read).
+        case 'pin':
+          return [];
       }
       break;
     case 'gcp':
@@ -87,6 +90,9 @@ function permissionsFor(cloud: Cloud, area: AreaName, accessKind: ObjectAccess):
           return [one('storage.objects.delete')];
         case 'list':
           return [one('storage.objects.list')];
+        // A pin names a generation, read with storage.objects.get.
+        case 'pin':
+          return [];
       }
       break;
     case 'azure':
@@ -100,6 +106,9 @@ function permissionsFor(cloud: Cloud, area: AreaName, accessKind: ObjectAccess):
           return [one(`${BLOBS}/write`)];
         case 'delete':
           return [one(`${BLOBS}/delete`)];
+        // A pin is a snapshot, which Azure authorizes as a write of the base blob.
+        case 'pin':
+          return [one(`${BLOBS}/write`)];
       }
   }
 }
