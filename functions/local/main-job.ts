@@ -11,7 +11,9 @@ import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../sha
 import { resolveLease } from '../../shared/domain/ceilings.js';
 import { InvalidParamsError, MissingTilesError } from '../../shared/domain/errors.js';
 import type { ProcessingParams, SourceRef } from '../../shared/domain/job-key.js';
+import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
+import { type ResolvedStacAsset, withStacScaleOffsets } from '../../shared/domain/stac-item.js';
 import { windows } from '../../shared/domain/tile-grid.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { epsgFromWkt, SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
@@ -19,7 +21,6 @@ import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './co
 import type { Progress } from './progress.js';
 import { type BandSpec, stageBandFiles, stageStacItem } from './scene-input.js';
 import { runWorkerProcesses } from './worker-process.js';
-import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
 
 export interface MainJobOptions {
   readonly dir: string;
@@ -117,7 +118,9 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
   try {
     const base: ProcessingParams = options.params ?? { ...DEFAULT_PARAMS, tile_px: options.tilePx };
     const staged = await stageSource(backend, options);
-    const params: ProcessingParams = staged.bands === undefined ? base : { ...base, bands: staged.bands };
+    const withBands: ProcessingParams = staged.bands === undefined ? base : { ...base, bands: staged.bands };
+    // --stac --unscale: the Item's raster:bands scale and offset, as the cloud's scene trigger takes them.
+    const params = staged.stacBands === undefined ? withBands : withStacScaleOffsets(withBands, staged.stacBands, staged.source.key);
     const source = staged.source;
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
 
@@ -263,7 +266,10 @@ async function gridSummary(backend: LocalBackend, scene: string): Promise<{ crs:
 }
 
 /** The scene's source, and `params.bands` when `--band` or `--stac` named them. */
-async function stageSource(backend: LocalBackend, options: MainJobOptions): Promise<{ source: SourceRef; bands?: Record<string, number> }> {
+async function stageSource(
+  backend: LocalBackend,
+  options: MainJobOptions,
+): Promise<{ source: SourceRef; bands?: Record<string, number>; stacBands?: Record<string, ResolvedStacAsset> }> {
   if (options.stac !== undefined) {
     if (options.bandSpecs?.length || options.scene || options.sourceKey)
       throw new InvalidParamsError('--stac names the whole scene: leave out --band, --scene and --source-key');

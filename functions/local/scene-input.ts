@@ -2,10 +2,10 @@ import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, posix, resolve } from 'node:path';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
 import type { AssetRef, SourceRef } from '../../shared/domain/job-key.js';
-import { validateObjectKey } from '../../shared/domain/object-key.js';
-import { readStacItem, resolveStacAssets } from '../../shared/domain/stac-item.js';
-import { LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
+import { validateObjectKey } from '../../shared/domain/object-key.js';
+import { type ResolvedStacAsset, readStacItem, resolveStacAssets } from '../../shared/domain/stac-item.js';
+import { LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 
 /**
  * How `tessera run` names a scene's bands (issue 14, section 1):
@@ -144,7 +144,7 @@ export async function stageStacItem(
   item: string,
   selection: Readonly<Record<string, string>>,
   progress: { phase(name: string): void },
-): Promise<{ source: SourceRef; bands: Record<string, number> }> {
+): Promise<{ source: SourceRef; bands: Record<string, number>; stacBands: Record<string, ResolvedStacAsset> }> {
   if (Object.keys(selection).length === 0) {
     throw new InvalidParamsError('--stac needs at least one --asset NAME=ASSET (e.g. --asset B04=red --asset B08=nir)');
   }
@@ -185,5 +185,5 @@ export async function stageStacItem(
     assets[name] = { key: r.key, versionToken: head.version };
     bands[name] = r.index;
   }
-  return { source: { bucket: LOCAL_SOURCE_BUCKET, key: itemKey, versionToken: itemHead.version, assets }, bands };
+  return { source: { bucket: LOCAL_SOURCE_BUCKET, key: itemKey, versionToken: itemHead.version, assets }, bands, stacBands: resolved };
 }

@@ -2,6 +2,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../shared/domain/ceilings.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { AREAS, DEFAULT_SOURCE_PREFIX, DEPLOYED_ROLES, type DeployedRole } from '../../shared/domain/key-layout.js';
+import { parseHostPatterns, splitList } from '../../shared/domain/remote-hosts.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
 import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
 import { parseStacSelection } from '../../shared/domain/stac-item.js';
@@ -100,6 +101,8 @@ export const CONFIG_KEYS = {
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
   stagingRetentionDays:
     'days an ingest staging object (staging/ in the source bucket) is kept before the lifecycle rule deletes it (1-3650; default 7)',
+  ingestAllowedHosts:
+    "optional comma-separated hosts the ingest function may fetch http(s) artefacts and remote STAC Items from (example.com, *.example.com); unset: any public host, an Item's assets from its own host only (docs/ingest.md)",
   alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
   featureSinkUrl:
     'optional PostGIS feature sink of the tile function, postgis://user:password@host:5432/db; set it as a secret: `pulumi config set --secret tessera:featureSinkUrl ...` (docs/postgis.md)',
@@ -132,6 +135,8 @@ interface CommonStackConfig {
   readonly retentionSec: number;
   /** Lifecycle expiry of `staging/` in the source bucket (tessera:stagingRetentionDays). */
   readonly stagingRetentionDays: number;
+  /** tessera:ingestAllowedHosts, normalised (TESSERA_INGEST_ALLOWED_HOSTS); undefined: any public host. */
+  readonly ingestAllowedHosts: readonly string[] | undefined;
   readonly alertEmail: string | undefined;
   /** tessera:featureSinkUrl: the PostGIS sink's connection URL; a secret, kept in the cloud's secret store (docs/postgis.md). */
   readonly featureSinkUrl: string | undefined;
@@ -421,6 +426,18 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   const stagingRetentionDays =
     int('stagingRetentionDays', { min: 1, max: 3650 }, DEFAULT_STAGING_RETENTION_DAYS) ?? DEFAULT_STAGING_RETENTION_DAYS;
 
+  const allowedHostsText = get('ingestAllowedHosts');
+  let ingestAllowedHosts: string[] | undefined;
+  if (allowedHostsText !== undefined) {
+    const parsed = parseHostPatterns(splitList(allowedHostsText));
+    for (const p of parsed.problems) problems.push(`${key('ingestAllowedHosts')}: ${p}`);
+    if (parsed.problems.length === 0 && parsed.hosts.length === 0)
+      problems.push(
+        `${key('ingestAllowedHosts')} is set but names no host; remove it (any public host) or list hosts: \`${set('ingestAllowedHosts', 'earth-search.aws.element84.com')}\``,
+      );
+    ingestAllowedHosts = parsed.hosts;
+  }
+
   const alertEmail = get('alertEmail');
   if (alertEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alertEmail)) {
     problems.push(`${key('alertEmail')} must be an e-mail address, got ${JSON.stringify(alertEmail)}`);
@@ -482,6 +499,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     params,
     retentionSec,
     stagingRetentionDays,
+    ingestAllowedHosts,
     alertEmail,
     featureSinkUrl,
     archiveDir: get('archiveDir') ?? ctx.defaultArchiveDir,

@@ -118,6 +118,8 @@ export function functionEnvironment(
   if (resources.ingestQueue !== undefined) env[ENV.ingestQueue] = resources.ingestQueue;
   // A STAC stack: its scene trigger reads each item and picks these assets (shared/app/stac-scene.ts).
   if (cfg.stacAssets !== undefined) env[ENV.stacAssets] = canonicalJson(cfg.stacAssets);
+  // Where the ingest function's http(s) hrefs may go (shared/app/ingest.ts); the private-address opt-in is never deployed.
+  if (cfg.ingestAllowedHosts !== undefined) env[ENV.ingestAllowedHosts] = cfg.ingestAllowedHosts.join(',');
   const sink = resources.featureSink;
   switch (sink?.kind) {
     case undefined:

@@ -4,7 +4,7 @@ import { ENV, type RuntimeConfig } from '../domain/runtime-config.js';
 import type { ManifestStore } from '../ports/manifest-store.port.js';
 import type { Backend } from './backend.js';
 import { DEFAULT_STAGING_PREFIX, type IngestDeps, type IngestSettings } from './ingest.js';
-import { type FetchFn, HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from './ingest-fetchers.js';
+import { HttpFetcher, type HttpFetcherOptions, ObjectStoreFetcher, RoutingFetcher } from './ingest-fetchers.js';
 
 /**
  * What the three cloud ingest functions share (functions/<cloud>/handlers/ingest.handler.ts):
@@ -21,8 +21,8 @@ export type IngestBackendParts = Pick<Backend, 'sources' | 'clock' | 'telemetry'
 export interface CloudIngestOptions {
   /** A fresh run id per attempt; a random UUID by default: never a date, never the message id. */
   readonly newRunId?: (() => string) | undefined;
-  /** HTTP(S) fetch; Node's global fetch by default. */
-  readonly fetch?: FetchFn | undefined;
+  /** How the HTTP(S) fetcher resolves names and follows redirects (its defaults: the system resolver, 5 hops). */
+  readonly http?: HttpFetcherOptions | undefined;
 }
 
 /**
@@ -48,7 +48,7 @@ export function cloudIngestDeps(
   return {
     store: backend.sources,
     manifest,
-    fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(backend.sources), url: new HttpFetcher(options.fetch) }),
+    fetcher: new RoutingFetcher({ object: new ObjectStoreFetcher(backend.sources), url: new HttpFetcher(options.http) }),
     clock: backend.clock,
     telemetry: backend.telemetry,
     newRunId: options.newRunId ?? randomUUID,
@@ -59,8 +59,18 @@ export function cloudIngestDeps(
  * Where a cloud ingest stages and publishes: `staging/` of the source bucket
  * (outside the scene prefix, expired by the stack's lifecycle rule after
  * tessera:stagingRetentionDays) and the stack's scene prefix, so a promoted
- * key starts tiling like any scene and a staging object never does.
+ * key starts tiling like any scene and a staging object never does. Its http(s)
+ * hrefs keep to the stack's allowed hosts (tessera:ingestAllowedHosts) and to
+ * public addresses: infra/ never sets the private-address opt-in, only a test's
+ * environment does (docs/ingest.md, "Remote hrefs stay in their lane").
  */
-export function cloudIngestSettings(config: Pick<RuntimeConfig, 'sourcePrefix'>): IngestSettings {
-  return { stagingPrefix: DEFAULT_STAGING_PREFIX, publishedPrefix: config.sourcePrefix || undefined };
+export function cloudIngestSettings(
+  config: Pick<RuntimeConfig, 'sourcePrefix' | 'ingestAllowedHosts' | 'ingestAllowPrivateAddresses'>,
+): IngestSettings {
+  return {
+    stagingPrefix: DEFAULT_STAGING_PREFIX,
+    publishedPrefix: config.sourcePrefix || undefined,
+    allowedHosts: config.ingestAllowedHosts,
+    allowPrivateAddresses: config.ingestAllowPrivateAddresses,
+  };
 }

@@ -1,10 +1,11 @@
 import { assertNever } from '../domain/claim.js';
 import { contentDigest } from '../domain/content-digest.js';
 import { AdapterError, TesseraError } from '../domain/errors.js';
+import { DEFAULT_SOURCE_PREFIX, DEFAULT_STAGING_PREFIX } from '../domain/key-layout.js';
 import { validateManifestIdentity } from '../domain/manifest-entry.js';
 import { validateObjectKey } from '../domain/object-key.js';
-import { DEFAULT_SOURCE_PREFIX, DEFAULT_STAGING_PREFIX } from '../domain/key-layout.js';
-import type { ArtefactFetcher, ArtefactHref } from '../ports/artefact-fetcher.port.js';
+import { hostMatches, parseHostPatterns } from '../domain/remote-hosts.js';
+import type { ArtefactFetcher, ArtefactHref, OpenOptions } from '../ports/artefact-fetcher.port.js';
 import type { Clock } from '../ports/clock.port.js';
 import type { ManifestEntry, ManifestStore, RegisterResult } from '../ports/manifest-store.port.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
@@ -74,6 +75,29 @@ export class IngestOccupiedError extends TesseraError {
         'Find out who wrote under the published prefix (only ingestion should), move that object away, and ingest again',
     );
     this.key = key;
+  }
+}
+
+/** What put an href outside its lane. */
+export type HrefRefusal =
+  /** A remote STAC Item names an href of another scheme (`object:`, `file:`, `s3://`, http from https), or a redirect downgrades. */
+  | 'scheme'
+  /** The host is neither the remote Item's own nor on the allow-list (IngestSettings.allowedHosts). */
+  | 'host'
+  /** The host is, or resolves to, a non-public address (loopback, private, link-local, ...) not opted in. */
+  | 'address'
+  /** A redirect that is no URL, or a chain longer than the hop limit. */
+  | 'redirect';
+
+/**
+ * An href outside its lane (docs/ingest.md, "Remote hrefs stay in their lane"): refused before a byte is
+ * read from it, and never retryable (poison on a queue): the same document names the same href again.
+ */
+export class HrefRefusedError extends TesseraError {
+  readonly what: HrefRefusal;
+  constructor(what: HrefRefusal, message: string, options: { cause?: unknown } = {}) {
+    super('HREF_REFUSED', message, options);
+    this.what = what;
   }
 }
 
@@ -324,6 +348,18 @@ export interface IngestSettings {
   readonly hooks?: IngestHooks | undefined;
   /** Called as bytes arrive (a CLI progress line). `total` where the origin said the size. */
   readonly onProgress?: ((received: number, total: number | undefined) => void) | undefined;
+  /**
+   * Hosts (`example.com`, `*.example.com`) an http(s) href may name: an artefact's, a remote STAC Item's and
+   * its assets' (stack config tessera:ingestAllowedHosts, `tessera ingest --allowed-hosts`). Unset or empty:
+   * any public host, and a remote Item's assets on that Item's own host only.
+   */
+  readonly allowedHosts?: readonly string[] | undefined;
+  /**
+   * Non-public addresses (exact, or CIDR blocks) an http(s) fetch may connect to all the same. Default none:
+   * loopback, private, link-local and the rest are refused on every redirect hop. Only a test or a local run
+   * against its own server sets it (`tessera ingest --allow-private-address 127.0.0.1`); infra/ never does.
+   */
+  readonly allowPrivateAddresses?: readonly string[] | undefined;
 }
 
 export const DEFAULT_MAX_INGEST_BYTES = 1024 ** 3;
@@ -364,7 +400,8 @@ export async function ingest(deps: IngestDeps, request: IngestRequest, settings:
       return [await ingestArtefact(deps, request, settings)];
     case 'stac': {
       const out: IngestOutcome[] = [];
-      for (const asset of await readStacItem(deps, request)) out.push(await ingestArtefact(deps, asset, settings));
+      // Every asset is checked against the Item's lane before the first one is fetched.
+      for (const asset of await readStacItem(deps, request, settings)) out.push(await ingestArtefact(deps, asset, settings));
       return out;
     }
     default:
@@ -376,6 +413,8 @@ export async function ingest(deps: IngestDeps, request: IngestRequest, settings:
  * Ingest one artefact. Safe to call any number of times, concurrently too.
  *
  * Timeline (crash points and what each leaves behind, docs/ingest.md):
+ * 0. the href's lane: an http(s) host off the allow-list is HrefRefusedError before anything is read;
+ *    the fetcher refuses a non-public address the same way, on every redirect hop.
  * 1. pre-check the manifest by (source, externalId), before any byte is fetched.
  *    With an expected checksum that a row holds: `already-published`, nothing fetched.
  *    (crash before fetch: nothing at all)
@@ -407,6 +446,10 @@ export async function ingestArtefact(deps: IngestDeps, request: ArtefactRequest,
   const runId = deps.newRunId();
   const stagingKey = ingestKeys.staging(stagingPrefix, runId, source, externalId, asset);
   const point: IngestPoint = { runId, source, externalId, stagingKey };
+  // The lane first: an href outside it is refused before anything is read, the manifest included.
+  const href = parseHref(request.href);
+  const remote = remoteLane(settings);
+  if (href.kind === 'url') remote.checkHost(new URL(href.url), request.href);
   const fields = { source, externalId, runId };
   const base = { source, externalId, runId } as const;
   const hit = (row: ManifestEntry, reason: 'already-published' | 'concurrent-publisher-won', staged: string | undefined): IngestOutcome => {
@@ -440,7 +483,7 @@ export async function ingestArtefact(deps: IngestDeps, request: ArtefactRequest,
   // 2. Fetch, hashing as it streams.
   let bytes: Uint8Array;
   try {
-    bytes = await fetchBounded(deps.fetcher, parseHref(request.href), request.href, maxBytes, settings.onProgress);
+    bytes = await fetchBounded(deps.fetcher, href, request.href, maxBytes, settings.onProgress, remote.open);
   } catch (error) {
     if (error instanceof ArtefactRefusedError) return refuse(error, undefined, undefined);
     if (error instanceof ArtefactNotFoundError)
@@ -549,13 +592,14 @@ async function fetchBounded(
   raw: string,
   maxBytes: number,
   onProgress: IngestSettings['onProgress'],
+  open: OpenOptions,
 ): Promise<Uint8Array> {
   const tooLarge = (size: string) =>
     new ArtefactRefusedError(
       'too-large',
       `${raw} is ${size} bytes, more than the ${maxBytes} an ingest accepts; raise --max-bytes or split the artefact`,
     );
-  const opened = await fetcher.open(href);
+  const opened = await fetcher.open(href, open);
   if (opened.size !== undefined && opened.size > maxBytes) {
     await opened.cancel();
     throw tooLarge(String(opened.size));
@@ -620,11 +664,20 @@ interface StacAsset {
   readonly 'file:checksum'?: unknown;
 }
 
-/** The raster assets of the STAC Item at `request.href`, as artefact requests. */
-export async function readStacItem(deps: IngestDeps, request: StacRequest): Promise<ArtefactRequest[]> {
+/**
+ * The raster assets of the STAC Item at `request.href`, as artefact requests. A remote Item (an http(s)
+ * URL) stays in its lane: every asset href, resolved against the Item's URL, must be a URL of the Item's
+ * own scheme on its own host or an allowed one; anything else (`object:` keys, `file:` URLs, `s3://`,
+ * another host) is HrefRefusedError before any asset is read, so the Item publishes nothing.
+ */
+export async function readStacItem(deps: IngestDeps, request: StacRequest, settings: IngestSettings = {}): Promise<ArtefactRequest[]> {
+  const remote = remoteLane(settings);
+  const itemHref = parseHref(request.href);
+  const itemUrl = itemHref.kind === 'url' ? new URL(itemHref.url) : undefined;
+  if (itemUrl) remote.checkHost(itemUrl, request.href);
   let bytes: Uint8Array;
   try {
-    bytes = await fetchBounded(deps.fetcher, parseHref(request.href), request.href, MAX_STAC_ITEM_BYTES, undefined);
+    bytes = await fetchBounded(deps.fetcher, itemHref, request.href, MAX_STAC_ITEM_BYTES, undefined, remote.open);
   } catch (error) {
     if (error instanceof ArtefactRefusedError || error instanceof ArtefactNotFoundError)
       throw new InvalidIngestRequestError(`STAC item ${request.href}: ${error.message}`, { cause: error });
@@ -647,11 +700,13 @@ export async function readStacItem(deps: IngestDeps, request: StacRequest): Prom
     if (roles.includes('thumbnail') || roles.includes('overview')) continue;
     const isTiff = typeof raw.type === 'string' ? raw.type.toLowerCase().startsWith('image/tiff') : /\.tiff?$/i.test(raw.href);
     if (!isTiff) continue;
+    const href = resolveHref(request.href, raw.href);
+    if (itemUrl) remote.checkAsset(itemUrl, request.href, name, raw.href, href);
     out.push({
       kind: 'artefact',
       source: request.source,
       externalId: `${item.id}/${name}`,
-      href: resolveHref(request.href, raw.href),
+      href,
       checksum: multihashSha256(raw['file:checksum']),
       asset: name,
     });
@@ -660,13 +715,65 @@ export async function readStacItem(deps: IngestDeps, request: StacRequest): Prom
   return out;
 }
 
-/** A STAC asset href, relative to its item's href (URL, object key or path). */
+/**
+ * The lane of http(s) hrefs under `settings`: which hosts they may name and how far a fetch may reach.
+ * Throws InvalidIngestRequestError for an allow-list entry that is no host.
+ */
+function remoteLane(settings: IngestSettings): {
+  readonly open: OpenOptions;
+  checkHost(url: URL, href: string): void;
+  checkAsset(item: URL, itemHref: string, asset: string, raw: string, resolved: string): void;
+} {
+  const { hosts, problems } = parseHostPatterns(settings.allowedHosts ?? []);
+  if (problems.length > 0) throw new InvalidIngestRequestError(`allowedHosts: ${problems.join('; ')}`);
+  const listed = hosts.length === 0 ? 'none: any public host' : hosts.join(', ');
+  return {
+    open: { allowPrivateAddresses: settings.allowPrivateAddresses },
+    checkHost(url, href) {
+      if (hosts.length > 0 && !hostMatches(url.hostname, hosts))
+        throw new HrefRefusedError(
+          'host',
+          `${href}: host ${url.hostname} is not an allowed host (${listed}); nothing was fetched. ` +
+            'If it is an origin you trust, add it to tessera:ingestAllowedHosts (tessera ingest --allowed-hosts)',
+        );
+    },
+    checkAsset(item, itemHref, asset, raw, resolved) {
+      const refuse = (what: 'scheme' | 'host', why: string): never => {
+        throw new HrefRefusedError(
+          what,
+          `STAC item ${itemHref}: asset ${JSON.stringify(asset)} names ${JSON.stringify(raw)}, ${why}; the item was refused and none of its assets was read. ` +
+            'A remote Item may name only URLs of its own scheme on its own host or an allowed one (tessera:ingestAllowedHosts, tessera ingest --allowed-hosts)',
+        );
+      };
+      let url: URL;
+      try {
+        url = new URL(resolved);
+      } catch {
+        return refuse('scheme', 'which is not a URL');
+      }
+      if (url.protocol !== item.protocol) refuse('scheme', `which is not an ${item.protocol.slice(0, -1)} URL as the item is`);
+      if (url.hostname !== item.hostname && !hostMatches(url.hostname, hosts))
+        refuse('host', `on host ${url.hostname}, which is neither the item's own (${item.hostname}) nor an allowed host (${listed})`);
+    },
+  };
+}
+
+/**
+ * A STAC asset href, relative to its item's href (URL, object key or path). Against a URL it is resolved
+ * as RFC 3986 says (a browser's way): `/x.tif` is on the Item's own host, and an href with a scheme of its
+ * own stays what it is, for the lane check to judge.
+ */
 function resolveHref(itemHref: string, assetHref: string): string {
-  if (/^[a-z][a-z0-9+.-]*:/i.test(assetHref) || assetHref.startsWith('/')) return assetHref;
   const item = parseHref(itemHref);
-  switch (item.kind) {
-    case 'url':
+  if (item.kind === 'url') {
+    try {
       return new URL(assetHref, item.url).href;
+    } catch (cause) {
+      throw new InvalidIngestRequestError(`STAC item ${itemHref}: asset href ${JSON.stringify(assetHref)} is not a URL`, { cause });
+    }
+  }
+  if (/^[a-z][a-z0-9+.-]*:/i.test(assetHref) || assetHref.startsWith('/')) return assetHref;
+  switch (item.kind) {
     case 'object':
       return `object:${joinRelative(item.key, assetHref)}`;
     case 'path':

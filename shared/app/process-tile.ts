@@ -152,9 +152,14 @@ export async function processTile(
     case 'claimed':
       leaseUntil = claim.row.leaseUntil;
       telemetry.count('claimed');
-      if (claim.stolenFrom !== undefined) {
+      if (claim.stolenFrom !== undefined && claim.stolenFrom !== claimOwner) {
         telemetry.count('lease-taken-over');
         telemetry.log('WARN', 'lease-taken-over', { ...fields, previousOwner: claim.stolenFrom });
+      } else if (claim.stolenFrom !== undefined) {
+        // The row's lapsed lease was this very owner's (this message on this worker: an attempt that gave its
+        // claim back after a failure, or died). Not a takeover: a zombie of that attempt would commit as this
+        // same owner, so no lease-stolen can ever answer the count (a sink outage's redelivery named itself).
+        telemetry.log('INFO', 'own-claim-reclaimed', fields);
       }
       break;
     case 'held':

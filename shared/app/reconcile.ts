@@ -61,7 +61,7 @@ export async function reconcile(backend: Backend, sceneKey?: string, options: Re
   const lapsedClaims: { jobId: string; owner: string; leaseUntil: number }[] = [];
   for await (const row of backend.claims.list()) {
     if (row.state === 'COMMITTED') {
-      if (row.outputUri !== undefined && row.outputUri.startsWith(prefix)) committed.push({ jobId: row.jobId, outputUri: row.outputUri });
+      if (row.outputUri?.startsWith(prefix)) committed.push({ jobId: row.jobId, outputUri: row.outputUri });
     } else if (row.leaseUntil < now) {
       lapsedClaims.push({ jobId: row.jobId, owner: row.owner, leaseUntil: row.leaseUntil });
     }

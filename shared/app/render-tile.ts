@@ -2,6 +2,7 @@ import { InvalidEventError } from '../domain/errors.js';
 import type { TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { type Expression, encodeCogAsync, evaluate, type GeoTransform, type RasterCrs, windowGeoTransform } from '../raster/index.js';
+import { bandScaleOffset, unscaleBand } from '../raster/unscale.js';
 import { openSourceCached } from './raster-cache.js';
 import { assertJobTarget, jobTarget, openSceneBands, readBandOnTarget, type SceneTarget, sceneBands, sceneTarget } from './scene-grid.js';
 import { bandPinOf, readPinOf, type TileJob } from './tile-job.js';
@@ -39,9 +40,16 @@ export async function readTileBands(sources: ObjectStore, job: TileJob, tiling: 
   if (target === undefined)
     return readSourceWindow(sources, job, tiling, opened[0]?.key as string, bandPinOf(job, opened[0]?.name as string));
   const arrays = await Promise.all(opened.map((band) => readBandOnTarget(band, grid, job.window, tiling.target.resampling)));
+  // Resampled on the stored values (as gdalwarp of the raw band, then gdal_translate -unscale), then unscaled.
+  const n = job.window.width * job.window.height;
   return {
     georef: { crs: grid.crs, geoTransform: grid.geoTransform },
-    bands: Object.fromEntries(opened.map((band, i) => [band.name, arrays[i] as Float64Array])),
+    bands: Object.fromEntries(
+      opened.map((band, i) => {
+        const a = arrays[i] as Float64Array;
+        return [band.name, tiling.unscale ? unscaleBand(a, bandScaleOffset(tiling.scaleOffset[band.name], band.raster, band.index), n) : a];
+      }),
+    ),
     sourceNoData: Number.NaN,
   };
 }
@@ -63,21 +71,40 @@ async function readSourceWindow(sources: ObjectStore, job: TileJob, tiling: Tili
   );
   const georef = { crs: source.crs, geoTransform: source.geoTransform };
   const mask = await source.mask();
-  if (mask === undefined) {
+  const count = job.window.width * job.window.height;
+  if (mask === undefined && !tiling.unscale) {
     return {
       georef,
       bands: Object.fromEntries(names.map((n, i) => [n, arrays[i] as ArrayLike<number>])),
       sourceNoData: source.noData,
     };
   }
-  // A per-dataset mask (GDAL's internal mask band) marks pixels invalid whatever their value: they become NaN.
-  const [m] = await mask.readWindow(job.window, [1]);
-  const masked = arrays.map((a) => {
-    const out = Float64Array.from(a as ArrayLike<number>);
-    for (let k = 0; k < out.length; k++) if (!(m as ArrayLike<number>)[k] || out[k] === source.noData) out[k] = Number.NaN;
-    return out;
+  // A per-dataset mask (GDAL's internal mask band) alone says which pixels are valid, as GDAL's mask band does,
+  // whatever the nodata value: on a lossy JPEG a valid dark pixel decodes to it. Invalid pixels become NaN.
+  const [m] = mask === undefined ? [undefined] : await mask.readWindow(job.window, [1]);
+  const noData = source.noData;
+  const invalid =
+    m !== undefined
+      ? (k: number) => !(m as ArrayLike<number>)[k]
+      : noData === undefined
+        ? undefined
+        : Number.isNaN(noData)
+          ? (k: number, a: ArrayLike<number>) => Number.isNaN(a[k] as number)
+          : (k: number, a: ArrayLike<number>) => a[k] === noData;
+  const bands = names.map((name, i) => {
+    const a = arrays[i] as ArrayLike<number>;
+    const test = invalid === undefined ? undefined : (k: number) => invalid(k, a);
+    if (!tiling.unscale) return maskBand(a, count, test);
+    return unscaleBand(a, bandScaleOffset(tiling.scaleOffset[name], source, tiling.bands[name] as number), count, test);
   });
-  return { georef, bands: Object.fromEntries(names.map((n, i) => [n, masked[i] as Float64Array])), sourceNoData: Number.NaN };
+  return { georef, bands: Object.fromEntries(names.map((n, i) => [n, bands[i] as Float64Array])), sourceNoData: Number.NaN };
+}
+
+/** The values as float64, NaN where `invalid`. */
+function maskBand(values: ArrayLike<number>, n: number, invalid: ((k: number) => boolean) | undefined): Float64Array {
+  const out = new Float64Array(n);
+  for (let k = 0; k < n; k++) out[k] = invalid?.(k) ? Number.NaN : (values[k] as number);
+  return out;
 }
 
 /** Step 2: the band math, source nodata and division by zero giving the output nodata. */

@@ -266,8 +266,26 @@ export function assertJobTarget(jobKey: string, carried: SceneTarget | undefined
 const describe = (t: SceneTarget | undefined) =>
   t === undefined ? 'the source grid' : `${t.width}x${t.height} EPSG:${t.crs.epsg ?? '?'} at [${t.geoTransform.join(', ')}]`;
 
-/** Kernel half-widths in source pixels, per method (the 4 x 4 of cubic reaches two pixels out). */
-const RADIUS: Readonly<Record<Resampling, number>> = { nearest: 1, bilinear: 1, cubic: 2, average: 1 };
+/**
+ * Kernel half-widths in source pixels, per method (the 4 x 4 of cubic reaches two pixels out, lanczos three); the
+ * box methods read the pixels under the target pixel's footprint, one pixel out being enough at scale 1.
+ */
+const RADIUS: Readonly<Record<Resampling, number>> = {
+  nearest: 1,
+  bilinear: 1,
+  cubic: 2,
+  cubicspline: 2,
+  lanczos: 3,
+  average: 1,
+  rms: 1,
+  mode: 1,
+  max: 1,
+  min: 1,
+  med: 1,
+  q1: 1,
+  q3: 1,
+  sum: 1,
+};
 
 /**
  * The pixels of one band on the target window: read straight from the source where the band lies on the
@@ -283,10 +301,13 @@ export async function readBandOnTarget(
   const r = band.raster;
   const n = window.width * window.height;
   const mask = await r.mask();
+  // A file's own mask, when it has one, says alone which pixels are valid, as GDAL's mask band does: on a lossy
+  // JPEG the nodata value is no longer a reliable marker (valid dark pixels decode to it, the nodata area rings).
+  const noData = mask === undefined ? r.noData : undefined;
   if (onGrid(r, target)) {
     const [values] = await r.readWindow(window, [band.index]);
     const [m] = mask === undefined ? [undefined] : await mask.readWindow(window, [1]);
-    return validValues(values as ArrayLike<number>, r.noData, m, n);
+    return validValues(values as ArrayLike<number>, noData, m, n);
   }
   const whole = targetGrid(target);
   const grid = bandGrid(band);
@@ -307,8 +328,9 @@ export async function readBandOnTarget(
       width: read.width,
       height: read.height,
       values: values as ArrayLike<number>,
-      noData: r.noData,
+      noData,
       mask: m,
+      dataType: r.dataType,
     },
     tile,
     resampling,
@@ -318,7 +340,7 @@ export async function readBandOnTarget(
     },
   );
   const range = INTEGER_RANGE[r.dataType];
-  if (range !== undefined) roundLikeGdal(warped.values, range, r.noData);
+  if (range !== undefined) roundLikeGdal(warped.values, range, noData);
   return warped.values;
 }
 

@@ -4,7 +4,7 @@ import { AdapterError, InvalidEventError, ObjectNotFoundError, SceneIncompleteEr
 import type { AssetRef, ProcessingParams, SourceRef } from '../domain/job-key.js';
 import { itemPinKeys } from '../domain/key-layout.js';
 import type { RuntimeConfig } from '../domain/runtime-config.js';
-import { MAX_STAC_ITEM_BYTES, readStacItem, resolveStacAssets } from '../domain/stac-item.js';
+import { MAX_STAC_ITEM_BYTES, readStacItem, resolveStacAssets, withStacScaleOffsets } from '../domain/stac-item.js';
 import type { Backend } from './backend.js';
 import { fanOutPlan, fanOutScene, fanOutSceneEvent, type SceneEventFanOut } from './fan-out.js';
 
@@ -128,7 +128,8 @@ export async function fanOutStacSceneEvent(
     Object.defineProperty(bands, band, { value: r.index, enumerable: true });
   }
   const source: SourceRef = { bucket: item.bucket, key: item.key, versionToken: item.versionToken, assets };
-  const params: ProcessingParams = { ...config.params, bands };
+  // With unscale, the item's raster:bands scale and offset ride in the parameters (and so in the scene key).
+  const params: ProcessingParams = withStacScaleOffsets({ ...config.params, bands }, resolved, item.key);
   backend.telemetry.log('INFO', 'stac-scene-complete', {
     item: item.key,
     id: stac.metadata.id,

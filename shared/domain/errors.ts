@@ -36,7 +36,8 @@ export type TesseraErrorCode =
   | 'MOSAIC_TOO_LARGE'
   | 'MOSAIC_TILES_CHANGED'
   | 'UPLOAD_CORRUPTED'
-  | 'SCENE_INCOMPLETE';
+  | 'SCENE_INCOMPLETE'
+  | 'BATCH_UNREADABLE';
 
 export class TesseraError extends Error {
   readonly code: TesseraErrorCode;

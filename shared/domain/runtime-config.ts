@@ -3,6 +3,7 @@ import { isPlatform, type Platform, resolveLease } from './ceilings.js';
 import { LeaseConfigError } from './errors.js';
 import type { ProcessingParams } from './job-key.js';
 import type { DeployedRole } from './key-layout.js';
+import { addressPatternProblem, parseHostPatterns, splitList } from './remote-hosts.js';
 import { parseStacSelection } from './stac-item.js';
 
 /**
@@ -76,6 +77,16 @@ export const ENV = {
    * e.g. {"B04":"red","B08":"nir"}. Set: a scene starts on its STAC Item (docs/multi-file-scenes.md).
    */
   stacAssets: 'TESSERA_STAC_ASSETS',
+  /**
+   * The hosts an ingest's http(s) hrefs may name (stack config `tessera:ingestAllowedHosts`), comma-separated:
+   * `example.com`, `*.example.com`. Unset: any public host, a remote STAC Item's assets on its own host only.
+   */
+  ingestAllowedHosts: 'TESSERA_INGEST_ALLOWED_HOSTS',
+  /**
+   * Non-public addresses an ingest may fetch from all the same (comma-separated addresses or CIDR blocks).
+   * infra/ never sets it: a test's environment does, for its own server on 127.0.0.1 (docs/ingest.md).
+   */
+  ingestAllowPrivateAddresses: 'TESSERA_INGEST_ALLOW_PRIVATE_ADDRESSES',
 } as const;
 
 /** The app setting naming each Azure function's own identity ({@link ENV} azureClientId*). */
@@ -114,6 +125,10 @@ export interface RuntimeConfig {
   readonly featureSinkSecret?: { readonly secretId: string; readonly versionId: string | undefined } | undefined;
   /** {@link ENV.stacAssets}: set on a STAC stack, whose scene trigger reads STAC Items (shared/app/stac-scene.ts). */
   readonly stacAssets?: Readonly<Record<string, string>> | undefined;
+  /** {@link ENV.ingestAllowedHosts}, normalised; undefined when unset. */
+  readonly ingestAllowedHosts?: readonly string[] | undefined;
+  /** {@link ENV.ingestAllowPrivateAddresses}; undefined when unset (nothing non-public is reached). */
+  readonly ingestAllowPrivateAddresses?: readonly string[] | undefined;
 }
 
 export const DEFAULT_RETENTION_SEC = 7 * 24 * 3600;
@@ -193,6 +208,20 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
       problems.push(e instanceof Error ? e.message : String(e));
     }
   }
+  let ingestAllowedHosts: string[] | undefined;
+  if (env[ENV.ingestAllowedHosts]) {
+    const parsed = parseHostPatterns(splitList(env[ENV.ingestAllowedHosts] as string));
+    for (const p of parsed.problems) problems.push(`${ENV.ingestAllowedHosts}: ${p}`);
+    ingestAllowedHosts = parsed.hosts;
+  }
+  let ingestAllowPrivateAddresses: string[] | undefined;
+  if (env[ENV.ingestAllowPrivateAddresses]) {
+    ingestAllowPrivateAddresses = splitList(env[ENV.ingestAllowPrivateAddresses] as string);
+    for (const a of ingestAllowPrivateAddresses) {
+      const problem = addressPatternProblem(a);
+      if (problem !== undefined) problems.push(`${ENV.ingestAllowPrivateAddresses}: ${problem}`);
+    }
+  }
   const config = {
     claimsTable: need(ENV.claimsTable),
     sourceBucket: need(ENV.sourceBucket),
@@ -254,5 +283,7 @@ export function parseRuntimeConfig(env: Readonly<Record<string, string | undefin
     featureSinkUrl: env[ENV.featureSink] || undefined,
     featureSinkSecret: sinkSecret === undefined ? undefined : { secretId: sinkSecret, versionId: sinkSecretVersion },
     stacAssets,
+    ingestAllowedHosts,
+    ingestAllowPrivateAddresses,
   };
 }

@@ -1,5 +1,7 @@
 import { InvalidEventError, InvalidParamsError } from './errors.js';
+import type { ProcessingParams } from './job-key.js';
 import { validateObjectKey } from './object-key.js';
+import type { ScaleOffset } from './tiling-params.js';
 
 /**
  * STAC Item input (STAC 1.0 and 1.1): the one document that names every band
@@ -31,7 +33,16 @@ export interface StacAsset {
   readonly roles: readonly string[];
   /** The asset's bands in file order (band i is 1-based index i + 1); empty when the item lists none. */
   readonly bands: readonly StacBand[];
+  /**
+   * Per band in file order, the raster extension's `scale` and `offset` where the item gives either (STAC 1.0
+   * `raster:bands[i].scale/offset`, STAC 1.1 `bands[i]["raster:scale"]/["raster:offset"]`): what `unscale`
+   * applies for that band instead of the file's own metadata.
+   */
+  readonly scaleOffsets?: readonly (StacScaleOffset | undefined)[];
 }
+
+/** A band's raster-extension scale and offset, or why they cannot be used (refused only when `unscale` needs them). */
+export type StacScaleOffset = ScaleOffset | { readonly problem: string };
 
 /** What the output STAC item copies from the input, under STAC's own property names. */
 export interface StacItemMetadata {
@@ -60,6 +71,8 @@ export interface ResolvedStacAsset {
   readonly index: number;
   /** The asset key in the item it came from (for messages and the output item). */
   readonly asset: string;
+  /** The band's scale and offset from the item's raster extension, when it gives them (see StacAsset.scaleOffsets). */
+  readonly scaleOffset?: StacScaleOffset;
 }
 
 /** A STAC Item is a few tens of KB; anything this large is not one, and would only cost memory. */
@@ -202,7 +215,88 @@ function parseAsset(name: string, raw: unknown, fail: (why: string) => never): S
       bands.push({ ...(bandName === undefined ? {} : { name: bandName }), ...(common === undefined ? {} : { commonName: common }) });
     }
   }
-  return { name, href, ...(type === undefined ? {} : { type }), roles: roles as string[], bands };
+  const scaleOffsets = parseScaleOffsets(raw, where);
+  return {
+    name,
+    href,
+    ...(type === undefined ? {} : { type }),
+    roles: roles as string[],
+    bands,
+    ...(scaleOffsets === undefined ? {} : { scaleOffsets }),
+  };
+}
+
+/**
+ * The raster extension's scale and offset per band: STAC 1.1 puts them in `bands[i]` as `raster:scale` and
+ * `raster:offset`, STAC 1.0 in `raster:bands[i]` as `scale` and `offset`. A band giving one gets the other's
+ * default (scale 1, offset 0), as the extension defines; a band giving neither has none. A value that is not a
+ * finite number (or a zero scale) is kept as a problem: a scene that unscales that band is refused (its values
+ * would be wrong under a key that looks right); one that does not is unaffected.
+ */
+function parseScaleOffsets(raw: Json, where: string): (StacScaleOffset | undefined)[] | undefined {
+  const sources: [string, unknown, string, string][] = [
+    ['bands', raw.bands, 'raster:scale', 'raster:offset'],
+    ['raster:bands', raw['raster:bands'], 'scale', 'offset'],
+  ];
+  for (const [field, list, scaleKey, offsetKey] of sources) {
+    if (!Array.isArray(list)) continue;
+    const out: (StacScaleOffset | undefined)[] = [];
+    let any = false;
+    for (const [i, band] of list.entries()) {
+      // Not this function's to refuse: the band list's own parse (above) says what a malformed entry means.
+      if (!isObject(band)) {
+        out.push(undefined);
+        continue;
+      }
+      const scale = band[scaleKey];
+      const offset = band[offsetKey];
+      if (scale === undefined && offset === undefined) {
+        out.push(undefined);
+        continue;
+      }
+      any = true;
+      if (scale !== undefined && (typeof scale !== 'number' || !Number.isFinite(scale) || scale === 0)) {
+        out.push({ problem: `${where} ${field}[${i}].${scaleKey} ${JSON.stringify(scale)} is not a finite non-zero number` });
+        continue;
+      }
+      if (offset !== undefined && (typeof offset !== 'number' || !Number.isFinite(offset))) {
+        out.push({ problem: `${where} ${field}[${i}].${offsetKey} ${JSON.stringify(offset)} is not a finite number` });
+        continue;
+      }
+      out.push({ scale: (scale as number | undefined) ?? 1, offset: (offset as number | undefined) ?? 0 });
+    }
+    if (any) return out;
+  }
+  return undefined;
+}
+
+/**
+ * The parameters of a STAC scene with `unscale`: `scale_offset` gets each band's scale and offset from the item's
+ * raster extension where it gives them (the other bands keep their file's GDAL metadata). Without `unscale`, or
+ * with no such values, the parameters are returned as they are, so existing scene keys do not change. The values
+ * come from the item's pinned bytes, whose version is in the scene key: the same item version always gives the
+ * same parameters.
+ */
+export function withStacScaleOffsets(
+  params: ProcessingParams,
+  resolved: Readonly<Record<string, ResolvedStacAsset>>,
+  itemKey: string,
+): ProcessingParams {
+  if (params.unscale !== true) return params;
+  const configured = (params.scale_offset ?? {}) as Record<string, ScaleOffset>;
+  const fromItem: Record<string, ScaleOffset> = {};
+  for (const [band, r] of Object.entries(resolved)) {
+    const so = r.scaleOffset;
+    if (so === undefined || Object.hasOwn(configured, band)) continue;
+    if ('problem' in so)
+      throw new InvalidEventError(
+        `STAC item ${quote(itemKey)} has ${so.problem}, so band ${quote(band)} cannot be unscaled; fix the item's raster extension, or name the band's scale and offset in params.scale_offset`,
+      );
+    fromItem[band] = so;
+  }
+  if (Object.keys(fromItem).length === 0) return params;
+  // A scale the configuration names for a band is its own choice; the item's fills in the others.
+  return { ...params, scale_offset: { ...fromItem, ...configured } };
 }
 
 /**
@@ -317,8 +411,14 @@ export function resolveStacAssets(
         `band ${quote(band)} = ${quote(wanted)} picks asset ${quote(asset.name)} of STAC item ${quote(itemKey)}, which is ${quote(asset.type)}, not a GeoTIFF; choose a data asset`,
       );
     }
+    const scaleOffset = asset.scaleOffsets?.[choice.index - 1];
     Object.defineProperty(resolved, band, {
-      value: { key: resolveAssetHref(itemKey, asset.href, asset.name), index: choice.index, asset: asset.name },
+      value: {
+        key: resolveAssetHref(itemKey, asset.href, asset.name),
+        index: choice.index,
+        asset: asset.name,
+        ...(scaleOffset === undefined ? {} : { scaleOffset }),
+      },
       enumerable: true,
     });
   }

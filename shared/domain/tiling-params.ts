@@ -18,14 +18,49 @@ export interface TilingParams {
   readonly target: TargetParams;
   /** `mosaic`: the VRT mosaic only (default), or also one COG mosaic built from the tiles (`cog`). */
   readonly mosaic: MosaicKind;
+  /**
+   * `unscale`: each band's scale and offset are applied (value * scale + offset) before the band math, so the
+   * expression sees physical values (reflectance, not DN), as `gdal_translate -unscale` and rio-tiler's `unscale`.
+   */
+  readonly unscale: boolean;
+  /**
+   * `scale_offset`: per band name, the scale and offset `unscale` applies instead of the file's own (GDAL
+   * metadata): the STAC path fills it from the Item's `raster:bands`, which describe the asset. Empty unless
+   * `unscale` is set.
+   */
+  readonly scaleOffset: Readonly<Record<string, ScaleOffset>>;
+}
+
+/** A band's linear map from stored values to physical ones: physical = stored * scale + offset. */
+export interface ScaleOffset {
+  readonly scale: number;
+  readonly offset: number;
 }
 
 /** The mosaics a scene gets: always the VRT over its tiles; `cog` adds one Cloud Optimized GeoTIFF of them all. */
 export const MOSAIC_KINDS = ['vrt', 'cog'] as const;
 export type MosaicKind = (typeof MOSAIC_KINDS)[number];
 
-/** How each band is resampled onto the target grid: gdalwarp's `-r` methods of the same names. */
-export const RESAMPLINGS = ['nearest', 'bilinear', 'cubic', 'average'] as const;
+/**
+ * How each band is resampled onto the target grid: every method of gdalwarp's `-r`, under its name
+ * (shared/raster/warp.ts follows GDAL 3.6's warp kernel for each; docs/reprojection.md).
+ */
+export const RESAMPLINGS = [
+  'nearest',
+  'bilinear',
+  'cubic',
+  'cubicspline',
+  'lanczos',
+  'average',
+  'rms',
+  'mode',
+  'max',
+  'min',
+  'med',
+  'q1',
+  'q3',
+  'sum',
+] as const;
 export type Resampling = (typeof RESAMPLINGS)[number];
 
 /**
@@ -117,25 +152,71 @@ export function tilingParams(params: ProcessingParams): TilingParams {
     const range = OUTPUT_LEVELS[compression];
     level = int(`output.level (${compression})`, output.level ?? range.default, range.min, range.max);
   }
-  const noData = output.nodata ?? -9999;
-  if (typeof noData !== 'number' || !Number.isFinite(noData)) fail('output.nodata must be a finite number');
+  const noData = outputNoData(output.nodata, fail);
   const blockSize = int('output.blocksize', output.blocksize ?? 256, 16, 4096);
   if (blockSize % 16 !== 0) fail(`output.blocksize must be a multiple of 16 (TIFF tiles), got ${blockSize}`);
   const target = targetParams(params, tilePx, fail);
   const mosaic = params.mosaic ?? 'vrt';
   if (!(MOSAIC_KINDS as readonly unknown[]).includes(mosaic))
     fail(`mosaic ${JSON.stringify(mosaic)} is not supported; use "vrt" (the VRT mosaic) or "cog" (also one COG mosaic)`);
+  const { unscale, scaleOffset } = unscaleParams(params, bands, fail);
   return {
     tilePx,
     expression: expression as string,
     bands,
-    noData: noData as number,
+    noData,
     blockSize,
     compression,
     level,
     target,
     mosaic: mosaic as MosaicKind,
+    unscale,
+    scaleOffset,
   };
+}
+
+/**
+ * `output.nodata` (the CLI's `--dst-nodata`): a finite number, or the string "nan" for NaN (JSON has no NaN),
+ * as gdalwarp's `-dstnodata` takes it. Default -9999.
+ */
+function outputNoData(value: unknown, fail: (msg: string) => never): number {
+  if (value === undefined) return -9999;
+  if (typeof value === 'string' && value.trim().toLowerCase() === 'nan') return Number.NaN;
+  if (typeof value !== 'number' || !Number.isFinite(value))
+    return fail(`output.nodata must be a finite number or "nan", got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** `unscale` (a boolean, default false) and `scale_offset` ({band: {scale, offset}}, only with `unscale`). */
+function unscaleParams(
+  params: ProcessingParams,
+  bands: Readonly<Record<string, number>>,
+  fail: (msg: string) => never,
+): { unscale: boolean; scaleOffset: Record<string, ScaleOffset> } {
+  const { unscale, scale_offset: raw } = params;
+  if (unscale !== undefined && typeof unscale !== 'boolean') fail(`unscale must be true or false, got ${JSON.stringify(unscale)}`);
+  const scaleOffset: Record<string, ScaleOffset> = {};
+  if (raw === undefined) return { unscale: unscale === true, scaleOffset };
+  // Without unscale the values would never be applied: a key that promises a difference the bytes never show.
+  if (unscale !== true) fail('scale_offset has no effect without unscale: set "unscale": true, or remove scale_offset');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    fail('scale_offset must map band names to {"scale": number, "offset": number}, e.g. {"B04":{"scale":0.0001,"offset":-0.1}}');
+  for (const [name, v] of Object.entries(raw as Record<string, unknown>)) {
+    if (!Object.hasOwn(bands, name))
+      fail(`scale_offset names band ${JSON.stringify(name)}, which bands does not; name only bands it reads`);
+    const entry = v as Record<string, unknown> | null;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      fail(`scale_offset.${name} must be {"scale": number, "offset": number}`);
+    const extra = Object.keys(entry as object).filter((k) => k !== 'scale' && k !== 'offset');
+    if (extra.length > 0) fail(`scale_offset.${name} has ${extra.join(', ')}; it takes only scale and offset`);
+    const { scale, offset } = entry as { scale?: unknown; offset?: unknown };
+    if (typeof scale !== 'number' || !Number.isFinite(scale) || scale === 0)
+      fail(`scale_offset.${name}.scale must be a finite non-zero number, got ${JSON.stringify(scale)}`);
+    if (typeof offset !== 'number' || !Number.isFinite(offset))
+      fail(`scale_offset.${name}.offset must be a finite number, got ${JSON.stringify(offset)}`);
+    scaleOffset[name] = { scale: scale as number, offset: offset as number };
+  }
+  return { unscale: true, scaleOffset };
 }
 
 function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: string) => never): TargetParams {

@@ -23,13 +23,23 @@ export interface OpenedArtefact {
   cancel(): Promise<void>;
 }
 
+/** How far an open may reach (shared/app/ingest-fetchers.ts HttpFetcher; the other kinds ignore it). */
+export interface OpenOptions {
+  /**
+   * Non-public addresses (exact, or CIDR blocks) an http(s) fetch may connect to all the same. Default none:
+   * loopback, private, link-local and every other non-public address is refused, on every redirect hop.
+   * Only a test or a local run against its own server sets it (IngestSettings.allowPrivateAddresses).
+   */
+  readonly allowPrivateAddresses?: readonly string[] | undefined;
+}
+
 /**
  * Opens hrefs of the kinds it supports. Errors: ArtefactNotFoundError (404,
  * ENOENT, no such key: never retried), AdapterError with `retryable` for
  * transient failures (5xx, network), InvalidIngestRequestError for a kind this
- * backend cannot read.
+ * backend cannot read, HrefRefusedError for an address or a redirect outside the lane (never read).
  */
 export interface ArtefactFetcher {
   readonly name: string;
-  open(href: ArtefactHref): Promise<OpenedArtefact>;
+  open(href: ArtefactHref, options?: OpenOptions): Promise<OpenedArtefact>;
 }

@@ -510,6 +510,16 @@ function compileCall(fn: FunctionName, args: Compiled[]): Compiled {
 /** Float32's largest finite value: larger results would become Infinity when stored. */
 const FLOAT32_MAX = 3.4028234663852886e38;
 
+/** The float32 just above `x` (a float32); NaN for NaN, which no result equals anyway. */
+export function nextFloat32Up(x: number): number {
+  if (Number.isNaN(x) || x === Number.POSITIVE_INFINITY) return x;
+  if (x === 0) return 1.401298464324817e-45;
+  const f = Float32Array.of(x);
+  const bits = new Int32Array(f.buffer);
+  bits[0] = (bits[0] as number) + (x > 0 ? 1 : -1);
+  return f[0] as number;
+}
+
 const TYPED = [Float64Array, Float32Array, Uint32Array, Int32Array, Uint16Array, Int16Array, Uint8Array];
 
 /**
@@ -517,6 +527,8 @@ const TYPED = [Float64Array, Float32Array, Uint32Array, Int32Array, Uint16Array,
  * A pixel is `opts.noData` when any band the expression reads equals
  * `opts.sourceNoData` (NaN matches NaN), on division by zero, and when the
  * result is not a finite float32 (NaN, infinity, overflow, sqrt of a negative).
+ * A valid result equal to `opts.noData` in float32 is written as the next
+ * float32 above it, so that only invalid pixels read as nodata.
  *
  * Evaluation is vectorised: each operator runs as one tight loop over a chunk
  * of pixels, so the per-pixel cost is a few typed-array operations.
@@ -544,6 +556,10 @@ export function evaluate(
   }
   const out = new Float32Array(length);
   const noData = opts.noData;
+  // A valid result that lands on the nodata value (NDVI 0 with --dst-nodata 0) would read as nodata: it is moved to
+  // the next float32 above it, as GDAL moves a warped value off an integer band's nodata (GWKAvoidNoData).
+  const clash = Math.fround(noData);
+  const moved = nextFloat32Up(clash);
   const compiled = compile(expr.root, values);
   const sourceNoData = opts.sourceNoData;
   const masks = sourceNoData === undefined ? [] : expr.bands.map((n) => values[n] as Values);
@@ -551,7 +567,8 @@ export function evaluate(
   for (let start = 0; start < length; start += CHUNK) {
     const n = Math.min(CHUNK, length - start);
     if (typeof compiled === 'number') {
-      out.fill(compiled <= FLOAT32_MAX && compiled >= -FLOAT32_MAX ? compiled : noData, start, start + n);
+      const ok = compiled <= FLOAT32_MAX && compiled >= -FLOAT32_MAX;
+      out.fill(ok ? (Math.fround(compiled) === clash ? moved : compiled) : noData, start, start + n);
     } else {
       const r = compiled.run(start, n);
       const o = out.subarray(start, start + n);
@@ -562,20 +579,29 @@ export function evaluate(
       if (!nan && masks.length === 2 && m0 !== undefined && m1 !== undefined) {
         for (let i = 0; i < n; i++) {
           const v = r[i] as number;
-          o[i] = m0[start + i] !== sourceNoData && m1[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;
+          if (m0[start + i] !== sourceNoData && m1[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX) {
+            o[i] = v;
+            if (o[i] === clash) o[i] = moved;
+          } else o[i] = noData;
         }
         continue;
       }
       if (!nan && masks.length === 1 && m0 !== undefined) {
         for (let i = 0; i < n; i++) {
           const v = r[i] as number;
-          o[i] = m0[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;
+          if (m0[start + i] !== sourceNoData && v <= FLOAT32_MAX && v >= -FLOAT32_MAX) {
+            o[i] = v;
+            if (o[i] === clash) o[i] = moved;
+          } else o[i] = noData;
         }
         continue;
       }
       for (let i = 0; i < n; i++) {
         const v = r[i] as number;
-        o[i] = v <= FLOAT32_MAX && v >= -FLOAT32_MAX ? v : noData;
+        if (v <= FLOAT32_MAX && v >= -FLOAT32_MAX) {
+          o[i] = v;
+          if (o[i] === clash) o[i] = moved;
+        } else o[i] = noData;
       }
     }
     if (masks.length === 0) continue;

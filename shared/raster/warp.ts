@@ -2,6 +2,7 @@ import { InvalidGridError } from '../domain/errors.js';
 import { RESAMPLINGS, type Resampling } from '../domain/tiling-params.js';
 import { type Crs, crsTransform } from './crs.js';
 import type { GeoTransform } from './georeferencing.js';
+import type { RasterDataType } from './tiff-format.js';
 
 /**
  * Resampling of one source band onto a target grid, following gdalwarp's (GDAL 3.6) warp kernel so that
@@ -22,9 +23,18 @@ import type { GeoTransform } from './georeferencing.js';
  *   `dfXScale < 0.95`): the kernel is stretched by 1/scale, so it averages the footprint instead of aliasing,
  *   with weights renormalised over valid pixels (GWKResample). The scale is one number for the whole
  *   target grid, as gdalwarp computes it for a grid it warps in one chunk.
- * - average: the target pixel's corners (i, j) and (i + 1, j + 1) are mapped to the source; every source
- *   pixel the box between them touches is weighted by the fraction of it inside the box, nodata skipped
- *   (GWKAverageOrModeThread).
+ * - cubicspline (cubic B-spline, radius 2) and lanczos (windowed sinc, radius 3): GDAL's general kernel
+ *   (GWKResample, GWKResampleOptimizedLanczos), never a 4-sample shortcut: nodata and outside taps are dropped
+ *   and the weights renormalised; lanczos also gives nodata when fewer than half its taps are valid. When
+ *   downsampling their kernels stretch as bilinear's do, except lanczos's weights, which GDAL computes from the
+ *   tap's index alone (sinc(i * scale)), not from the sub-pixel position.
+ * - average, rms, mode, max, min, med, q1, q3, sum: the target pixel's corners (i, j) and (i + 1, j + 1) are
+ *   mapped to the source; the source pixels the box between them touches are the sample (GWKAverageOrModeThread),
+ *   nodata skipped. average, rms and sum weight each by the fraction of it inside the box (sum is that weighted
+ *   sum, not a mean); max, min, the quantiles (med, q1, q3: the sorted valid values at ceil(q * n - 1)) and mode
+ *   count every pixel of the box once. mode is the value reached the highest count first, counted as GDAL does for
+ *   the band's type (see {@link WarpSourceBand.dataType}). These methods do not test the centre: a box holding one
+ *   valid pixel has a value.
  *
  * The transform target pixel -> source pixel is evaluated exactly at the ends and middle of each target
  * row and interpolated linearly where that stays within `maxErrorPixels` (0.125 source pixel, gdalwarp's
@@ -50,6 +60,12 @@ export interface WarpSourceBand extends RasterGrid {
   readonly noData?: number | undefined;
   /** Optional per-pixel validity (non-zero = valid), e.g. from a GeoTIFF mask, ANDed with `noData`. */
   readonly mask?: ArrayLike<number> | undefined;
+  /**
+   * The band's stored type. Only `mode` looks at it, as GDAL's kernel does: uint8, uint16 and int16 are counted
+   * in a histogram of integers (GWKAOM_Imode), any other type (or none given) by float32 equality, with GDAL's
+   * own counting (GWKAOM_Fmode), which can pick another value than a plain histogram on ties.
+   */
+  readonly dataType?: RasterDataType | undefined;
 }
 
 export interface WarpOptions {
@@ -110,11 +126,14 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     values: new Float64Array(target.width * target.height).fill(Number.NaN),
     valid: new Uint8Array(target.width * target.height),
   };
-  const sampler = new Sampler(source.values, valid, source.width, source.height);
+  const integerMode = source.dataType === 'uint8' || source.dataType === 'uint16' || source.dataType === 'int16';
+  const sampler = new Sampler(source.values, valid, source.width, source.height, integerMode);
   switch (resampling) {
     case 'nearest':
     case 'bilinear':
-    case 'cubic': {
+    case 'cubic':
+    case 'cubicspline':
+    case 'lanczos': {
       const scale =
         resampling === 'nearest'
           ? { x: 1, y: 1 }
@@ -154,10 +173,12 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
           let value: number;
           if (resampling === 'nearest' || source.width === 1 || source.height === 1) {
             value = sampler.nearest(u, v);
-          } else if (use4) {
+          } else if (resampling === 'lanczos') {
+            value = sampler.lanczos(u, v, scale.x, scale.y);
+          } else if (use4 && resampling !== 'cubicspline') {
             value = resampling === 'bilinear' ? sampler.bilinear(u, v) : sampler.cubic(u, v);
           } else {
-            value = sampler.stretched(u, v, resampling, scale.x, scale.y);
+            value = sampler.general(u, v, resampling, scale.x, scale.y);
           }
           if (Number.isNaN(value)) continue;
           out.values[j * target.width + i] = value;
@@ -166,7 +187,15 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
       }
       return out;
     }
-    case 'average': {
+    case 'average':
+    case 'rms':
+    case 'mode':
+    case 'max':
+    case 'min':
+    case 'med':
+    case 'q1':
+    case 'q3':
+    case 'sum': {
       const u0 = new Float64Array(target.width);
       const v0 = new Float64Array(target.width);
       const u1 = new Float64Array(target.width);
@@ -175,7 +204,7 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
         toSource(j, 0, u0, v0);
         toSource(j + 1, 1, u1, v1);
         for (let i = 0; i < target.width; i++) {
-          const value = sampler.average(u0[i] as number, v0[i] as number, u1[i] as number, v1[i] as number);
+          const value = sampler.box(u0[i] as number, v0[i] as number, u1[i] as number, v1[i] as number, resampling);
           if (Number.isNaN(value)) continue;
           out.values[j * target.width + i] = value;
           out.valid[j * target.width + i] = 1;
@@ -425,17 +454,66 @@ function kernelScale(
   return { x: snap(target.width, width), y: snap(target.height, height) };
 }
 
-/** Keys' cubic convolution kernel with a = -0.5 (GDAL's GWKCubic). */
+/** Keys' cubic convolution kernel with a = -0.5 (GDAL's CubicKernel, written as it is, so sums round alike). */
 function cubicKernel(x: number): number {
   const a = Math.abs(x);
-  if (a < 1) return (1.5 * a - 2.5) * a * a + 1;
-  if (a < 2) return ((-0.5 * a + 2.5) * a - 4) * a + 2;
+  if (a <= 1) return x * x * (1.5 * a - 2.5) + 1;
+  if (a <= 2) return x * x * (-0.5 * a + 2.5) - 4 * a + 2;
   return 0;
 }
 
 function bilinearKernel(x: number): number {
   const a = Math.abs(x);
-  return a < 1 ? 1 - a : 0;
+  return a <= 1 ? 1 - a : 0;
+}
+
+/**
+ * The cubic B-spline, (B, C) = (1, 0) of Mitchell and Netravali, times 6 (GDAL's GWKBSpline leaves the 1/6 out:
+ * the weights are renormalised anyway).
+ */
+function bSplineKernel(x: number): number {
+  const xp2 = x + 2;
+  const xp1 = x + 1;
+  const xm1 = x - 1;
+  if (!(xp2 > 0)) return 0;
+  let v = xp2 * xp2 * xp2;
+  if (xp1 > 0) {
+    v += -4 * xp1 * xp1 * xp1;
+    if (x > 0) {
+      v += 6 * x * x * x;
+      if (xm1 > 0) v += -4 * xm1 * xm1 * xm1;
+    }
+  }
+  return v;
+}
+
+/** Lanczos windowed sinc, radius 3: sinc(x) sinc(x / 3) (GDAL's GWKLanczosSinc). */
+function lanczosSinc(x: number): number {
+  if (x === 0) return 1;
+  const pix = Math.PI * x;
+  const pixOverR = pix / 3;
+  return (Math.sin(pix) * Math.sin(pixOverR)) / (pix * pixOverR);
+}
+
+/**
+ * The lanczos weights of taps i = first..last at offset `delta` (0 <= delta < 1): sinc(i - delta) by GDAL's
+ * trigonometric identities (GWKResampleOptimizedLanczos), which agree with {@link lanczosSinc} to about 1e-10;
+ * the same formula keeps the rounding of integer bands GDAL's. Index i - first of `out`.
+ */
+function lanczosWeights(delta: number, first: number, last: number, out: Float64Array): void {
+  const sinPiDeltaOver3 = Math.sin((-Math.PI / 3) * delta);
+  const sin2 = sinPiDeltaOver3 * sinPiDeltaOver3;
+  const cosPiDeltaOver3 = Math.sqrt(1 - sin2);
+  const sinPiDelta = (3 - 4 * sin2) * sinPiDeltaOver3;
+  const invPi2Over3 = 3 / (Math.PI * Math.PI);
+  const a = invPi2Over3 * sinPiDelta;
+  const b = -0.5 * a * sinPiDeltaOver3;
+  const c = 0.8660254037844386 * a * cosPiDeltaOver3;
+  const cst = [a * sinPiDeltaOver3, b - c, b + c];
+  for (let i = first; i <= last; i++) {
+    const x = i - delta;
+    out[i - first] = x === 0 ? 1 : (cst[(i + 3) % 3] as number) / (x * x);
+  }
 }
 
 /** GDAL's 4-tap cubic weights for a fractional offset t in [0, 1) (GWKCubicComputeWeights). */
@@ -453,11 +531,18 @@ class Sampler {
   private readonly wx = new Float64Array(4);
   private readonly wy = new Float64Array(4);
 
+  /** The X weights of the general kernel and of lanczos, one per tap (the widest a downsampling kernel gets). */
+  private weightsX = new Float64Array(16);
+  private weightsY = new Float64Array(16);
+  /** mode's histogram for integer bands (GWKAOM_Imode), reused: only the bins a box touched are reset. */
+  private readonly counts = new Map<number, number>();
+
   constructor(
     private readonly values: ArrayLike<number>,
     private readonly valid: Uint8Array,
     private readonly width: number,
     private readonly height: number,
+    private readonly integerMode: boolean,
   ) {}
 
   validAt(u: number, v: number): boolean {
@@ -545,10 +630,14 @@ class Sampler {
     return total;
   }
 
-  /** GDAL's general GWKResample for a downsampling kernel stretched by 1/scale, renormalised over valid pixels. */
-  stretched(u: number, v: number, resampling: 'bilinear' | 'cubic', scaleX: number, scaleY: number): number {
+  /**
+   * GDAL's general kernel (GWKResample): bilinear and cubic when downsampling, cubicspline always. The kernel is
+   * stretched by 1/scale below scale 1; taps off the raster are left out, nodata taps skipped, and the weights
+   * renormalised (row by row, in GDAL's order of sums). Below a total weight of 1e-6 there is no value.
+   */
+  general(u: number, v: number, resampling: 'bilinear' | 'cubic' | 'cubicspline', scaleX: number, scaleY: number): number {
     const radius = resampling === 'bilinear' ? 1 : 2;
-    const kernel = resampling === 'bilinear' ? bilinearKernel : cubicKernel;
+    const kernel = resampling === 'bilinear' ? bilinearKernel : resampling === 'cubic' ? cubicKernel : bSplineKernel;
     const sx = Math.min(scaleX, 1);
     const sy = Math.min(scaleY, 1);
     const rx = sx < 1 ? Math.ceil(radius / sx) : radius;
@@ -557,30 +646,100 @@ class Sampler {
     const y = Math.floor(v - 0.5);
     const dx = u - 0.5 - x;
     const dy = v - 0.5 - y;
-    const initX = ((radius + 1) % 2) - rx;
-    const initY = ((radius + 1) % 2) - ry;
+    // The window's first tap depends on the parity of the kernel's radius (GDAL's nFiltInitX).
+    const iMin = Math.max(((radius + 1) % 2) - rx, -x);
+    const iMax = Math.min(rx, this.width - x - 1);
+    const jMin = Math.max(((radius + 1) % 2) - ry, -y);
+    const jMax = Math.min(ry, this.height - y - 1);
+    if (iMax < iMin || jMax < jMin) return Number.NaN;
+    const wx = this.tapWeights('x', iMax - iMin + 1);
+    for (let i = iMin; i <= iMax; i++) wx[i - iMin] = kernel(sx < 1 ? (i - dx) * sx : i - dx);
     let sum = 0;
     let weight = 0;
-    for (let j = initY; j <= ry; j++) {
-      const py = y + j;
-      if (py < 0 || py >= this.height) continue;
-      const wy = kernel((j - dy) * sy);
-      if (wy === 0) continue;
-      for (let i = initX; i <= rx; i++) {
-        const px = x + i;
-        if (px < 0 || px >= this.width) continue;
-        const k = py * this.width + px;
+    for (let j = jMin; j <= jMax; j++) {
+      const base = (y + j) * this.width + x;
+      let rowSum = 0;
+      let rowWeight = 0;
+      for (let i = iMin; i <= iMax; i++) {
+        const k = base + i;
         if (!this.valid[k]) continue;
-        const w = wy * kernel((i - dx) * sx);
-        sum += (this.values[k] as number) * w;
-        weight += w;
+        const w = wx[i - iMin] as number;
+        rowSum += (this.values[k] as number) * w;
+        rowWeight += w;
       }
+      const wy = kernel(sy < 1 ? (j - dy) * sy : j - dy);
+      sum += rowSum * wy;
+      weight += rowWeight * wy;
     }
-    return Math.abs(weight) < 0.000001 ? Number.NaN : sum / weight;
+    if (weight < 0.000001) return Number.NaN;
+    return weight < 0.99999 || weight > 1.00001 ? sum / weight : sum;
   }
 
-  /** Area-weighted mean of the source pixels under the box between two mapped corners (GWKAverageOrModeThread). */
-  average(ua: number, va: number, ub: number, vb: number): number {
+  /**
+   * Lanczos (GWKResampleOptimizedLanczos): taps within 3 (stretched) of the sample point, nodata skipped, weights
+   * renormalised; nodata when fewer than half the taps in the window are valid. Downsampling, GDAL weights each tap
+   * by sinc(i * scale), from its index alone, and so does this.
+   */
+  lanczos(u: number, v: number, scaleX: number, scaleY: number): number {
+    const x = Math.floor(u - 0.5);
+    const y = Math.floor(v - 0.5);
+    const dx = u - 0.5 - x;
+    const dy = v - 0.5 - y;
+    const [iMin, iMax, wx] = this.lanczosTaps('x', x, dx, scaleX, this.width);
+    const [jMin, jMax, wy] = this.lanczosTaps('y', y, dy, scaleY, this.height);
+    if (iMax < iMin || jMax < jMin) return Number.NaN;
+    let sum = 0;
+    let weight = 0;
+    let count = 0;
+    for (let j = jMin; j <= jMax; j++) {
+      const base = (y + j) * this.width + x;
+      const w1 = wy[j - jMin] as number;
+      for (let i = iMin; i <= iMax; i++) {
+        const k = base + i;
+        if (!this.valid[k]) continue;
+        count++;
+        const w2 = w1 * (wx[i - iMin] as number);
+        sum += (this.values[k] as number) * w2;
+        weight += w2;
+      }
+    }
+    if (weight < 0.000001 || count < Math.trunc(((jMax - jMin + 1) * (iMax - iMin + 1)) / 2)) return Number.NaN;
+    return weight < 0.99999 || weight > 1.00001 ? sum * (1 / weight) : sum;
+  }
+
+  /** Lanczos's taps along one axis around pixel `p` (offset `delta`), clipped to the raster and to the radius, and their weights. */
+  private lanczosTaps(axis: 'x' | 'y', p: number, delta: number, scale: number, size: number): [number, number, Float64Array] {
+    const r = scale < 1 ? Math.ceil(3 / scale) : 3;
+    let lo = Math.max(-r, -p);
+    let hi = Math.min(r, size - p - 1);
+    const w = this.tapWeights(axis, 2 * r + 2);
+    if (scale < 1) {
+      while (lo * scale < -3) lo++;
+      while (hi * scale > 3) hi--;
+      for (let i = lo; i <= hi; i++) w[i - lo] = lanczosSinc(i * scale);
+    } else {
+      while (lo - delta < -3) lo++;
+      while (hi - delta > 3) hi--;
+      if (hi >= lo) lanczosWeights(delta, lo, hi, w);
+    }
+    return [lo, hi, w];
+  }
+
+  private tapWeights(axis: 'x' | 'y', n: number): Float64Array {
+    if (axis === 'x') {
+      if (this.weightsX.length < n) this.weightsX = new Float64Array(n);
+      return this.weightsX;
+    }
+    if (this.weightsY.length < n) this.weightsY = new Float64Array(n);
+    return this.weightsY;
+  }
+
+  /**
+   * The box methods (GWKAverageOrModeThread) over the source pixels under the box between two mapped corners:
+   * average, rms and sum weight each pixel by the fraction of it inside the box; max, min, the quantiles and mode
+   * take every pixel of the box once. Nodata skipped; NaN when no pixel is valid.
+   */
+  box(ua: number, va: number, ub: number, vb: number, method: BoxMethod): number {
     if (!Number.isFinite(ua + va + ub + vb)) return Number.NaN;
     const w = this.width;
     const h = this.height;
@@ -596,22 +755,125 @@ class Sampler {
     // floor, so a target pixel up to one source pixel beyond the top or left edge takes the edge row's value.
     if (x0 === x1 && x1 < w) x1++;
     if (y0 === y1 && y1 < h) y1++;
-    let sum = 0;
-    let weight = 0;
+    if (x1 <= x0 || y1 <= y0) return Number.NaN;
+    switch (method) {
+      case 'average':
+      case 'rms':
+      case 'sum': {
+        let sum = 0;
+        let weight = 0;
+        let found = false;
+        for (let py = y0; py < y1; py++) {
+          const wy = py === y0 ? (y0 + 1 === y1 ? 1 : 1 - (yMin - y0)) : py + 1 === y1 ? 1 - (y1 - yMax) : 1;
+          for (let px = x0; px < x1; px++) {
+            const k = py * w + px;
+            if (!this.valid[k]) continue;
+            const wx = px === x0 ? (x0 + 1 === x1 ? 1 : 1 - (xMin - x0)) : px + 1 === x1 ? 1 - (x1 - xMax) : 1;
+            const cell = wx * wy;
+            const value = this.values[k] as number;
+            sum += (method === 'rms' ? value * value : value) * cell;
+            weight += cell;
+            found = true;
+          }
+        }
+        if (method === 'sum') return found ? sum : Number.NaN;
+        if (!(weight > 0)) return Number.NaN;
+        return method === 'rms' ? Math.sqrt(sum / weight) : sum / weight;
+      }
+      case 'max':
+      case 'min': {
+        let best = Number.NaN;
+        for (let py = y0; py < y1; py++) {
+          for (let px = x0; px < x1; px++) {
+            const k = py * w + px;
+            if (!this.valid[k]) continue;
+            const value = this.values[k] as number;
+            if (Number.isNaN(best) || (method === 'max' ? value > best : value < best)) best = value;
+          }
+        }
+        return best;
+      }
+      case 'med':
+      case 'q1':
+      case 'q3': {
+        const sample: number[] = [];
+        for (let py = y0; py < y1; py++) {
+          for (let px = x0; px < x1; px++) {
+            const k = py * w + px;
+            if (this.valid[k]) sample.push(this.values[k] as number);
+          }
+        }
+        if (sample.length === 0) return Number.NaN;
+        sample.sort((a, b) => a - b);
+        const q = method === 'med' ? 0.5 : method === 'q1' ? 0.25 : 0.75;
+        return sample[Math.ceil(q * sample.length - 1)] as number;
+      }
+      case 'mode':
+        return this.integerMode ? this.integerModeOf(x0, x1, y0, y1) : this.floatModeOf(x0, x1, y0, y1);
+      default:
+        return assertNever(method);
+    }
+  }
+
+  /** GWKAOM_Imode: a histogram of the values (as integers); the first value to reach the highest count wins. */
+  private integerModeOf(x0: number, x1: number, y0: number, y1: number): number {
+    const counts = this.counts;
+    counts.clear();
+    let best = Number.NaN;
+    let bestCount = 0;
     for (let py = y0; py < y1; py++) {
-      const wy = py === y0 ? (y0 + 1 === y1 ? 1 : 1 - (yMin - y0)) : py + 1 === y1 ? 1 - (y1 - yMax) : 1;
       for (let px = x0; px < x1; px++) {
-        const k = py * w + px;
+        const k = py * this.width + px;
         if (!this.valid[k]) continue;
-        const wx = px === x0 ? (x0 + 1 === x1 ? 1 : 1 - (xMin - x0)) : px + 1 === x1 ? 1 - (x1 - xMax) : 1;
-        const cell = wx * wy;
-        sum += (this.values[k] as number) * cell;
-        weight += cell;
+        const value = Math.trunc(this.values[k] as number);
+        const n = (counts.get(value) ?? 0) + 1;
+        counts.set(value, n);
+        if (n > bestCount) {
+          best = value;
+          bestCount = n;
+        }
       }
     }
-    return weight > 0 ? sum / weight : Number.NaN;
+    return best;
+  }
+
+  /**
+   * GWKAOM_Fmode, as GDAL counts: values compared as float32 in a list of entries; a value found whose count does
+   * not then exceed the leader's is added again as a new entry, and counted there too on later matches. Kept
+   * literally: a plain histogram picks another value on some ties.
+   */
+  private floatModeOf(x0: number, x1: number, y0: number, y1: number): number {
+    const vals: number[] = [];
+    const sums: number[] = [];
+    let leader = -1;
+    for (let py = y0; py < y1; py++) {
+      for (let px = x0; px < x1; px++) {
+        const k = py * this.width + px;
+        if (!this.valid[k]) continue;
+        const f = Math.fround(this.values[k] as number);
+        let i = 0;
+        for (; i < vals.length; i++) {
+          if (vals[i] === f) {
+            sums[i] = (sums[i] as number) + 1;
+            if ((sums[i] as number) > (sums[leader] as number)) {
+              leader = i;
+              break;
+            }
+          }
+        }
+        if (i === vals.length) {
+          vals.push(f);
+          sums.push(1);
+          if (leader < 0) leader = i;
+        }
+      }
+    }
+    return leader < 0 ? Number.NaN : (vals[leader] as number);
   }
 }
+
+/** The methods that take the box under a target pixel rather than a kernel around its centre. */
+type BoxMethod = 'average' | 'rms' | 'mode' | 'max' | 'min' | 'med' | 'q1' | 'q3' | 'sum';
 
 /** Rounds a warped value into an integer band the way GDAL does (round half up, clamped to the type's range). */
 export function roundToInteger(value: number, min: number, max: number): number {

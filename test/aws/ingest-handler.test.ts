@@ -56,6 +56,8 @@ beforeAll(async () => {
     [ENV.manifestTable]: manifestTable,
     [ENV.ingestQueue]: ingestQueue.url,
     [ENV.maxDeliveries]: '3',
+    // The test's HTTP origin listens on 127.0.0.1, which an ingest refuses unless told otherwise (docs/ingest.md).
+    [ENV.ingestAllowPrivateAddresses]: '127.0.0.1',
   };
   rt = createTestRuntime({ env }, stack.clients(), { logs });
   artefact = await validArtefact(11);

@@ -2,8 +2,8 @@ import { DeleteObjectCommand, PutBucketVersioningCommand } from '@aws-sdk/client
 import { afterAll, describe, expect, it } from 'vitest';
 import { S3ObjectStore } from '../../functions/aws/adapters/s3-object-store.js';
 import { contentDigest } from '../../shared/domain/content-digest.js';
-import { SourceChangedError } from '../../shared/domain/errors.js';
-import { FaultProxy } from '../support/fault-proxy.js';
+import { CorruptUploadError, SourceChangedError } from '../../shared/domain/errors.js';
+import { corruptions, FaultProxy, storeFaults } from '../support/fault-proxy.js';
 import { freshPrefix } from '../support/ids.js';
 import { awsEndpoints, freshBucket, s3Client } from './clients.js';
 
@@ -81,5 +81,64 @@ describe('S3ObjectStore on the wire', () => {
     expect(text(await store.getRange(key, 0, 8, await store.pin(key, first.version)))).toBe('scene-v1');
     await expireVersion(key, first.version);
     await expect(store.pin(key, first.version)).rejects.toBeInstanceOf(SourceChangedError);
+  });
+});
+
+// Issue 25 item 5. moto does not check x-amz-checksum-sha256 (docs/emulator-fidelity.md): a body damaged on the way
+// and forwarded is stored. So the proxy damages the body and answers what S3 documents for it (400 BadDigest,
+// nothing stored) instead of forwarding. Before: a non-retryable AdapterError, the tile or repair dead-lettered.
+describe('S3ObjectStore and a body damaged on the way', () => {
+  const corruptNextPut = (proxy: FaultProxy) =>
+    proxy.add({ match: { method: 'PUT' }, action: { corrupt: corruptions.flipMiddleByte, answer: storeFaults.s3BadDigest() } });
+
+  it('moto stores a damaged body whatever its checksum says (why the proxy answers BadDigest itself)', async () => {
+    const { store, proxy } = await storeOn(false);
+    const key = `${freshPrefix()}unchecked.tif`;
+    proxy.add({ match: { method: 'PUT' }, action: { corrupt: corruptions.flipMiddleByte } });
+    expect((await store.putIfAbsent(key, bytes('abcdefgh'))).kind).toBe('written');
+    expect(text(await store.get(key))).not.toBe('abcdefgh');
+  });
+
+  it('a create refused with 400 BadDigest is a retryable CorruptUploadError', async () => {
+    const { store, proxy } = await storeOn(false);
+    const key = `${freshPrefix()}tile.tif`;
+    const shot = corruptNextPut(proxy);
+    const error = await store.putIfAbsent(key, bytes('tile bytes')).catch((e: unknown) => e);
+    expect(shot.hits).toBe(1);
+    expect(error).toBeInstanceOf(CorruptUploadError);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true, key });
+    expect((error as Error).message).toMatch(/400 BadDigest/);
+    expect(await store.head(key)).toBeUndefined();
+    expect((await store.putIfAbsent(key, bytes('tile bytes'))).kind).toBe('written');
+  });
+
+  it('a repair refused the same way leaves the version it was to replace in place', async () => {
+    const { store, proxy } = await storeOn(true);
+    const key = `${freshPrefix()}repair.tif`;
+    const first = await store.putIfAbsent(key, bytes('a bad tile'));
+    if (first.kind !== 'written') throw new Error('setup failed');
+    corruptNextPut(proxy);
+    const error = await store.putIfMatch(key, bytes('the repaired tile'), first.version).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true });
+    expect((await store.head(key))?.version).toBe(first.version);
+    expect(await store.putIfMatch(key, bytes('the repaired tile'), first.version)).toMatchObject({ kind: 'written' });
+  });
+
+  it('the SigV4 payload-hash and malformed-digest refusals are integrity failures too; another 400 is not', async () => {
+    const { store, proxy } = await storeOn(false);
+    const answer = (code: string) => ({
+      status: 400,
+      headers: { 'content-type': 'application/xml' },
+      body: `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${code}</Message><RequestId>1</RequestId></Error>`,
+    });
+    for (const [code, retryable] of [
+      ['XAmzContentSHA256Mismatch', true],
+      ['InvalidDigest', true],
+      ['InvalidArgument', false],
+    ] as const) {
+      proxy.add({ match: { method: 'PUT' }, action: answer(code) });
+      const error = await store.putIfAbsent(`${freshPrefix()}${code}.tif`, bytes('x')).catch((e: unknown) => e);
+      expect(error, code).toMatchObject({ code: retryable ? 'UPLOAD_CORRUPTED' : 'ADAPTER_FAILURE', retryable });
+    }
   });
 });

@@ -2,9 +2,9 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AzureBlobObjectStore } from '../../functions/azure/adapters/azure-blob-object-store.js';
 import { contentDigest } from '../../shared/domain/content-digest.js';
-import { SourceChangedError } from '../../shared/domain/errors.js';
+import { CorruptUploadError, SourceChangedError } from '../../shared/domain/errors.js';
 import { azuriteConnectionString } from '../support/emulators/azure.js';
-import { FaultProxy } from '../support/fault-proxy.js';
+import { corruptions, FaultProxy, storeFaults } from '../support/fault-proxy.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
 import { freshContainer } from './azurite.js';
@@ -77,5 +77,59 @@ describe('AzureBlobObjectStore on the wire', () => {
     expect(text(await store.getRange(key, 0, 2, { version: first.version }))).toBe('v1');
     await store.putIfMatch(key, bytes('v2'), first.version);
     await expect(store.getRange(key, 0, 2, { version: first.version })).rejects.toBeInstanceOf(SourceChangedError);
+  });
+});
+
+// Issue 25 item 5. Azurite 3.35 checks Content-MD5 against the body it receives and stores nothing, but answers
+// 400 InvalidOperation ("Provided contentMD5 doesn't match."), where Blob Storage answers 400 Md5Mismatch
+// (docs/emulator-fidelity.md). The first case pins that answer; the adapter cases damage the body on the way and
+// have the proxy answer what the service documents. Before: a non-retryable AdapterError, the tile or the repair
+// dead-lettered as poison.
+describe('AzureBlobObjectStore and a body damaged on the way', () => {
+  let proxy: FaultProxy;
+  let direct: ContainerClient;
+  let store: AzureBlobObjectStore;
+  beforeAll(async () => {
+    const azure = requireEndpoints(inject('emulators'), 'azure');
+    proxy = await FaultProxy.start({ target: azure.blob });
+    direct = await freshContainer();
+    const viaProxy = BlobServiceClient.fromConnectionString(azuriteConnectionString(proxy.url, azure.queue, azure.table));
+    store = new AzureBlobObjectStore(viaProxy.getContainerClient(direct.containerName));
+  });
+  afterAll(() => proxy.stop());
+  const corruptNextPut = () =>
+    proxy.add({ match: { method: 'PUT' }, action: { corrupt: corruptions.flipMiddleByte, answer: storeFaults.azureMd5Mismatch() } });
+
+  it('Azurite refuses a damaged body and stores nothing, but with 400 InvalidOperation, not the service’s Md5Mismatch', async () => {
+    const key = `${freshPrefix()}azurite.tif`;
+    proxy.add({ match: { method: 'PUT' }, action: { corrupt: corruptions.flipMiddleByte } });
+    const error = await store.putIfAbsent(key, bytes('tile bytes, damaged in flight')).catch((e: unknown) => e);
+    expect(proxy.requests.at(-1)).toMatchObject({ fault: 'corrupt-body', status: 400 });
+    expect((error as Error).message).toMatch(/400 InvalidOperation/);
+    expect(await direct.getBlobClient(key).exists()).toBe(false);
+  });
+
+  it('a create refused with 400 Md5Mismatch stores nothing and is thrown as a retryable CorruptUploadError', async () => {
+    const key = `${freshPrefix()}tile.tif`;
+    const shot = corruptNextPut();
+    const error = await store.putIfAbsent(key, bytes('tile bytes, damaged in flight')).catch((e: unknown) => e);
+    expect(shot.hits).toBe(1);
+    expect(error).toBeInstanceOf(CorruptUploadError);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true, key });
+    expect((error as Error).message).toMatch(/400 Md5Mismatch/);
+    expect(await direct.getBlobClient(key).exists()).toBe(false);
+    // Sent again whole (the next delivery), it is written.
+    expect((await store.putIfAbsent(key, bytes('tile bytes, damaged in flight'))).kind).toBe('written');
+  });
+
+  it('a repair refused the same way leaves the version it was to replace in place', async () => {
+    const key = `${freshPrefix()}repair.tif`;
+    const first = await store.putIfAbsent(key, bytes('a bad tile'));
+    if (first.kind !== 'written') throw new Error('setup failed');
+    corruptNextPut();
+    const error = await store.putIfMatch(key, bytes('the repaired tile'), first.version).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true });
+    expect(text(await store.get(key))).toBe('a bad tile');
+    expect(await store.putIfMatch(key, bytes('the repaired tile'), first.version)).toMatchObject({ kind: 'written' });
   });
 });

@@ -39,6 +39,8 @@ const dir = mkdtempSync(join(tmpdir(), 'tessera-ingest-cloud-'));
 const servers: Server[] = [];
 let artefact: Uint8Array;
 let href: string;
+/** The functions' opt-in for the artefact's origin on 127.0.0.1, which an ingest refuses by default (docs/ingest.md). */
+const LOCAL_ORIGIN = { [ENV.ingestAllowPrivateAddresses]: '127.0.0.1' };
 
 beforeAll(async () => {
   artefact = await validArtefact(41);
@@ -98,7 +100,7 @@ describe('tessera ingest --cloud aws, against moto and DynamoDB Local posing as 
     const { queue, dlq } = await createQueue('ingest', { maxReceiveCount: 3 });
     const manifestTable = await freshManifestTable(dynamoDbClient());
     const rt = createTestRuntime(
-      { env: { ...stack.env, [ENV.manifestTable]: manifestTable, [ENV.deadLetterQueue]: (dlq as TestQueue).url } },
+      { env: { ...stack.env, ...LOCAL_ORIGIN, [ENV.manifestTable]: manifestTable, [ENV.deadLetterQueue]: (dlq as TestQueue).url } },
       emulatorClients(),
     );
     const e = awsEndpoints();
@@ -117,7 +119,9 @@ describe('tessera ingest --cloud aws, against moto and DynamoDB Local posing as 
 
     expect((await cli(ingestArgs('aws', outputs, 'S2B_AWS_1'))).code).toBe(0);
     const logs: string[] = [];
-    const again = createTestRuntime({ env: { ...stack.env, [ENV.manifestTable]: manifestTable } }, emulatorClients(), { logs });
+    const again = createTestRuntime({ env: { ...stack.env, ...LOCAL_ORIGIN, [ENV.manifestTable]: manifestTable } }, emulatorClients(), {
+      logs,
+    });
     expect((await pollOnce(queue, createAwsIngestHandler(again))).response?.batchItemFailures).toEqual([]);
     expect(logs.some((l) => l.includes('"ingest-already-published"'))).toBe(true);
     expect(await rt.manifest?.find(SOURCE, 'S2B_AWS_1')).toHaveLength(1);
@@ -170,7 +174,7 @@ describe('tessera ingest --cloud gcp, against the Pub/Sub, Firestore and fake-gc
       ingestTopic: topic.name.split('/').at(-1),
       emulator: { pubsub: s.endpoints.pubsub },
     });
-    const rt = s.runtime({ role: 'ingest' });
+    const rt = s.runtime({ role: 'ingest', env: LOCAL_ORIGIN });
     for (const round of [1, 2]) {
       const sent = await cli(ingestArgs('gcp', outputs, 'S2B_GCP_1'));
       expect(sent.code, sent.stderr).toBe(0);
@@ -193,7 +197,7 @@ describe('tessera ingest --cloud azure, against Azurite posing as a stack', () =
     const manifest = await freshTable('manifest');
     const { queue }: { queue: AzureQueueJobQueue } = await freshQueue('ingest');
     const rt = composeAzure(
-      { ...stack.env, [ENV.manifestTable]: manifest.tableName },
+      { ...stack.env, ...LOCAL_ORIGIN, [ENV.manifestTable]: manifest.tableName },
       { clients: azureClients(connectionString()), clock: stack.clock, telemetry: new JsonTelemetry(() => undefined) },
     );
     const outputs = outputsFile('azure', {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { GcsObjectStore } from '../../functions/gcp/adapters/gcs-object-store.js';
 import { contentDigest } from '../../shared/domain/content-digest.js';
-import { FaultProxy } from '../support/fault-proxy.js';
+import { CorruptUploadError } from '../../shared/domain/errors.js';
+import { corruptions, FaultProxy } from '../support/fault-proxy.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
 import { freshBucket, storageClient } from './clients.js';
@@ -121,5 +122,62 @@ describe('GcsObjectStore and the SDK upload validation', () => {
     expect(proxy.requests.filter((r) => r.method === 'DELETE')).toEqual([]);
     const [left] = await storageClient(gcp).bucket(bucketName).file(key).download();
     expect(left.toString()).toBe('theirs');
+  });
+});
+
+// Issue 25 item 5. fake-gcs-server checks the md5Hash of a multipart upload against the media it receives, as GCS
+// does (400 "doesn't match calculated MD5 hash"): the proxy damages one byte of the media on the way and forwards
+// it, so the emulator's own check answers. Before: a non-retryable AdapterError, the tile or repair dead-lettered.
+describe('GcsObjectStore and a body damaged on the way', () => {
+  let proxy: FaultProxy;
+  let store: GcsObjectStore;
+  let bucketName: string;
+  beforeAll(async () => {
+    proxy = await FaultProxy.start({ target: gcp.gcs });
+    bucketName = (await freshBucket(gcp, 'corrupt')).name;
+    store = new GcsObjectStore(storageClient({ ...gcp, gcs: proxy.url }).bucket(bucketName));
+  });
+  afterAll(() => proxy.stop());
+  // A payload much longer than the multipart framing and metadata, so the middle byte is a media byte.
+  const body = bytes('tile bytes, damaged in flight. '.repeat(64));
+  const corruptNextUpload = () =>
+    proxy.add({ match: { method: 'POST', path: '/upload/' }, action: { corrupt: corruptions.flipMiddleByte } });
+
+  it('a create is refused by the store (400, md5 mismatch), nothing stored, and thrown as a retryable CorruptUploadError', async () => {
+    const key = `${freshPrefix()}tile.tif`;
+    const shot = corruptNextUpload();
+    const error = await store.putIfAbsent(key, body).catch((e: unknown) => e);
+    expect(shot.hits).toBe(1);
+    expect(proxy.requests.at(-1)).toMatchObject({ fault: 'corrupt-body', status: 400 });
+    expect(error).toBeInstanceOf(CorruptUploadError);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true, key });
+    expect(await store.head(key)).toBeUndefined();
+    expect((await store.putIfAbsent(key, body)).kind).toBe('written');
+  });
+
+  it('a repair is refused the same way and leaves the generation it was to replace in place', async () => {
+    const key = `${freshPrefix()}repair.tif`;
+    const first = await store.putIfAbsent(key, bytes('a bad tile'));
+    if (first.kind !== 'written') throw new Error('setup failed');
+    corruptNextUpload();
+    const error = await store.putIfMatch(key, body, first.version).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UPLOAD_CORRUPTED', retryable: true });
+    expect((await store.head(key))?.version).toBe(first.version);
+    expect(await store.putIfMatch(key, body, first.version)).toMatchObject({ kind: 'written' });
+  });
+
+  it('any other 400 stays a non-retryable AdapterError (the mapping is the mismatch, not the status)', async () => {
+    proxy.add({
+      match: { method: 'POST', path: '/upload/' },
+      action: {
+        status: 400,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          error: { code: 400, message: 'Invalid argument.', errors: [{ message: 'Invalid argument.', reason: 'invalid' }] },
+        }),
+      },
+    });
+    const error = await store.putIfAbsent(`${freshPrefix()}other.tif`, body).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ADAPTER_FAILURE', retryable: false });
   });
 });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIngestHandler } from '../../functions/gcp/handlers/ingest.handler.js';
 import { createReconcileHandler } from '../../functions/gcp/handlers/reconcile.handler.js';
 import { toIngestMessage } from '../../shared/app/ingest.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
 import { freshJobId } from '../support/ids.js';
 import { notARaster, validArtefact } from '../support/ingest-fixtures.js';
 import { pullAll } from './clients.js';
@@ -35,7 +36,8 @@ beforeAll(async () => {
   const [sub] = await topic.createSubscription(`ingest-sub-${freshJobId().slice(0, 10)}`);
   ingestTopic = topic.name;
   ingestSub = sub.name;
-  rt = s.runtime({ role: 'ingest' });
+  // The test's HTTP origin listens on 127.0.0.1, which an ingest refuses unless told otherwise (docs/ingest.md).
+  rt = s.runtime({ role: 'ingest', env: { [ENV.ingestAllowPrivateAddresses]: '127.0.0.1' } });
   artefact = await validArtefact(21);
 });
 afterAll(async () => {

@@ -587,7 +587,13 @@ async function azureParts(endpoints: EmulatorEndpoints, ns: string, options: Par
     sources: new AzureBlobObjectStore(src),
     outputs: new AzureBlobObjectStore(outProxied),
     outputFaults: outputsProxy
-      ? proxiedObjectFaults(outputsProxy, { method: 'PUT', path: `/${ns}-out/` }, () => storeFaults.azureServerBusy('blob'))
+      ? // Azurite refuses a damaged body, but as 400 InvalidOperation: the proxy answers the service's Md5Mismatch instead.
+        proxiedObjectFaults(
+          outputsProxy,
+          { method: 'PUT', path: `/${ns}-out/` },
+          () => storeFaults.azureServerBusy('blob'),
+          () => storeFaults.azureMd5Mismatch(),
+        )
       : undefined,
     proxies: outputsProxy ? [claimsProxy, outputsProxy] : [claimsProxy],
     queue,

@@ -17,9 +17,9 @@ import type { ObjectHead } from '../../shared/ports/object-store.port.js';
 import type { Counter } from '../../shared/ports/telemetry.port.js';
 import type { ClaimStoreFaults } from '../support/claim-faults.js';
 import type { FakeClock } from '../support/fake-clock.js';
-import type { ObjectStoreFaults } from '../support/object-faults.js';
-import { asRole, bindRole } from '../support/function-role.js';
+import { asOperator, asRole, bindRole } from '../support/function-role.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
+import type { ObjectStoreFaults } from '../support/object-faults.js';
 import { type CountingObjectStore, PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_BUCKET, type ParityBackend } from './backends.js';
 import { NO_POSTGIS, type ParityFeatures } from './feature-sink.js';
 import type { ClaimFact, Json, OutcomeRecord } from './outcome.js';
@@ -127,6 +127,17 @@ export function parityScene(): Promise<Uint8Array> {
   return sceneBytes;
 }
 
+/** `queue` with every call run as the operator (test/support/function-role.ts). */
+function asPlatform(queue: PullQueue): PullQueue {
+  return new Proxy(queue, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => asOperator(() => (value as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  });
+}
+
 /**
  * What a scenario runs against: one backend in a fresh namespace, plus the
  * bookkeeping that turns what happened into a backend-neutral OutcomeRecord.
@@ -162,7 +173,9 @@ export class ScenarioContext {
     this.#pb = pb;
     this.backend = pb.backend;
     this.clock = pb.clock;
-    this.queue = pb.pullQueue;
+    // Receiving and settling are the trigger's (the platform's), never a function's: the operator's even when a
+    // worker's hook settles another delivery (scenario 08), so the access recorder does not charge them to its role.
+    this.queue = asPlatform(pb.pullQueue);
     this.sources = pb.sources;
   }
 

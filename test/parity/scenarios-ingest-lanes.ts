@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { handleIngestDelivery, type IngestVerdict, ingestArtefact, toIngestMessage } from '../../shared/app/ingest.js';
 import { reconcileManifest } from '../../shared/app/ingest-reconcile.js';
 import { reconcile } from '../../shared/app/reconcile.js';
-import { areaPrefix } from '../../shared/domain/key-layout.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
+import { areaPrefix } from '../../shared/domain/key-layout.js';
 import { asRole } from '../support/function-role.js';
 import { validArtefact } from '../support/ingest-fixtures.js';
 import { PARITY_SOURCE_PREFIX } from './backends.js';
@@ -162,6 +162,8 @@ export const INGEST_LANE_SCENARIOS: readonly Scenario[] = [
           objectsWithoutRow: r.objectsWithoutRow.map(short),
           rowsWithoutObject: r.rowsWithoutObject.map((x) => short(x.key)),
           sizeMismatches: r.sizeMismatches.map((x) => short(x.key)),
+          // The race was seen, and dissolved by the re-check (not merely run after both listings).
+          settledByRecheck: r.settledByRecheck ?? null,
         };
       };
       const alarmsSoFar = () => ctx.logs().filter((l) => l.level === 'ERROR').length;
@@ -186,6 +188,7 @@ export const INGEST_LANE_SCENARIOS: readonly Scenario[] = [
       ctx.fact('tilesRacingCommits', {
         objectsWithoutClaim: r.objectsWithoutClaim.map((k) => ctx.relative(k)),
         claimsWithoutObject: r.claimsWithoutObject.map((x) => ctx.relative(x.outputUri)),
+        settledByRecheck: r.settledByRecheck ?? null,
       });
       return ctx.record();
     },
@@ -196,14 +199,15 @@ export const INGEST_LANE_SCENARIOS: readonly Scenario[] = [
       alarms: { 'manifest-reconciled': 1 },
       claims: [...allCommitted('S', 'w1'), ...allCommitted('T', 'w2')],
       facts: {
-        racingIngest: { objectsWithoutRow: [], rowsWithoutObject: [], sizeMismatches: [] },
+        racingIngest: { objectsWithoutRow: [], rowsWithoutObject: [], sizeMismatches: [], settledByRecheck: 1 },
         errorsAfterRacingIngest: 0,
         deletedAndRacingIngest: {
           objectsWithoutRow: [],
           rowsWithoutObject: [`${PUBLISHED}${SOURCE}/A/${FIXTURES.a}/data.tif`],
           sizeMismatches: [],
+          settledByRecheck: 1,
         },
-        tilesRacingCommits: { objectsWithoutClaim: [], claimsWithoutObject: tiles('S', '0_0') },
+        tilesRacingCommits: { objectsWithoutClaim: [], claimsWithoutObject: tiles('S', '0_0'), settledByRecheck: 4 },
       },
     }),
   },

@@ -98,8 +98,9 @@ export const OBJECT_SCENARIOS: readonly Scenario[] = [
         'repair:ack:written': 1,
       },
       outputs: sceneOutputs('A', false),
-      // The failed attempt gave its claim back (lease in the past); the redelivery takes it over.
-      counters: { enqueued: 5, claimed: 6, 'lease-taken-over': 1, written: 5, committed: 5, failed: 1 },
+      // The failed attempt gave its claim back (lease in the past); the redelivery (the same message on the same
+      // worker, so the same owner) claims it again: no takeover from anyone (issue 25 item 6).
+      counters: { enqueued: 5, claimed: 6, written: 5, committed: 5, failed: 1 },
       claims: [...REPAIRED_CLAIMS, committed('A/0_0 repair', 'A/0_0 repair#m1@w2')].sort((a, b) => (a.job < b.job ? -1 : 1)),
       facts: { lostAnswers: 1, deadLetters: [], tileRepaired: true },
     }),

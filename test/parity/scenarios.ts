@@ -5,6 +5,7 @@ import { CORE_SCENARIOS } from './scenarios-core.js';
 import { FEATURES_CURRENT_SCENARIOS } from './scenarios-features-current.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
 import { INGEST_LANE_SCENARIOS } from './scenarios-ingest-lanes.js';
+import { INTEGRITY_SCENARIOS } from './scenarios-integrity.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
@@ -38,6 +39,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...BAND_SCENARIOS,
   ...OUTPUT_SCENARIOS,
   ...ROUND3_SCENARIOS,
+  ...INTEGRITY_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

@@ -123,11 +123,14 @@ export function proxiedClaimFaults(proxy: FaultProxy, wire: ClaimWireMap): Claim
 
 const ddbTarget = (op: string) => ({ 'x-amz-target': `DynamoDB_20120810.${op}` });
 
-/** DynamoDB (JSON over HTTP/1.1): PutItem claims, UpdateItem commits and beats; throttling is the transient answer. */
+/**
+ * DynamoDB (JSON over HTTP/1.1): a PutItem on "no row" claims, a PutItem on "the lapsed row read" takes over,
+ * UpdateItem commits and beats; throttling is the transient answer.
+ */
 export const DYNAMODB_CLAIM_WIRE: ClaimWireMap = {
   writes: {
-    claim: { header: ddbTarget('PutItem') },
-    takeover: { header: ddbTarget('PutItem') },
+    claim: { header: ddbTarget('PutItem'), body: 'attribute_not_exists' },
+    takeover: { header: ddbTarget('PutItem'), body: '":prev_owner"' },
     commit: { header: ddbTarget('UpdateItem'), body: '":committed"' },
     heartbeat: { header: ddbTarget('UpdateItem'), body: '":lease_until"' },
   },

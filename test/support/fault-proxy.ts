@@ -454,6 +454,19 @@ export const storeFaults = {
           body: `<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>${message}</Message></Error>`,
         };
   },
+  /**
+   * Blob Storage's refusal of a Put Blob whose body does not hash to its Content-MD5 (400 Md5Mismatch, nothing
+   * stored), for Azurite, which checks but answers 400 InvalidOperation (docs/emulator-fidelity.md).
+   */
+  azureMd5Mismatch(): CannedResponse {
+    const id = requestId();
+    const message = `The MD5 value specified in the request did not match with the MD5 value calculated by the server.\nRequestId:${id}\nTime:${new Date().toISOString()}`;
+    return {
+      status: 400,
+      headers: { 'content-type': 'application/xml', 'x-ms-error-code': 'Md5Mismatch', 'x-ms-request-id': id, 'x-ms-version': '2021-12-02' },
+      body: `<?xml version="1.0" encoding="utf-8"?><Error><Code>Md5Mismatch</Code><Message>${message}</Message></Error>`,
+    };
+  },
   /** A gRPC error as a trailers-only answer (http2 mode), e.g. `grpc(10, 'Transaction aborted')` for ABORTED. */
   grpc(code: number, message: string): CannedResponse {
     return {

@@ -48,19 +48,25 @@ const names = {
   '#finished_at': 'finished_at',
 } as const;
 
+/** The owner a takeover replaced, kept on the row it wrote: what a retry of that very takeover reports (see claim). */
+const TAKEN_FROM = 'taken_from';
+/** Rounds of "read the row, take it over on condition it is unchanged" before contention is reported as retryable. */
+const MAX_CLAIM_ROUNDS = 5;
+
 // Timeline of one claim row:
 //   (absent) --claim--> CLAIMED(owner, lease_until) --commit by owner--> COMMITTED (forever)
 //                          |   ^
 //                          |   +-- heartbeat by owner while lease_until >= now
-//                          +-- lease_until < now: a claim by anyone takes it over
+//                          +-- lease_until < now: a claim by anyone takes it over (read by the
+//                              failed create, then replaced on condition it is still that row)
 // Each arrow is ONE conditional write; these named parts are the conditions.
 const jobIsNew = 'attribute_not_exists(#job_id)';
+// A takeover replaces exactly the lapsed row it read (and its condition failure names what is there instead).
+const rowIsTheOneRead = '#state = :claimed AND #owner = :prev_owner AND #lease_until = :prev_lease';
 const jobIsClaimed = '#state = :claimed';
-const leaseHasLapsed = '#lease_until < :now';
 const leaseIsLive = '#lease_until >= :now';
 const callerOwnsJob = '#owner = :owner';
 
-const claimCondition = `${jobIsNew} OR (${jobIsClaimed} AND ${leaseHasLapsed})`;
 const commitCondition = callerOwnsJob;
 const heartbeatCondition = `${callerOwnsJob} AND ${jobIsClaimed} AND ${leaseIsLive}`;
 // Cleanup only (tessera verify): the row is still in the state and with the owner its creator left it.
@@ -79,10 +85,16 @@ const toSeconds = (ms: number): number => Math.ceil(ms / 1000);
 /**
  * Claims in a DynamoDB table (partition key `job_id`, TTL on `expires_at`).
  *
- * - claim: ONE PutItem conditioned on "no row, or a CLAIMED row whose lease
- *   lapsed". `ReturnValues: ALL_OLD` names the previous owner of a takeover and
- *   `ReturnValuesOnConditionCheckFailure: ALL_OLD` returns the holder (or the
- *   COMMITTED row) of a lost claim, so neither outcome costs a second read.
+ * - claim: ONE PutItem conditioned on "no row". Its condition failure returns
+ *   the row in place (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), so a
+ *   `held` or `done` answer costs no second read. Only a lapsed lease costs a
+ *   second request: a PutItem conditioned on the row being exactly the one
+ *   read (state, owner, lease_until), which records the owner it replaces
+ *   (`taken_from`). One PutItem for both cases (absent or lapsed) would be one
+ *   request fewer, but its answer is the only place the replaced owner is
+ *   named: when that answer is lost and the SDK resends the PutItem, the
+ *   resend meets its own row and the takeover went uncounted, so the zombie's
+ *   later `lease-stolen` had no `lease-taken-over` to match (parity 97).
  * - commit: ONE UpdateItem conditioned on the caller still owning the row. A
  *   failed condition there is `lease-stolen`, an alarm the caller logs at ERROR
  *   (on claim, a failed condition is the normal "someone else has it" path).
@@ -116,44 +128,68 @@ export class DynamoDbClaimStore implements ClaimStore {
 
   async claim(req: ClaimRequest): Promise<ClaimResult> {
     const row: ClaimRow = { jobId: req.jobId, state: 'CLAIMED', owner: req.owner, leaseUntil: req.leaseUntil, expiresAt: req.expiresAt };
+    const item = (takenFrom?: string): Record<string, AttributeValue> => ({
+      [CLAIMS_PARTITION_KEY]: S(req.jobId),
+      state: S('CLAIMED'),
+      owner: S(req.owner),
+      lease_until: N(req.leaseUntil),
+      [CLAIMS_TTL_ATTRIBUTE]: N(toSeconds(req.expiresAt)),
+      ...(takenFrom === undefined ? {} : { [TAKEN_FROM]: S(takenFrom) }),
+    });
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const created = await this.#put(item(), jobIsNew, {}, `claim of job ${req.jobId}`);
+      if (created === undefined) return { kind: 'claimed', row };
+      // A row was there (or went away again: create once more).
+      if (created.row === undefined) continue;
+      const current = created.row;
+      // Our own PutItem, landed once and resent (by the SDK after a lost answer, or by the caller): the claim is
+      // ours, and if it was a takeover, the row names whom it took the lease from.
+      if (isOwnLease(current, req)) return { kind: 'claimed', row: current, stolenFrom: created.takenFrom };
+      if (current.state === 'COMMITTED') return { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt };
+      if (current.leaseUntil >= req.now) return { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };
+      // The lease lapsed: take over exactly the row read.
+      const taken = await this.#put(
+        item(current.owner),
+        rowIsTheOneRead,
+        { ':claimed': S('CLAIMED'), ':prev_owner': S(current.owner), ':prev_lease': N(current.leaseUntil) },
+        `takeover of job ${req.jobId} from ${current.owner}`,
+      );
+      if (taken === undefined) return { kind: 'claimed', row, stolenFrom: current.owner };
+      // This very takeover, landed and resent by the SDK after its answer was lost: still a takeover from that owner.
+      if (taken.row !== undefined && isOwnLease(taken.row, req)) return { kind: 'claimed', row: taken.row, stolenFrom: current.owner };
+      // Changed since the read (a heartbeat, a commit, another claimer, a delete): read what won and decide again.
+    }
+    throw new AdapterError(
+      `[claim-store:dynamodb] claim of job ${req.jobId} kept meeting concurrent changes of its row after ${MAX_CLAIM_ROUNDS} rounds; retry the delivery`,
+      { retryable: true },
+    );
+  }
+
+  /**
+   * One conditional PutItem of a claim row. Undefined when it was written; else what its condition failure
+   * returned (ALL_OLD): the row in place and the owner it records having taken over, or no row at all.
+   */
+  async #put(
+    item: Record<string, AttributeValue>,
+    condition: string,
+    values: Record<string, AttributeValue>,
+    what: string,
+  ): Promise<{ readonly row: ClaimRow | undefined; readonly takenFrom: string | undefined } | undefined> {
     try {
-      const out = await this.client.send(
+      await this.client.send(
         new PutItemCommand({
           TableName: this.table,
-          Item: {
-            [CLAIMS_PARTITION_KEY]: S(req.jobId),
-            state: S('CLAIMED'),
-            owner: S(req.owner),
-            lease_until: N(req.leaseUntil),
-            [CLAIMS_TTL_ATTRIBUTE]: N(toSeconds(req.expiresAt)),
-          },
-          ConditionExpression: claimCondition,
-          ExpressionAttributeNames: namesFor(claimCondition),
-          ExpressionAttributeValues: { ':claimed': S('CLAIMED'), ':now': N(req.now) },
-          ReturnValues: 'ALL_OLD',
+          Item: item,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: namesFor(condition),
+          ...(Object.keys(values).length === 0 ? {} : { ExpressionAttributeValues: values }),
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      const previous = out.Attributes ? this.toRow(out.Attributes) : undefined;
-      return { kind: 'claimed', row, stolenFrom: previous?.owner };
+      return undefined;
     } catch (e) {
-      if (!isConditionFailure(e)) throw this.failed(`claim of job ${req.jobId}`, e);
-      const current = e.Item ? this.toRow(e.Item) : undefined;
-      if (!current) {
-        // The condition can only fail on an existing row, so this is not DynamoDB's documented behaviour.
-        throw new AdapterError(
-          `[claim-store:dynamodb] claim of job ${req.jobId} failed its condition but no row came back; retry the delivery`,
-          {
-            retryable: true,
-          },
-        );
-      }
-      // Our own PutItem, landed once and retried by the SDK after its answer was lost: the claim is ours.
-      // (Who held it before a takeover is not known any more: ALL_OLD of the retry is our own row.)
-      if (isOwnLease(current, req)) return { kind: 'claimed', row: current };
-      return current.state === 'COMMITTED'
-        ? { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt }
-        : { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };
+      if (!isConditionFailure(e)) throw this.failed(what, e);
+      return { row: e.Item ? this.toRow(e.Item) : undefined, takenFrom: e.Item?.[TAKEN_FROM]?.S };
     }
   }
 

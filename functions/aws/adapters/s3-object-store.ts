@@ -18,7 +18,14 @@ import {
   contentDigest,
   type StoredContent,
 } from '../../../shared/domain/content-digest.js';
-import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
+import {
+  AdapterError,
+  CorruptUploadError,
+  type IntegrityRefusal,
+  isIntegrityRefusal,
+  ObjectNotFoundError,
+  SourceChangedError,
+} from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
   DeleteIfVersionResult,
@@ -29,7 +36,7 @@ import type {
   PutOptions,
   ReadPin,
 } from '../../../shared/ports/object-store.port.js';
-import { backoffDelayMs, describeAwsFailure, isAwsFailure, isRetryableAws, sleep } from './aws-error.js';
+import { awsFailure, backoffDelayMs, describeAwsFailure, isAwsFailure, isRetryableAws, sleep } from './aws-error.js';
 
 /** The only part of an `S3Client` this adapter uses: inject a real client, or a wrapper around one. */
 export type S3Sender = Pick<S3Client, 'send'>;
@@ -61,6 +68,13 @@ const ETAG = /^"?[0-9a-fA-F]{32}(-\d+)?"?$/;
 const unquote = (etag: string): string => etag.replace(/^"|"$/g, '');
 /** The ETag of a single-part upload without SSE-KMS: the MD5 of the bytes. */
 const MD5_ETAG = /^"?([0-9a-fA-F]{32})"?$/;
+
+/**
+ * How S3 refuses a body that does not match what was sent with it: 400 BadDigest (the `x-amz-checksum-sha256`
+ * every write carries, or a Content-MD5), XAmzContentSHA256Mismatch (the payload hash SigV4 signs), InvalidDigest
+ * (a digest header that arrived damaged itself). Nothing is stored; the write is transient (CorruptUploadError).
+ */
+const S3_INTEGRITY_REFUSAL: IntegrityRefusal = { status: 400, codes: ['BadDigest', 'XAmzContentSHA256Mismatch', 'InvalidDigest'] };
 
 /** A head with what S3 says about the bytes. */
 interface Stored {
@@ -163,7 +177,7 @@ export class S3ObjectStore implements ObjectStore {
             return { done: (await occupied()) ?? { kind: 'already-present', sameBytes: false } };
           }
           if (isConflict(e)) return { conflict: e };
-          throw this.#failed(`create-only write of ${JSON.stringify(key)}`, e);
+          throw this.#writeFailed('create-only write', key, e);
         }
       },
       // After the retries, whatever is there decides: an object means another writer won.
@@ -211,7 +225,7 @@ export class S3ObjectStore implements ObjectStore {
             return { done: (await decideFromHead()) ?? { kind: 'version-mismatch', current: expectedVersion } };
           }
           if (isConflict(e)) return { conflict: e };
-          throw this.#failed(`repair write of ${JSON.stringify(key)}`, e);
+          throw this.#writeFailed('repair write', key, e);
         }
       },
       decideFromHead,
@@ -458,6 +472,13 @@ export class S3ObjectStore implements ObjectStore {
     if (!etag)
       throw new AdapterError(`[object-store:s3] S3 returned no ETag for ${JSON.stringify(key)}; is the endpoint really S3-compatible?`);
     return etag;
+  }
+
+  /** A failed PutObject: a body S3 refused as damaged is transient (CorruptUploadError), anything else as {@link #failed} says. */
+  #writeFailed(what: string, key: string, error: unknown): Error {
+    if (isIntegrityRefusal(awsFailure(error), S3_INTEGRITY_REFUSAL))
+      return new CorruptUploadError(this.name, key, what, describeAwsFailure(error), { cause: error });
+    return this.#failed(`${what} of ${JSON.stringify(key)}`, error);
   }
 
   #failed(what: string, error: unknown): AdapterError {

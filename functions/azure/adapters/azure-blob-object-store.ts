@@ -6,7 +6,7 @@ import type {
   ContainerClient,
 } from '@azure/storage-blob';
 import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDigest } from '../../../shared/domain/content-digest.js';
-import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
+import { AdapterError, CorruptUploadError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
   DeleteIfVersionResult,
@@ -17,7 +17,7 @@ import type {
   PutOptions,
   ReadPin,
 } from '../../../shared/ports/object-store.port.js';
-import { isFailure, storageFailure } from './rest-error.js';
+import { describeFailure, isFailure, isIntegrityFailure, storageFailure } from './rest-error.js';
 
 /** A pin handle naming a blob version (versioning) rather than a snapshot time: `version:<versionId>`. */
 const VERSION_HANDLE = 'version:';
@@ -82,8 +82,7 @@ export class AzureBlobObjectStore implements ObjectStore {
       const r = await blob.upload(body, body.byteLength, this.uploadOptions(digest, options, { ifNoneMatch: '*' }));
       return { kind: 'written', version: this.etagOf(r.etag, key) };
     } catch (e) {
-      if (!(isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412)))
-        throw this.failed(`create-only write of ${JSON.stringify(key)}`, e);
+      if (!(isFailure(e, 409, 'BlobAlreadyExists') || isFailure(e, 412))) throw this.writeFailed('create-only write', key, e);
       // Taken: say whose bytes are there. Gone again since the refusal: not ours either.
       const current = await this.stored(key);
       if (!current) return { kind: 'already-present', sameBytes: false };
@@ -108,7 +107,7 @@ export class AzureBlobObjectStore implements ObjectStore {
         if (current.same(digest)) return { kind: 'written', version: current.head.version };
         return { kind: 'version-mismatch', current: current.head.version };
       }
-      throw this.failed(`repair write of ${JSON.stringify(key)} under ${expectedVersion}`, e);
+      throw this.writeFailed(`repair write under ${expectedVersion}`, key, e);
     }
   }
 
@@ -331,6 +330,12 @@ export class AzureBlobObjectStore implements ObjectStore {
         `[object-store:${this.name}] the service returned no ETag for ${JSON.stringify(key)}; the ETag is the version token`,
       );
     return etag;
+  }
+
+  /** A failed Put Blob: a body the service refused as damaged is transient (CorruptUploadError), anything else as {@link failed} says. */
+  private writeFailed(what: string, key: string, cause: unknown): Error {
+    if (isIntegrityFailure(cause)) return new CorruptUploadError(this.name, key, what, describeFailure(cause), { cause });
+    return this.failed(`${what} of ${JSON.stringify(key)}`, cause);
   }
 
   private failed(what: string, cause: unknown): AdapterError {

@@ -1,4 +1,4 @@
-import { AdapterError } from '../../../shared/domain/errors.js';
+import { AdapterError, type IntegrityRefusal, isIntegrityRefusal } from '../../../shared/domain/errors.js';
 
 /**
  * What an Azure Storage SDK call failed with, read the same way for Blob,
@@ -56,15 +56,28 @@ export function isFailure(error: unknown, status: number, ...codes: string[]): b
 }
 
 /**
+ * How Blob Storage refuses a body that does not hash to the `Content-MD5` (or `x-ms-content-crc64`) sent
+ * with it: 400 Md5Mismatch / Crc64Mismatch, nothing stored. The body was damaged on the way: transient.
+ */
+export const AZURE_INTEGRITY_REFUSAL: IntegrityRefusal = { status: 400, codes: ['Md5Mismatch', 'Crc64Mismatch'] };
+
+/** Whether the failure is the service refusing a body damaged on the way ({@link AZURE_INTEGRITY_REFUSAL}). */
+export function isIntegrityFailure(error: unknown): boolean {
+  const f = azureFailure(error);
+  return f !== undefined && isIntegrityRefusal(f, AZURE_INTEGRITY_REFUSAL);
+}
+
+/**
  * Whether repeating the same call may succeed: throttling (429, and 503
- * ServerBusy), server errors, request timeouts, and transport failures with no
- * HTTP answer. A 4xx other than those is a bug or a configuration problem.
+ * ServerBusy), server errors, request timeouts, transport failures with no
+ * HTTP answer, and a body refused as damaged on the way (resent whole, it
+ * arrives intact). A 4xx other than those is a bug or a configuration problem.
  */
 export function isRetryable(error: unknown): boolean {
   const f = azureFailure(error);
   if (!f) return true;
   if (f.status === undefined) return true;
-  return f.status === 408 || f.status === 429 || f.status >= 500;
+  return f.status === 408 || f.status === 429 || f.status >= 500 || isIntegrityRefusal(f, AZURE_INTEGRITY_REFUSAL);
 }
 
 /** A short description for error messages: `409 BlobAlreadyExists`, or the message of a non-HTTP failure. */

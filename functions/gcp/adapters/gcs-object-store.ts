@@ -1,6 +1,13 @@
 import type { Bucket, File, FileMetadata } from '@google-cloud/storage';
 import { CONTENT_SHA256_METADATA, type ContentDigest, compareContent, contentDigest } from '../../../shared/domain/content-digest.js';
-import { AdapterError, ObjectNotFoundError, SourceChangedError } from '../../../shared/domain/errors.js';
+import {
+  AdapterError,
+  CorruptUploadError,
+  type IntegrityRefusal,
+  isIntegrityRefusal,
+  ObjectNotFoundError,
+  SourceChangedError,
+} from '../../../shared/domain/errors.js';
 import { validateObjectKey } from '../../../shared/domain/object-key.js';
 import type {
   DeleteIfVersionResult,
@@ -25,6 +32,14 @@ function httpStatus(error: unknown): number | undefined {
   if (typeof code === 'string' && /^\d{3}$/.test(code)) return Number(code);
   return undefined;
 }
+
+/**
+ * How GCS refuses an upload whose body does not match the `md5Hash` (or a `crc32c`) sent in its metadata:
+ * 400 with reason `invalid`, which GCS uses for many other things, so the message tells it apart
+ * ("Provided MD5 hash ... doesn't match calculated MD5 hash ...", the same words from fake-gcs-server).
+ * Nothing is stored; the write is transient (CorruptUploadError).
+ */
+const GCS_INTEGRITY_REFUSAL: IntegrityRefusal = { status: 400, message: /doesn't match calculated (MD5 hash|CRC32C)/i };
 
 /** Throttling, server errors and dropped connections may pass on a retry of the same delivery. */
 function isTransient(error: unknown): boolean {
@@ -82,7 +97,7 @@ export class GcsObjectStore implements ObjectStore {
       const generation = await this.upload(file, body, digest, 0, options);
       return { kind: 'written', version: generation };
     } catch (error) {
-      if (httpStatus(error) !== 412) throw this.failure(`create-only upload of ${key}`, error);
+      if (httpStatus(error) !== 412) throw this.writeFailure('create-only upload', key, error);
       // Taken: say whose bytes are there. Gone again since the 412: not ours either.
       const current = await this.stored(key);
       if (!current) return { kind: 'already-present', sameBytes: false };
@@ -107,7 +122,7 @@ export class GcsObjectStore implements ObjectStore {
       const generation = await this.upload(file, body, digest, expectedVersion, options);
       return { kind: 'written', version: generation };
     } catch (error) {
-      if (httpStatus(error) !== 412) throw this.failure(`repair upload of ${key} at generation ${expectedVersion}`, error);
+      if (httpStatus(error) !== 412) throw this.writeFailure(`repair upload at generation ${expectedVersion}`, key, error);
       return decide();
     }
   }
@@ -282,6 +297,14 @@ export class GcsObjectStore implements ObjectStore {
       );
     }
     return String(written);
+  }
+
+  /** A failed upload: a body GCS refused as damaged is transient (CorruptUploadError), anything else as {@link failure} says. */
+  private writeFailure(what: string, key: string, error: unknown): Error {
+    const message = error instanceof Error ? error.message : String(error);
+    if (isIntegrityRefusal({ status: httpStatus(error), message }, GCS_INTEGRITY_REFUSAL))
+      return new CorruptUploadError(STORE, key, what, `HTTP 400: ${message}`, { cause: error });
+    return this.failure(`${what} of ${key}`, error);
   }
 
   private failure(what: string, error: unknown): AdapterError {

@@ -114,11 +114,13 @@ export class SqliteClaimStore implements ClaimStore {
   async claim(req: ClaimRequest): Promise<ClaimResult> {
     const won = this.#run(() => this.#claim.get(named(req)) as Row | undefined);
     if (won) return { kind: 'claimed', row: toClaimRow(won), stolenFrom: won.prev_owner ?? undefined };
-    const current = await this.get(req.jobId);
-    if (!current)
+    const raw = this.#run(() => this.#get.get(req.jobId) as Row | undefined);
+    if (!raw)
       throw new AdapterError(`[claim-store:sqlite] claim of ${req.jobId} lost but no row exists; the database was modified externally`);
-    // The caller's own claim, retried after its answer was lost: ours, not held by ourselves.
-    if (isOwnLease(current, req)) return { kind: 'claimed', row: current };
+    const current = toClaimRow(raw);
+    // The caller's own claim, retried after its answer was lost: ours, not held by ourselves; and if it took the
+    // lease over, still a takeover from the owner the row records (else the zombie's lease-stolen had no match).
+    if (isOwnLease(current, req)) return { kind: 'claimed', row: current, stolenFrom: raw.prev_owner ?? undefined };
     return current.state === 'COMMITTED'
       ? { kind: 'done', outputUri: current.outputUri, finishedAt: current.finishedAt }
       : { kind: 'held', by: current.owner, leaseUntil: current.leaseUntil };

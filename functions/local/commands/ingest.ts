@@ -4,6 +4,7 @@ import { type IngestOutcome, type IngestRequest, ingest, validateIngestRequest }
 import { sweepStaging } from '../../../shared/app/ingest-reconcile.js';
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
+import { addressPatternProblem, parseHostPatterns, splitList } from '../../../shared/domain/remote-hosts.js';
 import type { CliIo } from '../cli.js';
 import { createLocalBackend, localIngestDeps } from '../compose.js';
 import { openManifest } from '../manifest-option.js';
@@ -27,6 +28,15 @@ Options:
                     assets are ingested together, each as "{item id}/{asset key}"
   --sha256 HEX      the expected SHA-256: a manifest hit then skips the download, other bytes are refused
   --max-bytes N     largest artefact accepted (default 1073741824, 1 GiB)
+  --allowed-hosts LIST
+                    comma-separated hosts http(s) hrefs may name (example.com, *.example.com): the
+                    artefact's, a remote STAC Item's and its assets'. Default: any public host, and a
+                    remote Item's assets only on the Item's own host. A remote Item naming object:KEY,
+                    file: or a local path is refused whatever this says
+  --allow-private-address ADDR
+                    fetch from this non-public address (or CIDR block) all the same, e.g. 127.0.0.1 for
+                    a server on this machine; repeatable. Default: loopback, private and link-local
+                    addresses are refused, on every redirect
   --staging-retention-days N
                     after the run, delete staging objects older than N days (default 7), each
                     conditionally on the version listed: the local counterpart of the clouds'
@@ -103,6 +113,8 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
       stac: { type: 'string' },
       sha256: { type: 'string' },
       'max-bytes': { type: 'string' },
+      'allowed-hosts': { type: 'string' },
+      'allow-private-address': { type: 'string', multiple: true },
       'staging-retention-days': { type: 'string' },
       manifest: { type: 'string' },
       dir: { type: 'string', default: DEFAULT_DIR },
@@ -117,10 +129,15 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
   const request = ingestRequestFromOptions(values);
   if (values.cloud !== undefined || values.stack !== undefined || values.outputs !== undefined) {
     if (values.cloud === undefined) throw new InvalidParamsError('--stack and --outputs go with --cloud aws|gcp|azure');
+    if (values['allowed-hosts'] !== undefined || values['allow-private-address'] !== undefined)
+      throw new InvalidParamsError(
+        "--allowed-hosts and --allow-private-address are for a local run; a stack's ingest function keeps to its own tessera:ingestAllowedHosts and reaches public addresses only",
+      );
     return ingestOnCloud(request, { cloud: values.cloud, stack: values.stack, outputs: values.outputs, json: values.json }, io);
   }
   const maxBytes = intOption('max-bytes', values['max-bytes'], 1024 ** 3, 1, Number.MAX_SAFE_INTEGER);
   const retentionDays = intOption('staging-retention-days', values['staging-retention-days'], 7, 0, 3650);
+  const lane = laneOptions(values['allowed-hosts'], values['allow-private-address']);
   const telemetry = new JsonTelemetry(values.verbose ? (line) => io.stderr(`${line}\n`) : () => {});
   if (values.manifest !== undefined && (values.cloud !== undefined || values.stack !== undefined)) {
     throw new InvalidParamsError('--manifest is for a local run; a stack registers in its own manifest table');
@@ -133,6 +150,7 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
     progress.phase('fetch');
     const outcomes = await ingest(localIngestDeps(backend, io.cwd, opened.manifest), request, {
       maxBytes,
+      ...lane,
       onProgress: (received, total) => progress.update(Math.floor(received / 2 ** 20), Math.ceil((total ?? received) / 2 ** 20), 'MiB'),
     });
     progress.done();
@@ -149,6 +167,26 @@ export async function ingestCommand(argv: string[], io: CliIo): Promise<number> 
     await opened?.close();
     backend.close();
   }
+}
+
+/** `--allowed-hosts` and `--allow-private-address`, checked: a typo is a bad option, never a silently open lane. */
+function laneOptions(
+  hostsText: string | undefined,
+  addresses: readonly string[] | undefined,
+): { allowedHosts?: readonly string[]; allowPrivateAddresses?: readonly string[] } {
+  const out: { allowedHosts?: readonly string[]; allowPrivateAddresses?: readonly string[] } = {};
+  if (hostsText !== undefined) {
+    const { hosts, problems } = parseHostPatterns(splitList(hostsText));
+    if (problems.length > 0) throw new InvalidParamsError(`--allowed-hosts: ${problems.join('; ')}`);
+    if (hosts.length === 0) throw new InvalidParamsError('--allowed-hosts names no host; drop it to allow any public host');
+    out.allowedHosts = hosts;
+  }
+  if (addresses !== undefined) {
+    const problems = addresses.map(addressPatternProblem).filter((p) => p !== undefined);
+    if (problems.length > 0) throw new InvalidParamsError(`--allow-private-address: ${problems.join('; ')}`);
+    out.allowPrivateAddresses = addresses;
+  }
+  return out;
 }
 
 function describe(o: IngestOutcome): string {

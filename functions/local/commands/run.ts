@@ -30,10 +30,19 @@ Scene (default: a synthetic 2-band B04/B08 scene, EPSG:32631, bands B04=1 B08=2)
                       assets, hrefs relative to the Item (docs/stac.md)
   --asset NAME=ASSET  the Item's asset (or eo:bands common name, e.g. red, nir) for band NAME
   --expression EXPR   the band math over the band names (default '(B08 - B04) / (B08 + B04)', NDVI)
+  --unscale           apply each band's scale and offset before the band math (value * scale + offset,
+                      as gdal_translate -unscale): from the STAC Item's raster:bands where --stac gives
+                      them, else from the file's GDAL metadata (-a_scale/-a_offset); e.g. Sentinel-2 L2A
+                      since baseline 04.00 (DN offset -1000, reflectance = DN * 0.0001 - 0.1)
+  --dst-nodata V      the tiles' nodata value: a number or nan (default -9999); a valid result equal
+                      to it is written as the next float32 above it, never as nodata
 
 Target grid (default: the scene's own grid; with several band files, the finest band's):
   --crs EPSG:N        reproject onto this CRS (any EPSG code, offline: docs/reprojection.md)
-  --resampling R      nearest, bilinear, cubic or average (default nearest, as gdalwarp)
+  --resampling R      any gdalwarp -r method (default nearest, as gdalwarp): nearest, bilinear, cubic,
+                      cubicspline, lanczos; average, rms, mode, max, min, med, q1, q3, sum (over each
+                      target pixel's footprint); nodata pixels are skipped by all of them
+                      (docs/reprojection.md)
   --tms ID            cut the tiles of a tile matrix set: WebMercatorQuad, WorldCRS84Quad,
                       UTMnnWGS84Quad (nn 01-60); keys tiles/<scene>/<tms>/<z>/<x>/<y>.tif
   --zoom Z            the zoom level of --tms (with --tile 256, or 512 for 512-pixel tiles)
@@ -80,6 +89,8 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       stac: { type: 'string' },
       asset: { type: 'string', multiple: true },
       expression: { type: 'string' },
+      unscale: { type: 'boolean', default: false },
+      'dst-nodata': { type: 'string' },
       crs: { type: 'string' },
       resampling: { type: 'string' },
       tms: { type: 'string' },
@@ -110,7 +121,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   const profile = values.profile;
   const size = intOption('size', values.size, 5120, 16, 65_536);
   const tilePx = intOption('tile', values.tile, 256, 16, 8192);
-  const output = outputProfileOption(values.compression, values.level);
+  const output = withDstNoData(outputProfileOption(values.compression, values.level), values['dst-nodata']);
   if (values.asset !== undefined && values.stac === undefined)
     throw new InvalidParamsError('--asset names an asset of --stac ITEM: give --stac too');
   if ((values.tms === undefined) !== (values.zoom === undefined)) throw new InvalidParamsError('--tms and --zoom go together');
@@ -120,6 +131,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     ...(values.resampling === undefined ? {} : { resampling: values.resampling }),
     ...(values.tms === undefined ? {} : { tms: values.tms, zoom: intOption('zoom', values.zoom, 0, 0, 30) }),
     ...(values.mosaic === undefined ? {} : { mosaic: values.mosaic }),
+    ...(values.unscale ? { unscale: true } : {}),
   };
   const custom = output !== undefined || Object.keys(grid).length > 0;
   const params = custom ? { ...DEFAULT_PARAMS, tile_px: tilePx, ...(output === undefined ? {} : { output }), ...grid } : undefined;
@@ -146,6 +158,21 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   });
   io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary) + formatProfile(summary.profile));
   return summary.ok ? 0 : 1;
+}
+
+/**
+ * `--dst-nodata V`: the output profile with `output.nodata` set (a number, or "nan": JSON has no NaN), so it is
+ * part of every job key as the rest of the profile is.
+ */
+function withDstNoData(output: Readonly<Record<string, unknown>> | undefined, raw: string | undefined) {
+  if (raw === undefined) return output;
+  const text = raw.trim().toLowerCase();
+  const value = text === 'nan' ? 'nan' : Number(text);
+  if (value !== 'nan' && (text === '' || !Number.isFinite(value)))
+    throw new InvalidParamsError(`--dst-nodata must be a number or nan, got ${JSON.stringify(raw)}`);
+  const withNoData = { ...(output ?? (DEFAULT_PARAMS.output as Readonly<Record<string, unknown>>)), nodata: value };
+  tilingParams({ ...DEFAULT_PARAMS, output: withNoData });
+  return withNoData;
 }
 
 /** A local Item path is resolved against the working directory; anything else is a source-store key. */

@@ -38,7 +38,10 @@ export interface UnrecognisedRequest {
 
 /** What a run did on one cloud; tallies of several checks (a matrix's cells) add up into one. */
 export class AccessTally {
-  /** Accesses allowed, by the id of the grant that allowed them. */
+  /**
+   * Accesses allowed, by the role and id of the grant that allowed them ({@link grantKey}): a grant id is only
+   * unique within its role (two AWS policies may both have an `ObjectsSource` statement).
+   */
   readonly allowedByGrant = new Map<string, number>();
   /** Accesses checked, by role (allowed or not). */
   readonly accessesByRole = new Map<FunctionRole, number>();
@@ -85,6 +88,11 @@ export class AccessTally {
     else this.#unrecognised.set(id, { ...entry, count: times });
   }
 
+  /** How many accesses `role`'s grant `id` allowed. */
+  allowedBy(role: FunctionRole, id: string): number {
+    return this.allowedByGrant.get(grantKey(role, id)) ?? 0;
+  }
+
   /** Add another tally of the same cloud into this one. */
   absorb(other: AccessTally): void {
     if (other.cloud !== this.cloud) throw new Error(`[iam:check] cannot add a ${other.cloud} tally into a ${this.cloud} one`);
@@ -123,6 +131,11 @@ export class IamAccessDeniedError extends Error {
         `${shown.map((f) => `  ${f}`).join('\n')}${findings.length > shown.length ? `\n  ... and ${findings.length - shown.length} more` : ''}`,
     );
   }
+}
+
+/** The key of {@link AccessTally.allowedByGrant}: `<role> <grant id>`. */
+export function grantKey(role: FunctionRole, id: string): string {
+  return `${role} ${id}`;
 }
 
 const describeAccess = (a: RecordedAccess) => `${a.action} on ${a.resource}${a.key === undefined ? '' : ` ${JSON.stringify(a.key)}`}`;
@@ -178,9 +191,9 @@ export class AccessCheck {
     const counted = granted ?? judged[0] ?? [];
     for (const { access } of counted) this.tally.accessesByRole.set(access.role, (this.tally.accessesByRole.get(access.role) ?? 0) + 1);
     if (granted !== undefined) {
-      for (const { verdict } of granted) {
-        const id = verdict.grant ?? '(unnamed grant)';
-        this.tally.allowedByGrant.set(id, (this.tally.allowedByGrant.get(id) ?? 0) + 1);
+      for (const { access, verdict } of granted) {
+        const key = grantKey(access.role, verdict.grant ?? '(unnamed grant)');
+        this.tally.allowedByGrant.set(key, (this.tally.allowedByGrant.get(key) ?? 0) + 1);
       }
       return;
     }

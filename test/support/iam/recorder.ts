@@ -87,6 +87,7 @@ function emit(wire: WireRequest): void {
     classified = cloud === undefined ? { kind: 'not-cloud' } : { kind: 'unrecognised', cloud, why };
   }
   recorderStats[wire.transport]++;
+  if (process.env.IAM_DEBUG && wire.path.includes('pubsub')) process.stderr.write(`[dbg] ${wire.role} ${wire.path} ${wire.headers['x-goog-request-params'] ?? '-'} ${wire.body.toString('latin1').replace(/[^ -~]/g, '.').slice(0, 120)} => ${JSON.stringify(classified).slice(0, 200)}\n`);
   for (const l of listeners) l({ wire, classified });
 }
 

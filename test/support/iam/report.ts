@@ -1,6 +1,6 @@
 import { FUNCTION_ROLES } from '../../../shared/domain/key-layout.js';
 import type { Cloud, StackGrants } from './access.js';
-import type { AccessTally } from './access-check.js';
+import { type AccessTally, grantKey } from './access-check.js';
 
 /** One cloud's part of a run: the grants checked against, and what the run's roles did. */
 export interface CloudIamRun {
@@ -35,7 +35,7 @@ export function renderIamReport(
   for (const cloud of names) {
     const { grants, tally } = clouds[cloud] as CloudIamRun;
     const checked = [...tally.accessesByRole.values()].reduce((a, b) => a + b, 0);
-    const unused = FUNCTION_ROLES.flatMap((r) => grants.grants(r)).filter((g) => !tally.allowedByGrant.get(g.id)).length;
+    const unused = FUNCTION_ROLES.flatMap((r) => grants.grants(r)).filter((g) => tally.allowedBy(g.role, g.id) === 0).length;
     const denied = tally.denials().reduce((a, d) => a + d.count, 0);
     const unclassified = tally.unrecognised().reduce((a, u) => a + u.count, 0);
     lines.push(`| ${cloud} | ${tally.requests} | ${checked} | ${denied} | ${unclassified} | ${unused} |`);
@@ -53,15 +53,15 @@ export function renderIamReport(
       }
       lines.push('| grant | what it allows | accesses it allowed |', '|---|---|---:|');
       for (const g of roleGrants) {
-        described.add(g.id);
-        const n = tally.allowedByGrant.get(g.id) ?? 0;
+        described.add(grantKey(role, g.id));
+        const n = tally.allowedBy(role, g.id);
         lines.push(`| \`${cell(g.id)}\` | ${cell(g.text)} | ${n === 0 ? '0 (unused)' : n} |`);
       }
     }
     const undescribed = [...tally.allowedByGrant.entries()].filter(([id]) => !described.has(id));
     if (undescribed.length > 0) {
-      lines.push('', 'Accesses allowed by a grant the model does not list per role:', '');
-      for (const [id, n] of undescribed) lines.push(`- \`${cell(id)}\`: ${n}`);
+      lines.push('', 'Accesses allowed by a grant the model does not list per role (role and grant id):', '');
+      for (const [key, n] of undescribed) lines.push(`- \`${cell(key)}\`: ${n}`);
     }
     lines.push('', `### Denied on ${cloud}`, '');
     const denials = tally.denials();

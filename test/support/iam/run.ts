@@ -58,7 +58,7 @@ export class IamRun {
   summary(): string[] {
     return [...this.#totals.entries()].map(([cloud, { grants, tally }]) => {
       const roles = [...tally.accessesByRole.keys()];
-      const unused = roles.flatMap((r) => grants.grants(r)).filter((g) => !tally.allowedByGrant.get(g.id)).length;
+      const unused = roles.flatMap((r) => grants.grants(r)).filter((g) => tally.allowedBy(g.role, g.id) === 0).length;
       const denied = tally.denials().length;
       return `${cloud}: ${tally.requests} requests of ${roles.length} roles checked, ${denied} denied access(es), ${tally.unrecognised().length} unclassified, ${unused} grant(s) of those roles never used`;
     });

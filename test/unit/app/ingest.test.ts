@@ -62,6 +62,9 @@ async function rows(b: LocalBackend) {
   return out;
 }
 
+/** What an ingest fetching from serve()'s 127.0.0.1 needs: the named opt-in (loopback is refused by default). */
+const LOCAL_ORIGIN = { allowPrivateAddresses: ['127.0.0.1'] } as const;
+
 /** A 127.0.0.1 server; `handler` answers each request; `hits` counts them. */
 async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ url: string; hits: () => number }> {
   let hits = 0;
@@ -142,9 +145,9 @@ describe('ingest > identity and idempotence', () => {
     const bytes = await validArtefact();
     const http = await serve((_req, res) => res.end(Buffer.from(bytes)));
     const req = { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/a.tif`, checksum: sha(bytes) } as const;
-    expect((await ingestArtefact(deps, req)).reason).toBe('published');
+    expect((await ingestArtefact(deps, req, LOCAL_ORIGIN)).reason).toBe('published');
     expect(http.hits()).toBe(1);
-    expect((await ingestArtefact(deps, req)).reason).toBe('already-published');
+    expect((await ingestArtefact(deps, req, LOCAL_ORIGIN)).reason).toBe('already-published');
     expect(http.hits()).toBe(1);
   });
 });
@@ -190,7 +193,7 @@ describe('ingest > validation refuses and leaves only the staging object', () =>
     const huge = await ingestArtefact(
       deps,
       { kind: 'artefact', source: SOURCE, externalId: 'huge', href: `${http.url}/huge.tif` },
-      { maxBytes: 10_000 },
+      { maxBytes: 10_000, ...LOCAL_ORIGIN },
     );
     expect(huge).toMatchObject({ reason: 'invalid', invalid: { what: 'too-large' }, stagingKey: undefined });
     expect(huge.invalid?.message).toContain(String(2 ** 40));
@@ -198,7 +201,7 @@ describe('ingest > validation refuses and leaves only the staging object', () =>
     const long = await ingestArtefact(
       deps,
       { kind: 'artefact', source: SOURCE, externalId: 'long', href: `${http.url}/long.tif` },
-      { maxBytes: 10_000 },
+      { maxBytes: 10_000, ...LOCAL_ORIGIN },
     );
     expect(long).toMatchObject({ reason: 'invalid', invalid: { what: 'too-large' } });
     expect(await keys(b, '')).toEqual([]);
@@ -218,23 +221,31 @@ describe('ingest > validation refuses and leaves only the staging object', () =>
       res.end('no');
     });
     await expect(
-      ingestArtefact(deps, { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/short.tif` }),
+      ingestArtefact(deps, { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/short.tif` }, LOCAL_ORIGIN),
     ).rejects.toMatchObject({
       code: 'ADAPTER_FAILURE',
       retryable: true,
     });
-    const gone = await ingestArtefact(deps, { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/gone.tif` });
+    const gone = await ingestArtefact(
+      deps,
+      { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/gone.tif` },
+      LOCAL_ORIGIN,
+    );
     expect(gone).toMatchObject({ reason: 'invalid', invalid: { what: 'not-found' } });
     await expect(
-      ingestArtefact(deps, { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/busy.tif` }),
+      ingestArtefact(deps, { kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/busy.tif` }, LOCAL_ORIGIN),
     ).rejects.toMatchObject({
       code: 'ADAPTER_FAILURE',
       retryable: true,
     });
-    const verdict = await handleIngestDelivery(deps, {
-      deliveryId: 'm1',
-      body: toIngestMessage({ kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/busy.tif` }),
-    });
+    const verdict = await handleIngestDelivery(
+      deps,
+      {
+        deliveryId: 'm1',
+        body: toIngestMessage({ kind: 'artefact', source: SOURCE, externalId: ITEM, href: `${http.url}/busy.tif` }),
+      },
+      LOCAL_ORIGIN,
+    );
     expect(verdict.kind).toBe('retry');
   });
 
@@ -431,14 +442,14 @@ describe('ingest > requests, messages, keys', () => {
       else res.setHeader('content-length', body.byteLength);
       res.end(body === undefined ? undefined : Buffer.from(body));
     });
-    const out = await ingest(deps, { kind: 'stac', source: SOURCE, href: `${http.url}/items/item.json` });
+    const out = await ingest(deps, { kind: 'stac', source: SOURCE, href: `${http.url}/items/item.json` }, LOCAL_ORIGIN);
     expect(out.map((o) => [o.externalId, o.reason, o.checksum])).toEqual([
       [`${ITEM}/B04`, 'published', sha(red)],
       [`${ITEM}/B08`, 'published', sha(nir)],
     ]);
     expect(out[0]?.key).toMatch(/\/B04\.tif$/);
     const hits = http.hits();
-    const again = await ingest(deps, { kind: 'stac', source: SOURCE, href: `${http.url}/items/item.json` });
+    const again = await ingest(deps, { kind: 'stac', source: SOURCE, href: `${http.url}/items/item.json` }, LOCAL_ORIGIN);
     expect(again.map((o) => o.reason)).toEqual(['already-published', 'already-published']);
     // item.json, then only B08 (B04's file:checksum hit the manifest: no download).
     expect(http.hits() - hits).toBe(2);

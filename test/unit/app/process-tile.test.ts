@@ -67,6 +67,21 @@ describe('processTile and handleTileDelivery on the local backend with a fake cl
     expect(stolen.message).toMatch(/was taken by rescuer; the job ran longer than its lease/);
   });
 
+  // Issue 25 item 6: the redelivery of a failed attempt (a sink outage, a refused upload) on the same worker claims the
+  // row that attempt gave back under the very same owner. Before: counted lease-taken-over naming itself, a takeover
+  // no lease-stolen could ever answer (a zombie of that attempt commits as the same owner).
+  it('reclaiming a lapsed claim of its own owner is not a takeover: no lease-taken-over, an INFO own-claim-reclaimed', async () => {
+    await expect(
+      processTile(b, settings('w1', { hooks: { afterClaim: async () => Promise.reject(new Error('killed')) } }), job, 'm1@w1'),
+    ).rejects.toThrow('killed');
+    clock.advance(LEASE + 1);
+    expect((await processTile(b, settings('w1'), job, 'm1@w1')).kind).toBe('written');
+    expect(telemetry.counters()).toMatchObject({ claimed: 2, 'lease-taken-over': 0, written: 1, committed: 1 });
+    const events = logs.map((l) => JSON.parse(l) as { level: string; event: string });
+    expect(events.filter((l) => l.event === 'lease-taken-over')).toEqual([]);
+    expect(events.filter((l) => l.event === 'own-claim-reclaimed').map((l) => l.level)).toEqual(['INFO']);
+  });
+
   it('a crash after the write leaves the object; the redelivery after the lease gets already-present and commits', async () => {
     await expect(
       processTile(b, settings('w1', { hooks: { afterWrite: async () => Promise.reject(new Error('killed')) } }), job),

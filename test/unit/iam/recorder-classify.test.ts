@@ -439,7 +439,7 @@ describe('AccessCheck', () => {
     check.add(recorded(s3('PUT', '/cls-out/tiles/k/0_1.tif')));
     check.add(recorded(s3('GET', '/cls-out/scenes/k/scene.json')));
     expect(check.tally.clean).toBe(true);
-    expect(Object.fromEntries(check.tally.allowedByGrant)).toEqual({ g0: 2, g1: 1 });
+    expect(Object.fromEntries(check.tally.allowedByGrant)).toEqual({ 'tile g0': 2, 'tile g1': 1 });
     expect(() => check.assertAllowed()).not.toThrow();
   });
 
@@ -475,7 +475,7 @@ describe('AccessCheck', () => {
       recorded(wire({ method, path, authority: '127.0.0.1:10000', headers: { 'x-ms-version': 'v', ...headers } }));
     check.add(az('PUT', '/devstoreaccount1/cls-out/tiles/a', { 'if-none-match': '*' }));
     check.add(az('PUT', '/devstoreaccount1/cls-out/tiles/a', { 'if-match': '"e"' }));
-    expect(Object.fromEntries(check.tally.allowedByGrant)).toEqual({ creator: 1 });
+    expect(Object.fromEntries(check.tally.allowedByGrant)).toEqual({ 'tile creator': 1 });
     expect(check.tally.findings()).toEqual([
       'denied: tile Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write on outputBucket "tiles/a" (once; first PUT /devstoreaccount1/cls-out/tiles/a)',
     ]);
@@ -496,7 +496,7 @@ describe('AccessCheck', () => {
     const total = new AccessTally('aws');
     total.absorb(a.tally);
     total.absorb(b.tally);
-    expect(total.allowedByGrant.get('g0')).toBe(2);
+    expect(total.allowedBy('tile', 'g0')).toBe(2);
     const md = renderIamReport(
       { aws: { grants, tally: total } },
       { command: 'npm run parity', at: new Date(0), scope: 'the parity matrix' },

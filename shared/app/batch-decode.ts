@@ -1,0 +1,134 @@
+import { Buffer } from 'node:buffer';
+import { gunzipSync } from 'node:zlib';
+import avro from 'avsc';
+import { BatchUnreadableError, MAX_BATCH_BYTES } from '../domain/feature-batch.js';
+
+/**
+ * The records of one batch object, as text, whatever the stream landed it as (docs/streams.md, "Formats"):
+ *
+ * - NDJSON, one record a line: Amazon Data Firehose to S3 (with its newline delimiter on), a Pub/Sub Cloud
+ *   Storage subscription in text format, a local file. Gzip (Firehose's GZIP compression) is recognised by its
+ *   magic bytes and inflated first.
+ * - An Avro object container file (magic `Obj\x01`, null or deflate codec): Event Hubs Capture, whose records
+ *   carry the event in `Body` (bytes); a Pub/Sub Cloud Storage subscription in Avro format, whose records carry
+ *   it in `data`; or records that are the positions themselves. Decoded by avsc, the npm Avro library.
+ *
+ * Which format is read from the bytes, not from the key: Firehose names its objects without an extension unless
+ * told otherwise, and a misnamed object must not be misread.
+ *
+ * A line or record that is not a record (not UTF-8, not JSON) is still an entry, with its line number, so the use
+ * case keeps it as a reject. Only an object that is not a batch at all (a broken gzip or Avro container, too
+ * large) throws {@link BatchUnreadableError}: poison.
+ */
+export interface DecodedBatch {
+  readonly format: 'ndjson' | 'ndjson+gzip' | 'avro';
+  /** Every record candidate, in order; `line` is 1-based (an NDJSON line, an Avro record's index). */
+  readonly entries: readonly BatchEntry[];
+  /** Empty or whitespace-only NDJSON lines (the newline after the last record makes none). */
+  readonly blankLines: number;
+}
+
+export type BatchEntry =
+  | { readonly line: number; readonly text: string }
+  /** Not text: its bytes are not UTF-8, or an Avro record holds no payload. Kept as a reject. */
+  | { readonly line: number; readonly undecodable: string; readonly excerpt: string };
+
+const GZIP = [0x1f, 0x8b] as const;
+const AVRO = [0x4f, 0x62, 0x6a, 0x01] as const; // "Obj" 1
+const startsWith = (bytes: Uint8Array, magic: readonly number[]): boolean => magic.every((b, i) => bytes[i] === b);
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+export async function decodeBatch(key: string, bytes: Uint8Array): Promise<DecodedBatch> {
+  if (bytes.byteLength > MAX_BATCH_BYTES) {
+    throw new BatchUnreadableError(key, `it holds ${bytes.byteLength} bytes, more than the ${MAX_BATCH_BYTES} a batch may (lower the stream's buffer size)`);
+  }
+  if (startsWith(bytes, AVRO)) return { format: 'avro', entries: await avroEntries(key, bytes), blankLines: 0 };
+  if (startsWith(bytes, GZIP)) {
+    let inflated: Buffer;
+    try {
+      inflated = gunzipSync(bytes, { maxOutputLength: MAX_BATCH_BYTES });
+    } catch (cause) {
+      throw new BatchUnreadableError(key, `its gzip stream is broken or inflates past ${MAX_BATCH_BYTES} bytes (${(cause as Error).message})`, { cause });
+    }
+    return { format: 'ndjson+gzip', ...ndjsonEntries(inflated) };
+  }
+  return { format: 'ndjson', ...ndjsonEntries(bytes) };
+}
+
+/** Lines of NDJSON. The whole object is decoded at once when it is valid UTF-8 (the common case), else line by line. */
+function ndjsonEntries(bytes: Uint8Array): { entries: BatchEntry[]; blankLines: number } {
+  const entries: BatchEntry[] = [];
+  let blankLines = 0;
+  const take = (line: number, text: string) => {
+    const t = text.endsWith('\r') ? text.slice(0, -1) : text;
+    if (t.trim() === '') blankLines++;
+    else entries.push({ line, text: t });
+  };
+  let whole: string | undefined;
+  try {
+    whole = utf8.decode(bytes);
+  } catch {
+    whole = undefined;
+  }
+  if (whole !== undefined) {
+    const lines = whole.split('\n');
+    // The newline that ends the last record ends no line of its own.
+    if (lines.at(-1) === '') lines.pop();
+    lines.forEach((text, i) => {
+      take(i + 1, text);
+    });
+    return { entries, blankLines };
+  }
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let start = 0;
+  let line = 0;
+  while (start < buf.length) {
+    const nl = buf.indexOf(0x0a, start);
+    const end = nl < 0 ? buf.length : nl;
+    line++;
+    const part = buf.subarray(start, end);
+    try {
+      take(line, utf8.decode(part));
+    } catch {
+      entries.push({ line, undecodable: 'the line is not UTF-8', excerpt: part.subarray(0, 64).toString('hex') });
+    }
+    start = end + 1;
+  }
+  return { entries, blankLines };
+}
+
+/** The records of an Avro container, each as the JSON text of its event. */
+async function avroEntries(key: string, bytes: Uint8Array): Promise<BatchEntry[]> {
+  let records: unknown[];
+  try {
+    records = await new Promise<unknown[]>((resolve, reject) => {
+      const out: unknown[] = [];
+      const decoder = new avro.streams.BlockDecoder();
+      decoder.on('data', (record: unknown) => out.push(record));
+      decoder.on('error', reject);
+      decoder.on('end', () => resolve(out));
+      decoder.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    });
+  } catch (cause) {
+    throw new BatchUnreadableError(key, `its Avro container does not decode (${(cause as Error).message})`, { cause });
+  }
+  return records.map((record, i): BatchEntry => {
+    const line = i + 1;
+    const r = (typeof record === 'object' && record !== null ? record : {}) as Record<string, unknown>;
+    // Event Hubs Capture puts the event in Body, a Pub/Sub Cloud Storage subscription in data.
+    const payload = 'Body' in r ? r.Body : 'data' in r ? r.data : undefined;
+    if (payload === undefined) {
+      // A container of the positions themselves.
+      return { line, text: JSON.stringify(record) };
+    }
+    if (Buffer.isBuffer(payload)) {
+      try {
+        return { line, text: utf8.decode(payload) };
+      } catch {
+        return { line, undecodable: 'the record body is not UTF-8', excerpt: payload.subarray(0, 64).toString('hex') };
+      }
+    }
+    if (typeof payload === 'string') return { line, text: payload };
+    return { line, undecodable: 'the record body is empty (null)', excerpt: '' };
+  });
+}
