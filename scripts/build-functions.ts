@@ -221,6 +221,8 @@ export const GCP_SIGNATURES: Readonly<Record<(typeof FUNCTION_ROLES)[number], 'c
   ingest: 'cloudevent',
   // Cloud Scheduler posts `{}`: a reconcile.
   reconcile: 'http',
+  // Eventarc delivers a storage CloudEvent of the source bucket, as to the scene function (docs/streams.md).
+  stream: 'cloudevent',
 };
 
 /**

@@ -9,9 +9,11 @@ import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
 import { clockSkewMarginMs, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
 import { DynamoDbManifestStore } from './adapters/dynamodb-manifest-store.js';
@@ -37,6 +39,11 @@ export interface AwsRuntime {
   readonly clients: AwsClients;
   /** The ingest manifest (DynamoDB, TESSERA_MANIFEST_TABLE): the ingest and reconcile functions only; undefined elsewhere. */
   readonly manifest?: ManifestStore | undefined;
+  /**
+   * The PostGIS batch sink of the stream function (docs/streams.md), on the same URL as the feature sink; undefined
+   * when the stack has none (tessera:featureSinkUrl). Opens its pool on first use only.
+   */
+  readonly batches?: FeatureBatchSink | undefined;
 }
 
 export interface ComposeAwsOptions {
@@ -78,6 +85,16 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
       fields: { function: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera', worker: owner },
     });
   const outputs = new S3ObjectStore(clients.s3, config.outputBucket);
+  // The PostGIS URL (tessera:featureSinkUrl): in Secrets Manager, docs/postgis.md. TESSERA_FEATURE_SINK itself is for
+  // a runtime composed by hand (tests, a local run against these resources).
+  const sinkUrl = config.featureSinkSecret
+    ? secretUrl(
+        new SecretsManagerSecret(clients.secretsManager ?? new SecretsManagerClient({}), config.featureSinkSecret.secretId, {
+          versionId: config.featureSinkSecret.versionId,
+          purpose: 'the PostGIS feature sink URL',
+        }),
+      )
+    : config.featureSinkUrl;
   const backend = {
     // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
     claims: withClockSkewMargin(new DynamoDbClaimStore(clients.dynamodb, config.claimsTable), clockSkewMarginMs(config)),
@@ -87,18 +104,8 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     queue: new SqsJobQueue(clients.sqs, config.tileQueue, { deadLetterQueueUrl: config.deadLetterQueue }),
     clock,
     telemetry,
-    // The optional PostGIS feature sink (tessera:featureSinkUrl): its URL is in Secrets Manager, docs/postgis.md.
-    // TESSERA_FEATURE_SINK itself is for a runtime composed by hand (tests, a local run against these resources).
-    sink: config.featureSinkSecret
-      ? secretFeatureSink(
-          new SecretsManagerSecret(clients.secretsManager ?? new SecretsManagerClient({}), config.featureSinkSecret.secretId, {
-            versionId: config.featureSinkSecret.versionId,
-            purpose: 'the PostGIS feature sink URL',
-          }),
-        )
-      : config.featureSinkUrl
-        ? PostgisFeatureSink.fromUrl(config.featureSinkUrl)
-        : undefined,
+    // The optional PostGIS feature sink.
+    sink: typeof sinkUrl === 'function' ? secretFeatureSink(sinkUrl) : sinkUrl ? PostgisFeatureSink.fromUrl(sinkUrl) : undefined,
   };
   return {
     config,
@@ -107,19 +114,57 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     filter: { prefix: config.sourcePrefix, suffix: config.sourceSuffix },
     clients,
     manifest: config.manifestTable ? new DynamoDbManifestStore(clients.dynamodb, config.manifestTable) : undefined,
+    batches: sinkUrl === undefined ? undefined : lazyBatchSink(typeof sinkUrl === 'function' ? sinkUrl : async () => sinkUrl),
   };
 }
 
 /**
- * The PostGIS sink of a URL kept in Secrets Manager. The read starts at cold start, while the first job renders, so
- * it costs the first tile nothing; compose stays synchronous because the handlers build their runtime on first use.
- * A failed read is not kept: the next call reads again and throws its SecretUnavailableError, which gives the claim
- * back (shared/app/process-tile.ts) and fails the delivery, retryable or not as the error says.
+ * A secret's value, read once: the read starts at cold start, while the first job runs, so it costs that job nothing.
+ * A failed read is not kept: the next call reads again and throws its SecretUnavailableError.
  */
-function secretFeatureSink(secret: SecretsManagerSecret): FeatureSink {
+function secretUrl(secret: SecretsManagerSecret): () => Promise<string> {
+  let value: Promise<string> | undefined;
+  const read = (): Promise<string> => {
+    value ??= secret.value().catch((error: unknown) => {
+      value = undefined;
+      throw error;
+    });
+    return value;
+  };
+  // Nobody awaits the cold-start read: its failure is handled here and surfaces at the first call instead.
+  read().catch(() => undefined);
+  return read;
+}
+
+/** The batch sink of a URL known later (a secret): its pool opens at the first batch. */
+function lazyBatchSink(url: () => Promise<string>): FeatureBatchSink {
+  let sink: Promise<PostgisFeatureBatchSink> | undefined;
+  const open = (): Promise<PostgisFeatureBatchSink> => {
+    sink ??= url().then(
+      (u) => PostgisFeatureBatchSink.fromUrl(u),
+      (error: unknown) => {
+        sink = undefined;
+        throw error;
+      },
+    );
+    return sink;
+  };
+  return {
+    name: 'postgis',
+    putBatch: async (batch) => (await open()).putBatch(batch),
+    batchDone: async (batchKey) => (await open()).batchDone(batchKey),
+  };
+}
+
+/**
+ * The PostGIS sink of a URL kept in Secrets Manager ({@link secretUrl}); compose stays synchronous because the
+ * handlers build their runtime on first use. A failed read throws its SecretUnavailableError at the call, which gives
+ * the claim back (shared/app/process-tile.ts) and fails the delivery, retryable or not as the error says.
+ */
+function secretFeatureSink(url: () => Promise<string>): FeatureSink {
   let sink: Promise<PostgisFeatureSink> | undefined;
   const open = (): Promise<PostgisFeatureSink> => {
-    sink ??= secret.value().then(
+    sink ??= url().then(
       (url) => PostgisFeatureSink.fromUrl(url),
       (error: unknown) => {
         sink = undefined;
@@ -128,8 +173,6 @@ function secretFeatureSink(secret: SecretsManagerSecret): FeatureSink {
     );
     return sink;
   };
-  // Nobody awaits the cold-start read: its failure is handled here and surfaces at the first call instead.
-  open().catch(() => undefined);
   return {
     name: 'postgis',
     put: async (feature) => (await open()).put(feature),

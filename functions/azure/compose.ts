@@ -17,9 +17,11 @@ import {
   type RuntimeConfig,
 } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
 import { AzurePoisonQueue, AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
@@ -50,6 +52,12 @@ export const SCENE_EVENT_QUEUE = 'tessera-scenes';
  * `tessera-ingest-poison`). A fixed name shared with infra/common/packaging.ts AZURE_QUEUES, as the scene queue's is.
  */
 export const INGEST_QUEUE = 'tessera-ingest';
+
+/**
+ * The Storage Queue the Event Grid subscription delivers BlobCreated events of batch objects under streams/ to
+ * (docs/streams.md; poison twin `tessera-streams-poison`). Shared with infra/common/packaging.ts AZURE_QUEUES.
+ */
+export const STREAM_EVENT_QUEUE = 'tessera-streams';
 
 /** host.json `functionTimeout`, in seconds: the Consumption ceiling. Flex/Premium override it (see {@link HOST_TIMEOUT_SETTING}). */
 export const HOST_JSON_FUNCTION_TIMEOUT_SEC = 600;
@@ -86,6 +94,8 @@ export interface AzureRuntime {
   readonly manifest?: ManifestStore | undefined;
   /** The client id of the user-assigned identity the clients authenticate as: the function role's own (docs/iam.md). */
   readonly identityClientId?: string | undefined;
+  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
+  readonly batches?: FeatureBatchSink | undefined;
 }
 
 export interface HostSettings {
@@ -270,6 +280,7 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     poisonQueue: (queueName) => new AzurePoisonQueue(queues, queueName),
     manifest: config.manifestTable ? new AzureTableManifestStore(clients.table(config.manifestTable)) : undefined,
     identityClientId,
+    batches: options.role === 'stream' && config.featureSinkUrl ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl) : undefined,
   };
 }
 

@@ -10,8 +10,10 @@ import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
 import { LeaseConfigError } from '../../shared/domain/errors.js';
 import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
 import { FirestoreManifestStore } from './adapters/firestore-manifest-store.js';
@@ -20,7 +22,7 @@ import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
 
 /** The functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
-export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic' | 'ingest' | 'reconcile';
+export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic' | 'ingest' | 'reconcile' | 'stream';
 
 /**
  * How a function is triggered decides its ceiling, and so its lease
@@ -40,6 +42,8 @@ const PLATFORMS_FOR: Readonly<Record<GcpFunctionRole, readonly Platform[]>> = {
   ingest: ['gcf2-event', 'gcf1'],
   // Cloud Scheduler, HTTP.
   reconcile: ['gcf2-http', 'gcf1'],
+  // Eventarc on the source bucket, as the scene function (docs/streams.md).
+  stream: ['gcf2-event', 'gcf1'],
 };
 
 /**
@@ -89,6 +93,8 @@ export interface GcpRuntime {
   readonly clients: GcpClients;
   /** The ingest manifest (Firestore collection TESSERA_MANIFEST_TABLE, the stack's database): ingest and reconcile only. */
   readonly manifest?: ManifestStore | undefined;
+  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
+  readonly batches?: FeatureBatchSink | undefined;
 }
 
 export interface ComposeGcpOptions {
@@ -168,6 +174,7 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     deadLetters: config.deadLetterQueue ? new PubSubDeadLetterTopic(clients.pubsub.topic(config.deadLetterQueue)) : undefined,
     clients,
     manifest: config.manifestTable ? new FirestoreManifestStore(clients.firestore.collection(config.manifestTable)) : undefined,
+    batches: options.role === 'stream' && config.featureSinkUrl ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl) : undefined,
   };
 }
 

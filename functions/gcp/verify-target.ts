@@ -114,7 +114,14 @@ export function gcpVerifyTarget(
       return jobs.map((j) => j.jobKey);
     },
     async open() {
-      await Promise.all([tileTap.open(), deadTap.open()]);
+      // Both settle before a failure is reported: a tap still opening when verify closes would stay open (its
+      // subscription left in the project, its streams pulling) after verify said nothing was created.
+      const opened = await Promise.allSettled([tileTap.open(), deadTap.open()]);
+      const failed = opened.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+      if (failed !== undefined) {
+        await Promise.all([tileTap.close(), deadTap.close()]);
+        throw failed.reason;
+      }
     },
     async close() {
       await Promise.all([tileTap.close(), deadTap.close()]);

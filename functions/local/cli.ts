@@ -8,6 +8,7 @@ import { preflightCommand, preflightHelp } from './commands/preflight.js';
 import { reconcileCommand, reconcileHelp } from './commands/reconcile.js';
 import { replayCommand, replayHelp } from './commands/replay.js';
 import { runCommand, runHelp } from './commands/run.js';
+import { streamCommand, streamHelp } from './commands/stream.js';
 import { verifyCommand, verifyHelp } from './commands/verify.js';
 
 export interface CliIo {
@@ -27,6 +28,7 @@ const COMMANDS: Record<string, { run: Command; help: string; summary: string }> 
   choose: { run: chooseCommand, help: chooseHelp, summary: 'rank provider + region pairs for a job and write a stack file' },
   preflight: { run: preflightCommand, help: preflightHelp, summary: 'check a stack before pulumi up and print its plan' },
   verify: { run: verifyCommand, help: verifyHelp, summary: 'check a deployed stack: smoke, replay, live parity' },
+  stream: { run: streamCommand, help: streamHelp, summary: 'every batch file of a folder into PostGIS, one claim per batch (streams)' },
 };
 
 export const mainHelp = `tessera: geospatial tiling with exactly-once effect

@@ -157,7 +157,9 @@ export function objectStatements(role: LayoutRole, arns: StoreArns, sourcePrefix
  *   reads the PostGIS sink's secret when there is one;
  * - mosaic: nothing else (the sweep works on objects only);
  * - ingest: gets / conditionally puts / queries the manifest table;
- * - reconcile: reads (Query/Scan/GetItem) the manifest table.
+ * - reconcile: reads (Query/Scan/GetItem) the manifest table;
+ * - stream: claims and commits its batches in the claims table (no delete: it never removes a row), reads the
+ *   PostGIS sink's secret (its batches' one destination; docs/streams.md).
  */
 export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePrefix: string): PolicyDocument {
   const logs: PolicyStatement = {
@@ -214,6 +216,15 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
         Resource: arns.manifestTable,
       });
       break;
+    case 'stream':
+      statements.push({
+        Sid: 'ClaimAndCommitBatches',
+        Effect: 'Allow',
+        // PutItem (claim), UpdateItem (heartbeat, release, commit), GetItem (the row a lost answer or a condition failure left).
+        Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+        Resource: arns.claimsTable,
+      });
+      break;
     case 'reconcile':
       statements.push({
         Sid: 'ReadManifest',
@@ -225,8 +236,8 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
     default:
       assertNever(role, 'function role');
   }
-  // The sink URL is a credential: only the function that writes feature rows may read it (docs/postgis.md).
-  if (role === 'tile' && arns.featureSinkSecret !== undefined) {
+  // The sink URL is a credential: only the functions that write feature rows may read it (docs/postgis.md, docs/streams.md).
+  if ((role === 'tile' || role === 'stream') && arns.featureSinkSecret !== undefined) {
     statements.push({
       Sid: 'ReadFeatureSinkSecret',
       Effect: 'Allow',

@@ -9,12 +9,15 @@ import * as sns from '@pulumi/aws/sns';
 import * as sqs from '@pulumi/aws/sqs';
 import type { input as awsInput } from '@pulumi/aws/types';
 import * as pulumi from '@pulumi/pulumi';
+import { streamKeys } from '../../shared/domain/key-layout.js';
 import {
   type AwsStackConfig,
   FUNCTION_ROLES,
   type FunctionRole,
   INGEST_FUNCTION_TIMEOUT_SEC,
   STAGING_PREFIX,
+  STREAM_FUNCTION_MEMORY_MB,
+  STREAM_FUNCTION_TIMEOUT_SEC,
   SUPPORT_FUNCTION_MEMORY_MB,
   SUPPORT_FUNCTION_TIMEOUT_SEC,
   visibilityFor,
@@ -40,7 +43,7 @@ interface QueuePair {
 }
 
 /** The functions an SQS queue triggers; the mosaic sweep and the manifest reconcile run on a schedule instead. */
-export const QUEUE_TRIGGERED = ['scene', 'tile', 'ingest'] as const;
+export const QUEUE_TRIGGERED = ['scene', 'tile', 'ingest', 'stream'] as const;
 /** The functions a schedule invokes. */
 export const SCHEDULED = ['mosaic', 'reconcile'] as const;
 type Scheduled = (typeof SCHEDULED)[number];
@@ -117,6 +120,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       // One request per invocation: a download has the whole timeout to itself.
       ingest: { timeoutSec: INGEST_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB, batchSize: 1 },
       reconcile: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
+      // One batch object per invocation: its records go into PostGIS in one transaction (docs/streams.md).
+      stream: { timeoutSec: STREAM_FUNCTION_TIMEOUT_SEC, memoryMb: STREAM_FUNCTION_MEMORY_MB, batchSize: 1 },
     };
 
     // Buckets: private, owner-enforced, SSE-S3, TLS only, versioned: outputs so repair writes keep history,
@@ -173,8 +178,12 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     }
     this.queues = queues;
 
-    // S3 -> SQS: new source scenes, filtered by prefix and suffix.
-    const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, queues.scene.queue, account.accountId, cfg.source);
+    // S3 -> SQS: new source scenes, filtered by prefix and suffix; and new batch objects of feature streams under streams/
+    // (docs/streams.md), to the stream queue. One notification configuration per bucket, so both go in it.
+    const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, account.accountId, [
+      { queue: queues.scene.queue, filter: cfg.source },
+      { queue: queues.stream.queue, filter: { prefix: streamKeys.root(), suffix: '' } },
+    ]);
 
     // tessera verify runs as a person or a CI job, not as a function: its grants are a managed policy derived from the
     // layout like the functions' (policies.ts, verifyPolicy), attached by whoever runs it (docs/iam.md).
@@ -230,7 +239,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
               triggerQueue: trigger?.queue.arn,
               deadLetterQueue: trigger?.deadLetter.arn,
               logGroup: logGroup.arn,
-              featureSinkSecret: role === 'tile' ? sinkSecret?.secret.arn : undefined,
+              featureSinkSecret: role === 'tile' || role === 'stream' ? sinkSecret?.secret.arn : undefined,
             })
             .apply((arns) => JSON.stringify(functionPolicy(role, arns, cfg.source.prefix))),
         },
@@ -261,7 +270,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                 ...(trigger ? { maxDeliveries: trigger.maxReceiveCount } : {}),
                 ...(ingestion ? { manifestTable: this.manifestTable.name } : {}),
                 ...(role === 'ingest' ? { ingestQueue: queues.ingest.queue.url } : {}),
-                ...(role === 'tile' && sinkSecret
+                ...((role === 'tile' || role === 'stream') && sinkSecret
                   ? {
                       featureSink: {
                         kind: 'aws-secrets-manager' as const,
@@ -371,6 +380,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       tileDeadLetterQueueUrl: queues.tile.deadLetter.url,
       ingestQueueUrl: queues.ingest.queue.url,
       ingestDeadLetterQueueUrl: queues.ingest.deadLetter.url,
+      streamQueueUrl: queues.stream.queue.url,
+      streamDeadLetterQueueUrl: queues.stream.deadLetter.url,
       functions: Object.fromEntries(FUNCTION_ROLES.map((r) => [r, functions[r].name])),
       alarmTopic: this.alarmTopic.arn,
       verifyPolicyArn: this.verifyPolicy.arn,
@@ -490,39 +501,40 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     return { queue, deadLetter, maxReceiveCount };
   }
 
+  /** The bucket's one notification configuration: each target queue gets the object-created events its filter matches. */
   private notifyQueue(
     name: string,
     bucket: s3.Bucket,
-    queue: sqs.Queue,
     accountId: pulumi.Output<string>,
-    filter: { readonly prefix: string; readonly suffix: string },
+    targets: readonly { readonly queue: sqs.Queue; readonly filter: { readonly prefix: string; readonly suffix: string } }[],
   ): s3.BucketNotification {
-    const parent = { parent: this };
-    const access = new sqs.QueuePolicy(
-      name,
-      {
-        queueUrl: queue.url,
-        policy: pulumi
-          .all([queue.arn, bucket.arn, accountId])
-          .apply(([queueArn, bucketArn, account]) => JSON.stringify(s3NotificationQueuePolicy(queueArn, bucketArn, account))),
-      },
-      parent,
+    const access = targets.map(
+      ({ queue }, i) =>
+        new sqs.QueuePolicy(
+          // The first keeps the name it always had, so existing stacks do not replace it.
+          i === 0 ? name : `${name}-${i}`,
+          {
+            queueUrl: queue.url,
+            policy: pulumi
+              .all([queue.arn, bucket.arn, accountId])
+              .apply(([queueArn, bucketArn, account]) => JSON.stringify(s3NotificationQueuePolicy(queueArn, bucketArn, account))),
+          },
+          { parent: this },
+        ),
     );
     return new s3.BucketNotification(
       name,
       {
         bucket: bucket.id,
-        queues: [
-          {
-            queueArn: queue.arn,
-            events: ['s3:ObjectCreated:*'],
-            ...(filter.prefix ? { filterPrefix: filter.prefix } : {}),
-            ...(filter.suffix ? { filterSuffix: filter.suffix } : {}),
-          },
-        ],
+        queues: targets.map(({ queue, filter }) => ({
+          queueArn: queue.arn,
+          events: ['s3:ObjectCreated:*'],
+          ...(filter.prefix ? { filterPrefix: filter.prefix } : {}),
+          ...(filter.suffix ? { filterSuffix: filter.suffix } : {}),
+        })),
       },
-      // S3 tests delivery when the notification is created: the queue must already accept it.
-      { parent: this, dependsOn: [access] },
+      // S3 tests delivery when the notification is created: every queue must already accept it.
+      { parent: this, dependsOn: access },
     );
   }
 }

@@ -14,6 +14,7 @@ import {
   FUNCTION_ROLES as IDENTITY_ROLES,
   type FunctionRole as IdentityRole,
   type StoreName,
+  streamKeys,
 } from '../../shared/domain/key-layout.js';
 import { AZURE_CLIENT_ID_SETTINGS } from '../../shared/domain/runtime-config.js';
 import { type AzureStackConfig, STAGING_PREFIX } from '../common/config.js';
@@ -297,6 +298,11 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         { id: 'settle-poison', role: 'storageQueueDataMessageSender', scope: poison('ingest') },
       ],
       reconcile: [{ id: 'manifest', role: 'storageTableDataReader', scope: tableScope(MANIFEST_TABLE) }],
+      // Claims of its batches; an unreadable batch object's event is settled in the stream queue's poison twin.
+      stream: [
+        { id: 'claims', role: 'storageTableDataContributor', scope: tableScope(CLAIMS_TABLE) },
+        { id: 'settle-poison', role: 'storageQueueDataMessageSender', scope: poison('stream') },
+      ],
       // The claim race and cleanup; the replay (scene queue) and poison probe (tile queue), both queues' depth while
       // settling, and removing its own dead letters from the tile poison queue (docs/deploy.md, step 4).
       verify: [
@@ -374,8 +380,8 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     );
     // The PostGIS sink URL (tessera:featureSinkUrl) is a credential: it lives in a Key Vault, and the app setting is a
     // Key Vault reference the platform resolves as the tile function's identity (keyVaultReferenceIdentity), the one
-    // identity allowed to read it. The resolved value is in the one environment of the app; only the tile function
-    // builds a sink from it.
+    // identity allowed to read it. The resolved value is in the one environment of the app; the tile function builds
+    // its feature sink from it, and the stream function its batch sink (docs/streams.md): no second reader of the vault.
     const sink =
       cfg.featureSinkUrl === undefined
         ? undefined
@@ -512,6 +518,35 @@ export class AzureTilingStack extends pulumi.ComponentResource {
           includedEventTypes: ['Microsoft.Storage.BlobCreated'],
           subjectBeginsWith: pulumi.interpolate`/blobServices/default/containers/${containers.sources.name}/blobs/${cfg.source.prefix}`,
           ...(cfg.source.suffix ? { subjectEndsWith: cfg.source.suffix } : {}),
+          advancedFilters: [{ operatorType: 'StringIn', key: 'data.api', values: BLOB_COMPLETED_APIS }],
+        },
+        retryPolicy: { maxDeliveryAttempts: 30, eventTimeToLiveInMinutes: EVENT_TTL_MINUTES },
+        deadLetterDestination: {
+          endpointType: 'StorageBlob',
+          resourceId: this.storageAccount.id,
+          blobContainerName: containers.deadLetters.name,
+        },
+      },
+      parent,
+    );
+
+    // Batch objects of feature streams (docs/streams.md): BlobCreated under streams/ of the sources container, to the
+    // stream queue, one event per batch object; the same committing APIs as scenes (a batch is read only once whole).
+    new eventgrid.SystemTopicEventSubscription(
+      `${name}-stream-events`,
+      {
+        resourceGroupName,
+        systemTopicName: topic.name,
+        eventDeliverySchema: 'EventGridSchema',
+        destination: {
+          endpointType: 'StorageQueue',
+          resourceId: this.storageAccount.id,
+          queueName: queues.stream.name,
+          queueMessageTimeToLiveInSeconds: QUEUE_MESSAGE_TTL_SEC,
+        },
+        filter: {
+          includedEventTypes: ['Microsoft.Storage.BlobCreated'],
+          subjectBeginsWith: pulumi.interpolate`/blobServices/default/containers/${containers.sources.name}/blobs/${streamKeys.root()}`,
           advancedFilters: [{ operatorType: 'StringIn', key: 'data.api', values: BLOB_COMPLETED_APIS }],
         },
         retryPolicy: { maxDeliveryAttempts: 30, eventTimeToLiveInMinutes: EVENT_TTL_MINUTES },

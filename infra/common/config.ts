@@ -49,6 +49,13 @@ export const SUPPORT_FUNCTION_TIMEOUT_SEC = 300;
  * artefact for `tessera ingest` on a machine, not a function (docs/ingest.md).
  */
 export const INGEST_FUNCTION_TIMEOUT_SEC = 540;
+/**
+ * The stream function (docs/streams.md): one batch object a delivery, read whole, parsed and inserted in one PostGIS
+ * transaction. 540 s is under every platform's ceiling; a 128 MiB Firehose object of ~1 M records takes well under a
+ * minute at the benchmark's rate. Memory for the object, its text and its parsed records at once.
+ */
+export const STREAM_FUNCTION_TIMEOUT_SEC = 540;
+export const STREAM_FUNCTION_MEMORY_MB = 2048;
 /** Memory of the scene and mosaic functions (Azure: the app's plan decides). */
 export const SUPPORT_FUNCTION_MEMORY_MB = 1024;
 /** SQS caps a visibility timeout at 12 hours. */
@@ -372,6 +379,13 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   if (prefix.startsWith(STAGING_PREFIX) || STAGING_PREFIX.startsWith(prefix)) {
     problems.push(
       `${key('sourcePrefix')} ${JSON.stringify(prefix)} overlaps the ingest staging prefix ${STAGING_PREFIX}, so half-validated downloads would start scenes; pick another, e.g. scenes/`,
+    );
+  }
+  // Streams land batch objects under streams/ (docs/streams.md): a batch must never start a scene, and S3 refuses two
+  // notifications whose prefixes overlap for one event type.
+  if (prefix.startsWith(AREAS.streams.prefix) || AREAS.streams.prefix.startsWith(prefix)) {
+    problems.push(
+      `${key('sourcePrefix')} ${JSON.stringify(prefix)} overlaps the feature streams' prefix ${AREAS.streams.prefix}, so batch objects would start scenes; pick another, e.g. scenes/`,
     );
   }
 

@@ -26,6 +26,7 @@ export const HANDLER_ENTRIES = {
     mosaic: 'functions/aws/handlers/mosaic.handler.ts',
     ingest: 'functions/aws/handlers/ingest.handler.ts',
     reconcile: 'functions/aws/handlers/reconcile.handler.ts',
+    stream: 'functions/aws/handlers/stream.handler.ts',
   },
   /** One module registering every function with the functions-framework, under {@link GCP_ENTRY_POINTS}. */
   gcp: 'functions/gcp/handlers/index.ts',
@@ -43,6 +44,7 @@ export const ARCHIVES = {
     mosaic: 'aws/mosaic.zip',
     ingest: 'aws/ingest.zip',
     reconcile: 'aws/reconcile.zip',
+    stream: 'aws/stream.zip',
   },
   gcp: 'gcp/source.zip',
   azure: 'azure/app.zip',
@@ -63,6 +65,7 @@ export const GCP_ENTRY_POINTS: Readonly<Record<FunctionRole, string>> = {
   mosaic: 'tesseraMosaic',
   ingest: 'tesseraIngest',
   reconcile: 'tesseraReconcile',
+  stream: 'tesseraStream',
 };
 
 /** Function names the Azure bundle registers (`app.storageQueue('scene', ...)` and so on). */
@@ -72,10 +75,11 @@ export const AZURE_FUNCTION_NAMES: Readonly<Record<FunctionRole, string>> = {
   mosaic: 'mosaic',
   ingest: 'ingest',
   reconcile: 'reconcile',
+  stream: 'stream',
 };
 
 /** The Azure functions a Storage Queue triggers; the mosaic and the reconcile are timer-triggered, as on AWS and GCP. */
-export const AZURE_QUEUE_TRIGGERED = ['scene', 'tile', 'ingest'] as const;
+export const AZURE_QUEUE_TRIGGERED = ['scene', 'tile', 'ingest', 'stream'] as const;
 export type AzureQueueTriggered = (typeof AZURE_QUEUE_TRIGGERED)[number];
 
 /**
@@ -92,6 +96,8 @@ export const AZURE_QUEUES: Readonly<Record<AzureQueueTriggered, string>> = {
   tile: 'tessera-tiles',
   /** Ingest requests (`tessera ingest --cloud azure` puts them here; also in TESSERA_INGEST_QUEUE). */
   ingest: 'tessera-ingest',
+  /** BlobCreated events of batch objects under streams/ (docs/streams.md), one per batch. */
+  stream: 'tessera-streams',
 };
 
 /**
@@ -160,6 +166,7 @@ export function archivesFor<C extends Cloud>(cloud: C, archiveDir: string): Clou
         mosaic: load(join(dir, ARCHIVES.aws.mosaic), missing),
         ingest: load(join(dir, ARCHIVES.aws.ingest), missing),
         reconcile: load(join(dir, ARCHIVES.aws.reconcile), missing),
+        stream: load(join(dir, ARCHIVES.aws.stream), missing),
       };
       break;
     case 'gcp':

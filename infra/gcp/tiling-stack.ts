@@ -23,6 +23,8 @@ import {
   INGEST_FUNCTION_TIMEOUT_SEC,
   PUBSUB_MAX_ACK_DEADLINE_SEC,
   STAGING_PREFIX,
+  STREAM_FUNCTION_MEMORY_MB,
+  STREAM_FUNCTION_TIMEOUT_SEC,
   SUPPORT_FUNCTION_MEMORY_MB,
   SUPPORT_FUNCTION_TIMEOUT_SEC,
 } from '../common/config.js';
@@ -293,6 +295,15 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             labels,
             afterApis,
           });
+    // The stream function writes its batches to the same PostGIS (docs/streams.md): it reads the secret too.
+    const streamSinkGrant =
+      sink === undefined
+        ? undefined
+        : new secretmanager.SecretIamMember(
+            `${name}-feature-sink-stream-reader`,
+            { project, secretId: sink.secret.secretId, role: 'roles/secretmanager.secretAccessor', member: member('stream') },
+            parent,
+          );
     // Builds run as a dedicated account: since 2024 a new project's default build account may lack what a build needs.
     this.buildAccount = new serviceaccount.Account(
       `${name}-build`,
@@ -376,6 +387,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       { id: 'tile-dead-letter', topic: this.deadLetterTopic, who: 'tile' },
       // A malformed ingest request is settled at once in the ingest dead-letter topic.
       { id: 'ingest-dead-letter', topic: this.ingestDeadLetterTopic, who: 'ingest' },
+      // An unreadable batch object's event is settled at once there too, as the scene function's is.
+      { id: 'stream-dead-letter', topic: this.deadLetterTopic, who: 'stream' },
     ] as const;
     for (const g of topicGrants) {
       new pubsub.TopicIAMMember(
@@ -391,6 +404,20 @@ export class GcpTilingStack extends pulumi.ComponentResource {
         project,
         role: 'roles/datastore.user',
         member: member('tile'),
+        condition: {
+          title: 'claims database only',
+          expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${databaseName}")`,
+        },
+      },
+      afterApis,
+    );
+    // stream claims its batches in the same database (docs/streams.md).
+    new projects.IAMMember(
+      `${name}-stream-claims`,
+      {
+        project,
+        role: 'roles/datastore.user',
+        member: member('stream'),
         condition: {
           title: 'claims database only',
           expression: pulumi.interpolate`resource.name.startsWith("projects/${project}/databases/${databaseName}")`,
@@ -485,7 +512,10 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const propagated = new time.Sleep(
       `${name}-iam-propagation`,
       { createDuration: IAM_PROPAGATION_WAIT },
-      { parent: this, dependsOn: [...triggerGrants, ...buildGrants, ...(sink ? [sink.grant] : [])] },
+      {
+        parent: this,
+        dependsOn: [...triggerGrants, ...buildGrants, ...(sink ? [sink.grant] : []), ...(streamSinkGrant ? [streamSinkGrant] : [])],
+      },
     );
     // Pub/Sub's own agent forwards undeliverable messages: it publishes to the dead-letter topic and acks the original.
     new pubsub.TopicIAMMember(
@@ -506,6 +536,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       mosaic: SUPPORT_FUNCTION_TIMEOUT_SEC,
       ingest: INGEST_FUNCTION_TIMEOUT_SEC,
       reconcile: SUPPORT_FUNCTION_TIMEOUT_SEC,
+      stream: STREAM_FUNCTION_TIMEOUT_SEC,
     };
     const memory: Record<FunctionRole, number> = {
       scene: SUPPORT_FUNCTION_MEMORY_MB,
@@ -513,6 +544,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       mosaic: SUPPORT_FUNCTION_MEMORY_MB,
       ingest: SUPPORT_FUNCTION_MEMORY_MB,
       reconcile: SUPPORT_FUNCTION_MEMORY_MB,
+      stream: STREAM_FUNCTION_MEMORY_MB,
     };
     // Scene is Eventarc-triggered (event-driven), mosaic is HTTP (Cloud Scheduler), the tile worker follows tessera:gcpTileTrigger.
     // Ingest is a Pub/Sub push (event-driven: 540 s, under the 600 s push deadline); reconcile is HTTP (Cloud Scheduler).
@@ -522,6 +554,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       mosaic: 'gcf2-http',
       ingest: 'gcf2-event',
       reconcile: 'gcf2-http',
+      // Eventarc, as the scene function: every object finalized in the source bucket, filtered to streams/ by the handler.
+      stream: 'gcf2-event',
     };
     const triggers: Record<FunctionRole, storage.Bucket | undefined> = {
       scene: this.sourceBucket,
@@ -529,6 +563,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       mosaic: undefined,
       ingest: undefined,
       reconcile: undefined,
+      stream: this.sourceBucket,
     };
     // The tile subscription's dead-letter count, told to the tile function (its redelivery schedule plans against it).
     // Scene (Eventarc, retried for 24 h, no count) and mosaic (Cloud Scheduler) have none.
@@ -578,7 +613,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             },
             // The platform puts the sink URL into TESSERA_FEATURE_SINK when an instance starts; the configuration names
             // only the secret and its version, so a rotation through `pulumi up` is a new revision on the new value.
-            ...(role === 'tile' && sink
+            ...((role === 'tile' || role === 'stream') && sink
               ? {
                   secretEnvironmentVariables: [
                     { key: ENV.featureSink, projectId: project, secret: sink.secret.secretId, version: sink.version.version },
@@ -609,6 +644,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             ...buildGrants,
             ...(triggerBucket ? [...triggerGrants, propagated] : []),
             ...(role === 'tile' && sink ? [sink.grant, propagated] : []),
+            ...(role === 'stream' && streamSinkGrant ? [streamSinkGrant, propagated] : []),
           ],
         },
       );

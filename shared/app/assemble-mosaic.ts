@@ -1,14 +1,17 @@
-import { MissingTilesError } from '../domain/errors.js';
+import { createHash } from 'node:crypto';
+import { MissingTilesError, MosaicChangedError, SourceChangedError } from '../domain/errors.js';
 import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
 import { type Window, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
+import type { ObjectHead, ObjectStore } from '../ports/object-store.port.js';
 import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
 import { buildCogMosaic, type CogMosaicInput } from './cog-mosaic.js';
+import type { DerivedWrite } from './derived-output.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
-import { sceneStacItem, writeSceneStacItem } from './stac-output.js';
+import { sceneStacItem, TILE_VERSIONS_PROPERTY, writeSceneStacItem } from './stac-output.js';
 import { tileOutputKey } from './tile-job.js';
 
 /** One tile of a scene, from its manifest: its deterministic key and its window of the scene grid. */
@@ -46,24 +49,30 @@ export interface MosaicResult {
   /** Sources listed in the VRT: always the grid count when assembly succeeds. */
   readonly manifestCount: number;
   readonly gridCount: number;
-  readonly result: 'written' | 'already-present';
+  /**
+   * The VRT's write (`written`, `already-present`), or `replaced` when the COG mosaic or the STAC Item in
+   * place were this scene's from before a repair and were replaced (conditionally on the version read).
+   */
+  readonly result: 'written' | 'already-present' | 'replaced';
 }
 
 /**
  * Assemble a scene's mosaic as a GDAL VRT. The source list is built from the
  * grid's deterministic keys, never from a listing (a listing would happily
  * include a stray duplicate); the listing is used only to prove each expected
- * tile exists. Fails loudly naming every missing tile. The VRT is written
- * create-only, so assembling twice is harmless.
+ * tile exists, and for the version of each (the item records them). Fails
+ * loudly naming every missing tile. The VRT is written create-only, so
+ * assembling twice is harmless. The COG mosaic and the STAC Item depend on the
+ * tiles' bytes: after an overwrite repair of a tile, a re-assembly replaces
+ * them, on condition of the versions it read ({@link staleOutputs}).
  */
 export async function assembleMosaic(backend: Backend, sceneKey: string): Promise<MosaicResult> {
   const manifest = await readSceneManifest(backend.outputs, sceneKey);
-  const present = new Set<string>();
-  for await (const head of backend.outputs.list(outputKeys.tilePrefix(sceneKey))) present.add(head.key);
+  const listed = await listTileVersions(backend.outputs, sceneKey);
   const sources = [];
   const missing: string[] = [];
   for (const { key, window: w } of sceneTiles(manifest)) {
-    if (!present.has(key)) missing.push(key);
+    if (!listed.has(key)) missing.push(key);
     // Relative to mosaics/<scene>.vrt, so the mosaic works wherever the prefix is mounted (/vsis3/, /vsigs/, a folder).
     sources.push({ href: `../${key}`, window: { x: w.x, y: w.y, width: w.width, height: w.height } });
   }
@@ -90,20 +99,114 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     backend.telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
   }
   backend.telemetry.log('INFO', 'mosaic-assembled', { sceneKey, mosaicKey, sources: sources.length, result: put.kind });
+  const tileVersions = tileVersionsDigest(manifest, listed);
+  const stale = staleOutputs(backend.outputs, manifest, listed, tileVersions);
   let cogMosaicKey: string | undefined;
+  let replaced = false;
   if (tiling.mosaic === 'cog') {
-    const cog = await buildCogMosaic(backend.outputs, cogMosaicInputOf(manifest), backend.telemetry);
+    const cog = await buildCogMosaic(backend.outputs, cogMosaicInputOf(manifest), backend.telemetry, { isStale: stale.cog });
     cogMosaicKey = cog.key;
+    replaced = cog.kind === 'replaced';
   }
-  const stacItemKey = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey);
+  const item = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey, tileVersions, stale.item);
   return {
     mosaicKey,
     ...(cogMosaicKey === undefined ? {} : { cogMosaicKey }),
-    ...(stacItemKey === undefined ? {} : { stacItemKey }),
+    ...(item === undefined ? {} : { stacItemKey: item.key }),
     manifestCount: sources.length,
     gridCount: manifest.grid.count,
-    result: put.kind,
+    result: replaced || item?.kind === 'replaced' ? 'replaced' : put.kind,
   };
+}
+
+/** Every tile under the scene's prefix and the version token the listing gives it. */
+async function listTileVersions(outputs: ObjectStore, sceneKey: string): Promise<Map<string, string>> {
+  const listed = new Map<string, string>();
+  for await (const head of outputs.list(outputKeys.tilePrefix(sceneKey))) listed.set(head.key, head.version);
+  return listed;
+}
+
+/** SHA-256 (hex) over each tile key of the grid and its listed version, in grid order: which tiles a mosaic shows. */
+function tileVersionsDigest(manifest: SceneManifest, listed: ReadonlyMap<string, string>): string {
+  const hash = createHash('sha256');
+  for (const { key } of sceneTiles(manifest)) hash.update(`${key}\t${listed.get(key) ?? ''}\n`);
+  return hash.digest('hex');
+}
+
+/**
+ * How an assembly tells this scene's COG mosaic or STAC Item from before a repair (stale: replace it) from
+ * other bytes at their keys (an alarm). The COG's own bytes cannot say what they were made of; the item
+ * beside it records the tile versions the mosaics were assembled from ({@link TILE_VERSIONS_PROPERTY}).
+ *
+ * - COG mosaic: stale when the item in place is this scene's and records other tile versions than the
+ *   ones listed now. No item, or one without the record (written before it existed), or the same versions:
+ *   other bytes cannot be shown stale, so they stay an alarm.
+ * - STAC Item: stale when the object in place is this scene's item (its id is the scene key) with other
+ *   bytes: other tile versions, or an item of an earlier format.
+ *
+ * Either way the assembly first lists the tiles again: if a repair landed after its first listing, what it
+ * built is older than the tiles in place and would replace a newer mosaic, so it throws MosaicChangedError
+ * (retryable) and replaces nothing. The replacement itself is conditional on the version the create-only
+ * write's refusal read (derived-output.ts), so a concurrent assembly's write is never overwritten blindly.
+ */
+function staleOutputs(
+  outputs: ObjectStore,
+  manifest: SceneManifest,
+  listed: ReadonlyMap<string, string>,
+  tileVersions: string,
+): { readonly cog: NonNullable<DerivedWrite['isStale']>; readonly item: NonNullable<DerivedWrite['isStale']> } {
+  const { sceneKey } = manifest;
+  const itemKey = outputKeys.stacItem(sceneKey);
+  const ourView = async (): Promise<void> => {
+    const now = await listTileVersions(outputs, sceneKey);
+    const changed = [...sceneTiles(manifest)].map((t) => t.key).filter((key) => now.get(key) !== listed.get(key));
+    if (changed.length > 0) throw new MosaicChangedError(sceneKey, changed);
+  };
+  return {
+    cog: async () => {
+      const head = await outputs.head(itemKey);
+      const recorded = head === undefined ? undefined : await readSceneItem(outputs, itemKey, head, sceneKey);
+      if (recorded?.tileVersions === undefined || recorded.tileVersions === tileVersions) return false;
+      await ourView();
+      return true;
+    },
+    item: async (current) => {
+      if ((await readSceneItem(outputs, itemKey, current, sceneKey)) === undefined) return false;
+      await ourView();
+      return true;
+    },
+  };
+}
+
+/**
+ * The object at `key` at exactly `version` (a pinned read), if it is this scene's STAC Item: what it
+ * records of the tiles. Undefined for anything else (not JSON, another id): not ours to replace.
+ */
+async function readSceneItem(
+  outputs: ObjectStore,
+  key: string,
+  version: ObjectHead,
+  sceneKey: string,
+): Promise<{ readonly tileVersions: string | undefined } | undefined> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await outputs.getRange(key, 0, version.size, { version: version.version });
+  } catch (error) {
+    // Replaced or removed since it was read (another assembly): decide again on the next run.
+    if (error instanceof SourceChangedError) throw new MosaicChangedError(sceneKey, [key]);
+    throw error;
+  }
+  let item: unknown;
+  try {
+    item = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return undefined;
+  }
+  if (typeof item !== 'object' || item === null) return undefined;
+  const { id, properties } = item as { id?: unknown; properties?: unknown };
+  if (id !== sceneKey || typeof properties !== 'object' || properties === null) return undefined;
+  const recorded = (properties as Record<string, unknown>)[TILE_VERSIONS_PROPERTY];
+  return { tileVersions: typeof recorded === 'string' ? recorded : undefined };
 }
 
 /** The COG mosaic of a scene (`mosaic: cog`): its grid, the tiles' codec and nodata, and the tiles from the manifest. */
@@ -141,8 +244,10 @@ function sourceOf(
 }
 
 /**
- * The output's STAC Item beside the mosaic, create-only (shared/app/stac-output.ts). Its time is the
- * source item's, else the manifest's `createdAt`; a scene whose CRS has no EPSG code gets none (logged).
+ * The output's STAC Item beside the mosaic, create-only, replaced only when `isStale` shows the one in place
+ * is this scene's from before a repair (shared/app/stac-output.ts). Its time is the source item's, else the
+ * manifest's `createdAt`; it records the tile versions the mosaics show; a scene whose CRS has no EPSG code
+ * gets none (logged).
  */
 async function writeStacItem(
   backend: Backend,
@@ -151,7 +256,9 @@ async function writeStacItem(
   georef: { crs: RasterCrs; geoTransform: GeoTransform },
   vrtKey: string,
   cogKey: string | undefined,
-): Promise<string | undefined> {
+  tileVersions: string,
+  isStale: DerivedWrite['isStale'],
+): Promise<{ readonly key: string; readonly kind: 'written' | 'already-present' | 'replaced' } | undefined> {
   const epsg = georef.crs.epsg ?? (georef.crs.wkt === undefined ? undefined : epsgFromWkt(georef.crs.wkt));
   if (epsg === undefined) {
     backend.telemetry.log('WARN', 'stac-item-skipped', { sceneKey: manifest.sceneKey, why: 'the scene CRS has no EPSG code' });
@@ -174,9 +281,9 @@ async function writeStacItem(
     expression: tiling.expression,
     // A manifest from before createdAt was recorded: the Unix epoch says "unknown" without inventing a time.
     datetime: manifest.createdAt ?? new Date(0).toISOString(),
+    tileVersions,
     // The source Item's time, when there is one, is the output's.
     ...(manifest.sourceItem === undefined ? {} : sourceOf(backend, manifest, manifest.sourceItem)),
   });
-  await writeSceneStacItem(backend.outputs, key, item, backend.telemetry);
-  return key;
+  return writeSceneStacItem(backend.outputs, key, item, backend.telemetry, { isStale });
 }

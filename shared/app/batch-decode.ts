@@ -40,7 +40,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 export async function decodeBatch(key: string, bytes: Uint8Array): Promise<DecodedBatch> {
   if (bytes.byteLength > MAX_BATCH_BYTES) {
-    throw new BatchUnreadableError(key, `it holds ${bytes.byteLength} bytes, more than the ${MAX_BATCH_BYTES} a batch may (lower the stream's buffer size)`);
+    throw new BatchUnreadableError(
+      key,
+      `it holds ${bytes.byteLength} bytes, more than the ${MAX_BATCH_BYTES} a batch may (lower the stream's buffer size)`,
+    );
   }
   if (startsWith(bytes, AVRO)) return { format: 'avro', entries: await avroEntries(key, bytes), blankLines: 0 };
   if (startsWith(bytes, GZIP)) {
@@ -48,7 +51,11 @@ export async function decodeBatch(key: string, bytes: Uint8Array): Promise<Decod
     try {
       inflated = gunzipSync(bytes, { maxOutputLength: MAX_BATCH_BYTES });
     } catch (cause) {
-      throw new BatchUnreadableError(key, `its gzip stream is broken or inflates past ${MAX_BATCH_BYTES} bytes (${(cause as Error).message})`, { cause });
+      throw new BatchUnreadableError(
+        key,
+        `its gzip stream is broken or inflates past ${MAX_BATCH_BYTES} bytes (${(cause as Error).message})`,
+        { cause },
+      );
     }
     return { format: 'ndjson+gzip', ...ndjsonEntries(inflated) };
   }

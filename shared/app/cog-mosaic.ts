@@ -1,10 +1,9 @@
-import { assertNever } from '../domain/claim.js';
-import { contentDigest } from '../domain/content-digest.js';
-import { InvalidParamsError, MissingTilesError, OutputOccupiedError, TesseraError } from '../domain/errors.js';
+import { InvalidParamsError, MissingTilesError, TesseraError } from '../domain/errors.js';
 import type { ObjectHead, ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
 import { type CogStripSpec, encodeCogByStrips } from '../raster/cog-strip-writer.js';
 import { openGeoTiff, type RasterWindow } from '../raster/index.js';
+import { type DerivedWrite, writeDerivedOutput } from './derived-output.js';
 
 /**
  * The largest COG mosaic by pixels: 16384 x 16384 (1 GiB as float32, never
@@ -66,8 +65,11 @@ export interface CogMosaicInput extends Omit<CogStripSpec, 'predictor'> {
 }
 
 export interface CogMosaicResult {
-  /** `already-present`: an earlier build (or a duplicate one) wrote exactly these bytes. */
-  readonly kind: 'written' | 'already-present';
+  /**
+   * `already-present`: an earlier build (or a duplicate one) wrote exactly these bytes. `replaced`: the key held
+   * this scene's COG from before a repair (the caller's `isStale` said so), replaced on condition of its version.
+   */
+  readonly kind: 'written' | 'already-present' | 'replaced';
   readonly key: string;
   /** Size of the COG in bytes. */
   readonly bytes: number;
@@ -94,13 +96,20 @@ const CONCURRENCY = 8;
  *    (crash: nothing written)
  * 3. create-only write of the COG. The bytes depend only on the tiles' pixels and the input, so a
  *    re-run after a crash, or a duplicate build, finds `already-present` with the same bytes: success,
- *    INFO and `write-already-present`. Other bytes at the key are an alarm: `write-occupied`, ERROR,
- *    OutputOccupiedError (nothing overwritten).
+ *    INFO and `write-already-present`. Other bytes at the key are replaced when `options.isStale` shows
+ *    them to be this scene's COG from before a repair of a tile, conditionally on the version read
+ *    (`replaced`, derived-output.ts); else they are an alarm: `write-occupied`, ERROR, OutputOccupiedError
+ *    (nothing overwritten).
  *    (crash after the write: the re-run gets `already-present`)
  *
- * Counted here, not by the caller: `write-already-present` and `write-occupied`.
+ * Counted here, not by the caller: `write-already-present`, `mosaic-replaced` and `write-occupied`.
  */
-export async function buildCogMosaic(outputs: ObjectStore, input: CogMosaicInput, telemetry: Telemetry): Promise<CogMosaicResult> {
+export async function buildCogMosaic(
+  outputs: ObjectStore,
+  input: CogMosaicInput,
+  telemetry: Telemetry,
+  options: { readonly isStale?: DerivedWrite['isStale'] } = {},
+): Promise<CogMosaicResult> {
   const { sceneKey, mosaicKey, width, height, noData } = input;
   validateInput(input);
   const maxPixels = input.maxPixels ?? MAX_COG_MOSAIC_PIXELS;
@@ -146,25 +155,16 @@ export async function buildCogMosaic(outputs: ObjectStore, input: CogMosaicInput
     },
   );
 
-  const put = await outputs.putIfAbsent(mosaicKey, cog, { contentType: COG_CONTENT_TYPE });
-  const result = { key: mosaicKey, bytes: cog.byteLength, width, height } as const;
-  switch (put.kind) {
-    case 'written':
-      telemetry.log('INFO', 'cog-mosaic-written', { sceneKey, mosaicKey, tiles: input.tiles.length, bytes: cog.byteLength });
-      return { kind: 'written', ...result };
-    case 'already-present':
-      if (!put.sameBytes) {
-        telemetry.count('write-occupied');
-        telemetry.log('ERROR', 'write-occupied', { sceneKey, outputKey: mosaicKey, found: put.current?.version });
-        const digest = contentDigest(cog);
-        throw new OutputOccupiedError(outputs.name, mosaicKey, { size: digest.size, sha256Hex: digest.sha256Hex }, put.current);
-      }
-      telemetry.count('write-already-present');
-      telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
-      return { kind: 'already-present', ...result };
-    default:
-      return assertNever(put, 'putIfAbsent result');
-  }
+  const kind = await writeDerivedOutput(outputs, telemetry, {
+    sceneKey,
+    key: mosaicKey,
+    body: cog,
+    contentType: COG_CONTENT_TYPE,
+    isStale: options.isStale,
+  });
+  if (kind === 'written')
+    telemetry.log('INFO', 'cog-mosaic-written', { sceneKey, mosaicKey, tiles: input.tiles.length, bytes: cog.byteLength });
+  return { kind, key: mosaicKey, bytes: cog.byteLength, width, height };
 }
 
 /** The media type of a COG (the STAC best practice's, also what the item's asset says). */

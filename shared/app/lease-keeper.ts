@@ -34,7 +34,7 @@ export const heartbeatPeriodMs = (leaseMs: number): number => Math.max(1, Math.f
  * the commit checks ownership; a repair must not overwrite).
  */
 export function keepLease(
-  backend: Backend,
+  backend: Pick<Backend, 'claims' | 'clock' | 'telemetry'>,
   claim: { readonly jobId: string; readonly owner: string },
   leaseMs: number,
   confirmedUntil: number,

@@ -384,7 +384,11 @@ async function holdsBytes(outputs: Backend['outputs'], key: string, version: str
  * instead of waiting out the lease: a heartbeat that sets the lease into the
  * past. Conditional on ownership like every heartbeat; best effort.
  */
-export async function releaseClaim(backend: Backend, claimId: string, owner: string): Promise<boolean> {
+export async function releaseClaim(
+  backend: Pick<Backend, 'claims' | 'clock' | 'telemetry'>,
+  claimId: string,
+  owner: string,
+): Promise<boolean> {
   const now = backend.clock.now();
   try {
     const r = await backend.claims.heartbeat({ jobId: claimId, owner, now, leaseUntil: now - 1 });

@@ -1,13 +1,12 @@
 import { canonicalJson } from '../domain/canonical-json.js';
-import { assertNever } from '../domain/claim.js';
-import { contentDigest } from '../domain/content-digest.js';
-import { InvalidParamsError, OutputOccupiedError } from '../domain/errors.js';
+import { InvalidParamsError } from '../domain/errors.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
 import { crsFromEpsg, crsTransform } from '../raster/crs.js';
 import type { GeoTransform } from '../raster/index.js';
 import { COG_CONTENT_TYPE } from './cog-mosaic.js';
+import { type DerivedWrite, type DerivedWriteResult, writeDerivedOutput } from './derived-output.js';
 
 /**
  * The STAC Item that describes a scene's output, written create-only beside
@@ -22,6 +21,12 @@ export const STAC_VERSION = '1.0.0';
 export const PROJECTION_EXTENSION = 'https://stac-extensions.github.io/projection/v2.0.0/schema.json';
 export const RASTER_EXTENSION = 'https://stac-extensions.github.io/raster/v1.1.0/schema.json';
 export const STAC_ITEM_CONTENT_TYPE = 'application/geo+json';
+/**
+ * The item property naming the tile versions the mosaics were assembled from (a SHA-256 over each tile key
+ * and the version token the assembly listed, in grid order). It changes when a repair replaces a tile, which
+ * is how a re-assembly tells that the COG mosaic and this item in place are stale (assemble-mosaic.ts).
+ */
+export const TILE_VERSIONS_PROPERTY = 'tessera:tile_versions';
 
 /** The grid every output asset is on (the scene manifest's `target`). */
 export interface StacTargetGrid {
@@ -55,6 +60,8 @@ export interface SceneStacItemInput {
    * crash makes the same bytes.
    */
   readonly datetime?: string | undefined;
+  /** Which tile versions the mosaics were assembled from: recorded as {@link TILE_VERSIONS_PROPERTY}. */
+  readonly tileVersions?: string | undefined;
 }
 
 /** A STAC Item as JSON-ready plain data. */
@@ -129,6 +136,7 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
       // STAC's affine order (rasterio's): [a, b, c, d, e, f] from GDAL's [c, a, b, f, d, e].
       'proj:transform': [gt[1], gt[2], gt[0], gt[4], gt[5], gt[3]],
       'proj:bbox': projBbox(target),
+      ...(input.tileVersions === undefined ? {} : { [TILE_VERSIONS_PROPERTY]: input.tileVersions }),
       ...(target.tms === undefined
         ? {}
         : {
@@ -158,34 +166,28 @@ export function stacItemBytes(item: StacItem): Uint8Array {
 /**
  * Create-only write of the item at `key`. `already-present` with the same
  * bytes (a re-run after a crash, a duplicate assembly) is success: INFO and
- * `write-already-present`, counted here. Other bytes at the key are an alarm:
- * `write-occupied`, ERROR, OutputOccupiedError (nothing overwritten).
+ * `write-already-present`, counted here. Other bytes at the key are replaced
+ * when `options.isStale` shows them to be this scene's item from before a
+ * repair, conditionally on the version read (`replaced`, derived-output.ts);
+ * else an alarm: `write-occupied`, ERROR, OutputOccupiedError (nothing overwritten).
  */
 export async function writeSceneStacItem(
   outputs: ObjectStore,
   key: string,
   item: StacItem,
   telemetry: Telemetry,
-): Promise<{ readonly kind: 'written' | 'already-present'; readonly key: string }> {
-  const body = stacItemBytes(item);
-  const put = await outputs.putIfAbsent(key, body, { contentType: STAC_ITEM_CONTENT_TYPE });
-  switch (put.kind) {
-    case 'written':
-      telemetry.log('INFO', 'stac-item-written', { outputKey: key, id: item.id });
-      return { kind: 'written', key };
-    case 'already-present':
-      if (!put.sameBytes) {
-        telemetry.count('write-occupied');
-        telemetry.log('ERROR', 'write-occupied', { outputKey: key, found: put.current?.version });
-        const digest = contentDigest(body);
-        throw new OutputOccupiedError(outputs.name, key, { size: digest.size, sha256Hex: digest.sha256Hex }, put.current);
-      }
-      telemetry.count('write-already-present');
-      telemetry.log('INFO', 'write-already-present', { outputKey: key });
-      return { kind: 'already-present', key };
-    default:
-      return assertNever(put, 'putIfAbsent result');
-  }
+  options: { readonly isStale?: DerivedWrite['isStale'] } = {},
+): Promise<{ readonly kind: DerivedWriteResult; readonly key: string }> {
+  const sceneKey = String(item.id);
+  const kind = await writeDerivedOutput(outputs, telemetry, {
+    sceneKey,
+    key,
+    body: stacItemBytes(item),
+    contentType: STAC_ITEM_CONTENT_TYPE,
+    isStale: options.isStale,
+  });
+  if (kind === 'written') telemetry.log('INFO', 'stac-item-written', { outputKey: key, id: item.id });
+  return { kind, key };
 }
 
 /** `datetime` (or null with `start_datetime`/`end_datetime`): the source item's, else the caller's. */

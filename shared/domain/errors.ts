@@ -34,7 +34,7 @@ export type TesseraErrorCode =
   | 'INGEST_OCCUPIED'
   | 'HREF_REFUSED'
   | 'MOSAIC_TOO_LARGE'
-  | 'MOSAIC_TILES_CHANGED'
+  | 'MOSAIC_CHANGED'
   | 'UPLOAD_CORRUPTED'
   | 'SCENE_INCOMPLETE'
   | 'BATCH_UNREADABLE';
@@ -372,17 +372,18 @@ export class CorruptUploadError extends TesseraError {
 }
 
 /**
- * A mosaic assembly found the scene's tiles changed while it ran (a repair landed between its listing and
- * its replacement of a stale mosaic or STAC Item): what it built is not the mosaic of the tiles now in
- * place, so it replaced nothing. Retryable: the next assembly reads the tiles again.
+ * A mosaic assembly about to replace a stale COG mosaic or STAC Item found that something changed while
+ * it ran: a tile (a repair landed after its listing, so what it built is not the mosaic of the tiles now in
+ * place) or the output itself (another assembly replaced it first). It replaced nothing more. Retryable:
+ * the next assembly reads everything again.
  */
-export class MosaicTilesChangedError extends TesseraError {
+export class MosaicChangedError extends TesseraError {
   readonly sceneKey: string;
   constructor(sceneKey: string, changed: readonly string[]) {
     super(
-      'MOSAIC_TILES_CHANGED',
-      `mosaic of scene ${sceneKey}: ${changed.length} tile(s) changed while it was assembled (${changed.slice(0, 3).join(', ')}` +
-        `${changed.length > 3 ? ', ...' : ''}); nothing was replaced: assemble it again once the repair is done`,
+      'MOSAIC_CHANGED',
+      `mosaic of scene ${sceneKey}: ${changed.slice(0, 3).join(', ')}${changed.length > 3 ? `, ... (${changed.length} in all)` : ''} ` +
+        'changed while it was assembled, so it replaced nothing more; assemble it again (once a repair in progress is done)',
       { retryable: true },
     );
     this.sceneKey = sceneKey;

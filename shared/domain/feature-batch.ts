@@ -40,7 +40,8 @@ const PIPELINE_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /** The parameters, checked: a bad one is refused before any claim (poison), with what to change. */
 export function featureBatchParams(raw: unknown): FeatureBatchParams {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new InvalidParamsError('feature batch parameters must be an object');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new InvalidParamsError('feature batch parameters must be an object');
   const p = raw as Record<string, unknown>;
   const extra = Object.keys(p).filter((k) => k !== 'pipeline' && k !== 'version' && k !== 'h3_resolution');
   if (extra.length > 0) throw new InvalidParamsError(`feature batch parameters have unknown fields ${extra.join(', ')}; remove them`);
@@ -50,7 +51,9 @@ export function featureBatchParams(raw: unknown): FeatureBatchParams {
     );
   }
   if (typeof p.version !== 'string' || p.version === '') {
-    throw new InvalidParamsError('feature batch version must be a non-empty string, so that changing the parsing rules changes every batch key');
+    throw new InvalidParamsError(
+      'feature batch version must be a non-empty string, so that changing the parsing rules changes every batch key',
+    );
   }
   if (!Number.isInteger(p.h3_resolution) || (p.h3_resolution as number) < 0 || (p.h3_resolution as number) > 15) {
     throw new InvalidParamsError(`feature batch h3_resolution must be a whole number from 0 to 15, got ${JSON.stringify(p.h3_resolution)}`);
@@ -143,7 +146,16 @@ export interface PositionRecord {
 }
 
 /** Why a record is kept in the rejects table rather than inserted. */
-export const REJECT_REASONS = ['unparsable', 'not-an-object', 'bad-id', 'no-vessel', 'bad-time', 'no-position', 'out-of-range', 'bad-speed'] as const;
+export const REJECT_REASONS = [
+  'unparsable',
+  'not-an-object',
+  'bad-id',
+  'no-vessel',
+  'bad-time',
+  'no-position',
+  'out-of-range',
+  'bad-speed',
+] as const;
 export type RejectReason = (typeof REJECT_REASONS)[number];
 
 /** A record that is not a position: kept with its batch and line, never dropped in silence. */
@@ -162,7 +174,9 @@ const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-
 const MIN_TIME_MS = 0;
 const MAX_TIME_MS = 4_102_444_800_000;
 
-const excerptOf = (text: string): string => (text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS)}...` : text);
+/** The start of a record for the rejects table; NUL (which PostgreSQL text cannot hold) spelled out. */
+const excerptOf = (text: string): string =>
+  (text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS)}...` : text).replaceAll('\u0000', '\\u0000');
 
 /**
  * Read one record of a stream (its text, as one NDJSON line or one Avro record's body held) into a position or a reject.
@@ -193,9 +207,14 @@ export function readPositionRecord(text: string, line: number, pipeline: string)
     else if (Number.isSafeInteger(r.id)) givenId = String(r.id);
     else return reject('bad-id', '`id` must be a non-empty string of at most 256 characters or a whole number');
   }
+  // PostgreSQL text cannot hold NUL: a record naming one would fail its whole batch's insert on every retry.
+  if (givenId?.includes('\u0000')) return reject('bad-id', '`id` holds a NUL character');
   const rawVessel = r.vessel ?? r.mmsi;
-  const vessel = typeof rawVessel === 'string' && rawVessel !== '' ? rawVessel : Number.isSafeInteger(rawVessel) ? String(rawVessel) : undefined;
-  if (vessel === undefined || vessel.length > 64) return reject('no-vessel', '`vessel` (or `mmsi`) must be a non-empty string or a whole number');
+  const vessel =
+    typeof rawVessel === 'string' && rawVessel !== '' ? rawVessel : Number.isSafeInteger(rawVessel) ? String(rawVessel) : undefined;
+  if (vessel === undefined || vessel.length > 64 || vessel.includes('\u0000')) {
+    return reject('no-vessel', '`vessel` (or `mmsi`) must be a non-empty string of at most 64 characters (no NUL) or a whole number');
+  }
 
   let timeMs: number;
   if (typeof r.time === 'number') timeMs = r.time;

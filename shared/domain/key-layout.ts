@@ -15,7 +15,7 @@ import type { Window } from './tile-grid.js';
  */
 
 /** The functions a stack deploys, one identity each. */
-export const DEPLOYED_ROLES = ['scene', 'tile', 'mosaic', 'ingest', 'reconcile'] as const;
+export const DEPLOYED_ROLES = ['scene', 'tile', 'mosaic', 'ingest', 'reconcile', 'stream'] as const;
 export type DeployedRole = (typeof DEPLOYED_ROLES)[number];
 /** The deployed functions, plus `verify` (the operator's smoke test, `tessera verify`, run under its own identity). */
 export const FUNCTION_ROLES = [...DEPLOYED_ROLES, 'verify'] as const;
@@ -49,6 +49,11 @@ export const AREAS = {
    * the source prefix so an upload starts no scene of its own.
    */
   uploads: { store: 'sources', prefix: 'uploads/', holds: 'artefacts uploaded for ingest to fetch (object:KEY hrefs)' },
+  /**
+   * Feature streams' batch objects (docs/streams.md): where Firehose, a Pub/Sub Cloud Storage subscription or Event Hubs
+   * Capture is pointed, outside the source prefix. Each object created here is one batch for the stream function.
+   */
+  streams: { store: 'sources', prefix: 'streams/', holds: 'feature batch objects landed by a stream (NDJSON, gzip, Avro)' },
   /** COG tiles: `tiles/{scene}/...`. */
   tiles: { store: 'outputs', prefix: 'tiles/', holds: 'output tiles' },
   /** A scene's manifest and lifecycle facts: `scenes/{scene}/...`. */
@@ -154,6 +159,13 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
       why: 'an object:KEY href names an artefact an operator uploaded under uploads/ (read pinned to the version its head saw)',
     },
   ],
+  stream: [
+    {
+      area: 'streams',
+      access: ['read'],
+      why: 'a batch object is read once, whole, pinned to the version its event named (its records then go to PostGIS)',
+    },
+  ],
   reconcile: [
     { area: 'source', access: ['read', 'list'], why: 'reconcile compares the promoted objects with the manifest' },
     { area: 'staging', access: ['read', 'list'], why: 'reconcile reports staging leftovers older than the lifecycle rule' },
@@ -196,7 +208,7 @@ export interface TmsTileIndex {
   readonly y: number;
 }
 
-const { tiles, scenes, mosaics, sceneIndex, sweepState, staging, verify, itemPins } = AREAS;
+const { tiles, scenes, mosaics, sceneIndex, sweepState, staging, verify, itemPins, streams } = AREAS;
 
 /** Deterministic output keys: no UUID, no timestamp. */
 export const outputKeys = {
@@ -255,6 +267,13 @@ export const DEFAULT_STAGING_PREFIX: string = staging.prefix;
  */
 export const itemPinKeys = {
   record: (id: string): string => `${itemPins.prefix}${id}.json`,
+} as const;
+
+/** Batch objects of feature streams: `streams/{name}` (a stream's own path under it, e.g. Firehose's `ais/2025/06/01/12/...`). */
+export const streamKeys = {
+  /** Where every stream lands: the prefix the stream function's trigger filters on. */
+  root: (): string => streams.prefix,
+  batch: (name: string): string => `${streams.prefix}${name}`,
 } as const;
 
 /** `tessera verify`'s probe keys. */

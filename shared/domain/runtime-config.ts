@@ -47,6 +47,7 @@ export const ENV = {
   azureClientIdMosaic: 'TESSERA_AZURE_CLIENT_ID_MOSAIC',
   azureClientIdIngest: 'TESSERA_AZURE_CLIENT_ID_INGEST',
   azureClientIdReconcile: 'TESSERA_AZURE_CLIENT_ID_RECONCILE',
+  azureClientIdStream: 'TESSERA_AZURE_CLIENT_ID_STREAM',
   gcpProject: 'TESSERA_GCP_PROJECT',
   /** GCP: the Firestore database holding the claims collection (a named database per stack; absent: `(default)`). */
   firestoreDatabase: 'TESSERA_FIRESTORE_DATABASE',
@@ -96,6 +97,7 @@ export const AZURE_CLIENT_ID_SETTINGS: Readonly<Record<DeployedRole, string>> = 
   mosaic: ENV.azureClientIdMosaic,
   ingest: ENV.azureClientIdIngest,
   reconcile: ENV.azureClientIdReconcile,
+  stream: ENV.azureClientIdStream,
 };
 
 export interface RuntimeConfig {

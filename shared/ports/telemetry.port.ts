@@ -20,6 +20,7 @@ export const COUNTERS = [
   'code-version-refused',
   'heartbeat-failed',
   'mosaic-closed-out',
+  'mosaic-replaced',
   'feature-inserted',
   'feature-already-present',
   'ingest-published',
@@ -30,6 +31,12 @@ export const COUNTERS = [
   'scene-incomplete',
   'event-stale',
   'postgres-connection-lost',
+  // Feature batches (shared/app/feature-batch.ts): batches inserted or found done, and their records.
+  'batch-inserted',
+  'batch-already-done',
+  'records-inserted',
+  'records-duplicate',
+  'records-rejected',
 ] as const;
 
 export type Counter = (typeof COUNTERS)[number];

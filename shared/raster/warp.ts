@@ -30,8 +30,8 @@ import type { RasterDataType } from './tiff-format.js';
  *   tap's index alone (sinc(i * scale)), not from the sub-pixel position.
  * - average, rms, mode, max, min, med, q1, q3, sum: the target pixel's corners (i, j) and (i + 1, j + 1) are
  *   mapped to the source; the source pixels the box between them touches are the sample (GWKAverageOrModeThread),
- *   nodata skipped. average, rms and sum weight each by the fraction of it inside the box (sum is that weighted
- *   sum, not a mean); max, min, the quantiles (med, q1, q3: the sorted valid values at ceil(q * n - 1)) and mode
+ *   nodata skipped. average and rms weight each by the fraction of it inside the box (with GDAL's edge rule), sum
+ *   by the area of it the box covers, exactly (a sum, not a mean: upsampling splits a value); max, min, the quantiles (med, q1, q3: the sorted valid values at ceil(q * n - 1)) and mode
  *   count every pixel of the box once. mode is the value reached the highest count first, counted as GDAL does for
  *   the band's type (see {@link WarpSourceBand.dataType}). These methods do not test the centre: a box holding one
  *   valid pixel has a value.
@@ -62,8 +62,7 @@ export interface WarpSourceBand extends RasterGrid {
   readonly mask?: ArrayLike<number> | undefined;
   /**
    * The band's stored type. Only `mode` looks at it, as GDAL's kernel does: uint8, uint16 and int16 are counted
-   * in a histogram of integers (GWKAOM_Imode), any other type (or none given) by float32 equality, with GDAL's
-   * own counting (GWKAOM_Fmode), which can pick another value than a plain histogram on ties.
+   * as integers (GWKAOM_Imode), any other type (or none given) by float32 equality (GWKAOM_Fmode).
    */
   readonly dataType?: RasterDataType | undefined;
 }
@@ -187,6 +186,9 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
       }
       return out;
     }
+    case 'sum':
+      sumPreserving(source, valid, whole, out, maxError, sw);
+      return out;
     case 'average':
     case 'rms':
     case 'mode':
@@ -194,8 +196,7 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     case 'min':
     case 'med':
     case 'q1':
-    case 'q3':
-    case 'sum': {
+    case 'q3': {
       const u0 = new Float64Array(target.width);
       const v0 = new Float64Array(target.width);
       const u1 = new Float64Array(target.width);
@@ -214,6 +215,169 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     }
     default:
       return assertNever(resampling);
+  }
+}
+
+/**
+ * `sum` as GDAL 3.6 computes it (GWKSumPreserving): source-centric, so the total is preserved whatever the
+ * scale. Each valid source pixel's four corners are mapped into the target grid; every target pixel gets the
+ * pixel's value times the share of the pixel's (mapped) area it covers: area(pixel quad ∩ target pixel) /
+ * area(pixel quad). Upsampling splits a value over the target pixels it spans; downsampling adds whole pixels.
+ * A target pixel no valid source pixel reaches is nodata. A quad whose edges cross (a pixel folded by the
+ * projection) is skipped, as GDAL does. The corners are mapped as gdalwarp maps them, by the approximate
+ * transformer along each row of corners of the whole raster (`maxError` target pixels): corners moved by the
+ * approximation move the areas, and so the sums, by far more than the comparison's 1e-3.
+ */
+function sumPreserving(
+  source: WarpSourceBand,
+  valid: Uint8Array,
+  whole: { readonly grid: RasterGrid; readonly x: number; readonly y: number },
+  out: WarpedBand,
+  maxError: number,
+  window: WarpOptions['sourceWindowOf'],
+): void {
+  const w = source.width;
+  const h = source.height;
+  const cw = w + 1;
+  const cx = new Float64Array(cw * (h + 1));
+  const cy = new Float64Array(cw * (h + 1));
+  // Corner rows of the whole raster (its pixel coordinates), approximated over their full width as GDAL's
+  // chunk does for a grid it warps in one piece; only this window's corners are computed.
+  const sw = window ?? { width: w, height: h, x: 0, y: 0 };
+  const [sx0, sdx, , sy0, , sdy] = source.geoTransform;
+  const corners: RasterGrid = {
+    crs: source.crs,
+    geoTransform: [sx0 - sw.x * sdx, sdx, 0, sy0 - sw.y * sdy, 0, sdy],
+    width: sw.width + 1,
+    height: sw.height + 1,
+  };
+  const toTarget = pixelTransform(corners, whole.grid, maxError, sw.x, 0);
+  for (let r = 0; r <= h; r++) {
+    toTarget(r + sw.y, 0, cx.subarray(r * cw, (r + 1) * cw), cy.subarray(r * cw, (r + 1) * cw));
+  }
+  for (let k = 0; k < cx.length; k++) {
+    cx[k] = (cx[k] as number) - whole.x;
+    cy[k] = (cy[k] as number) - whole.y;
+  }
+  const tw = out.width;
+  const th = out.height;
+  const qx = new Float64Array(4);
+  const qy = new Float64Array(4);
+  const clip = new PolygonClipper();
+  for (let r = 0; r < h; r++) {
+    for (let c = 0; c < w; c++) {
+      const k = r * w + c;
+      if (!valid[k]) continue;
+      // Top-left, top-right, bottom-right, bottom-left, as GDAL orders them.
+      const corners = [r * cw + c, r * cw + c + 1, (r + 1) * cw + c + 1, (r + 1) * cw + c];
+      let finite = true;
+      for (let i = 0; i < 4; i++) {
+        qx[i] = cx[corners[i] as number] as number;
+        qy[i] = cy[corners[i] as number] as number;
+        if (!Number.isFinite((qx[i] as number) + (qy[i] as number))) finite = false;
+      }
+      if (!finite) continue;
+      const minX = Math.min(qx[0] as number, qx[1] as number, qx[2] as number, qx[3] as number);
+      const maxX = Math.max(qx[0] as number, qx[1] as number, qx[2] as number, qx[3] as number);
+      const minY = Math.min(qy[0] as number, qy[1] as number, qy[2] as number, qy[3] as number);
+      const maxY = Math.max(qy[0] as number, qy[1] as number, qy[2] as number, qy[3] as number);
+      if (!(minX < tw && maxX > 0 && minY < th && maxY > 0)) continue;
+      if (selfCrossing(qx, qy)) continue;
+      const area = Math.abs(shoelace(qx, qy, 4));
+      if (!(area > 0)) continue;
+      const value = source.values[k] as number;
+      for (let ty = Math.max(0, Math.floor(minY)); ty < Math.min(th, Math.ceil(maxY)); ty++) {
+        for (let tx = Math.max(0, Math.floor(minX)); tx < Math.min(tw, Math.ceil(maxX)); tx++) {
+          const inside = clip.areaInUnitSquare(qx, qy, tx, ty);
+          if (!(inside > 0)) continue;
+          const t = ty * tw + tx;
+          out.values[t] = (out.valid[t] ? (out.values[t] as number) : 0) + value * (inside / area);
+          out.valid[t] = 1;
+        }
+      }
+    }
+  }
+}
+
+/** Twice the signed area of the polygon (x, y)[0..n). */
+function shoelace(x: ArrayLike<number>, y: ArrayLike<number>, n: number): number {
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    const j = (i + 1) % n;
+    sum += (x[i] as number) * (y[j] as number) - (x[j] as number) * (y[i] as number);
+  }
+  return sum / 2;
+}
+
+/** Whether the quad's opposite edges cross (0-1 with 2-3, or 1-2 with 3-0): a polygon folded by the projection. */
+function selfCrossing(x: Float64Array, y: Float64Array): boolean {
+  const crosses = (a: number, b: number, c: number, d: number): boolean => {
+    const d1 = orient(x, y, c, d, a);
+    const d2 = orient(x, y, c, d, b);
+    const d3 = orient(x, y, a, b, c);
+    const d4 = orient(x, y, a, b, d);
+    return d1 * d2 < 0 && d3 * d4 < 0;
+  };
+  return crosses(0, 1, 2, 3) || crosses(1, 2, 3, 0);
+}
+
+function orient(x: Float64Array, y: Float64Array, a: number, b: number, c: number): number {
+  return (
+    ((x[b] as number) - (x[a] as number)) * ((y[c] as number) - (y[a] as number)) -
+    ((y[b] as number) - (y[a] as number)) * ((x[c] as number) - (x[a] as number))
+  );
+}
+
+/** Sutherland-Hodgman clipping of a quad by the unit square at (tx, ty), reusing its buffers. */
+class PolygonClipper {
+  private ax = new Float64Array(16);
+  private ay = new Float64Array(16);
+  private bx = new Float64Array(16);
+  private by = new Float64Array(16);
+
+  /** The area of the quad (x, y) inside [tx, tx + 1] x [ty, ty + 1]. */
+  areaInUnitSquare(x: Float64Array, y: Float64Array, tx: number, ty: number): number {
+    let n = 4;
+    for (let i = 0; i < 4; i++) {
+      this.ax[i] = (x[i] as number) - tx;
+      this.ay[i] = (y[i] as number) - ty;
+    }
+    // Left, right, top, bottom edges of the unit square, each keeping one side.
+    n = this.clipEdge(n, 0, 0, 1);
+    n = this.clipEdge(n, 0, 1, -1);
+    n = this.clipEdge(n, 1, 0, 1);
+    n = this.clipEdge(n, 1, 1, -1);
+    return n < 3 ? 0 : Math.abs(shoelace(this.ax, this.ay, n));
+  }
+
+  /** Keeps the part with sign * (coord - at) >= 0, coord x (axis 0) or y (axis 1); result back in (ax, ay). */
+  private clipEdge(n: number, axis: 0 | 1, at: number, sign: 1 | -1): number {
+    const inX = this.ax;
+    const inY = this.ay;
+    const outX = this.bx;
+    const outY = this.by;
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      const j = (i + 1) % n;
+      const pi = sign * ((axis === 0 ? inX[i] : inY[i]) as number) - sign * at;
+      const pj = sign * ((axis === 0 ? inX[j] : inY[j]) as number) - sign * at;
+      if (pi >= 0) {
+        outX[m] = inX[i] as number;
+        outY[m] = inY[i] as number;
+        m++;
+      }
+      if (pi >= 0 !== pj >= 0) {
+        const t = pi / (pi - pj);
+        outX[m] = (inX[i] as number) + t * ((inX[j] as number) - (inX[i] as number));
+        outY[m] = (inY[i] as number) + t * ((inY[j] as number) - (inY[i] as number));
+        m++;
+      }
+    }
+    this.ax = outX;
+    this.ay = outY;
+    this.bx = inX;
+    this.by = inY;
+    return m;
   }
 }
 
@@ -534,7 +698,7 @@ class Sampler {
   /** The X weights of the general kernel and of lanczos, one per tap (the widest a downsampling kernel gets). */
   private weightsX = new Float64Array(16);
   private weightsY = new Float64Array(16);
-  /** mode's histogram for integer bands (GWKAOM_Imode), reused: only the bins a box touched are reset. */
+  /** mode's counts, reused from box to box. */
   private readonly counts = new Map<number, number>();
 
   constructor(
@@ -758,11 +922,9 @@ class Sampler {
     if (x1 <= x0 || y1 <= y0) return Number.NaN;
     switch (method) {
       case 'average':
-      case 'rms':
-      case 'sum': {
+      case 'rms': {
         let sum = 0;
         let weight = 0;
-        let found = false;
         for (let py = y0; py < y1; py++) {
           const wy = py === y0 ? (y0 + 1 === y1 ? 1 : 1 - (yMin - y0)) : py + 1 === y1 ? 1 - (y1 - yMax) : 1;
           for (let px = x0; px < x1; px++) {
@@ -773,10 +935,8 @@ class Sampler {
             const value = this.values[k] as number;
             sum += (method === 'rms' ? value * value : value) * cell;
             weight += cell;
-            found = true;
           }
         }
-        if (method === 'sum') return found ? sum : Number.NaN;
         if (!(weight > 0)) return Number.NaN;
         return method === 'rms' ? Math.sqrt(sum / weight) : sum / weight;
       }
@@ -809,14 +969,19 @@ class Sampler {
         return sample[Math.ceil(q * sample.length - 1)] as number;
       }
       case 'mode':
-        return this.integerMode ? this.integerModeOf(x0, x1, y0, y1) : this.floatModeOf(x0, x1, y0, y1);
+        return this.modeOf(x0, x1, y0, y1);
       default:
         return assertNever(method);
     }
   }
 
-  /** GWKAOM_Imode: a histogram of the values (as integers); the first value to reach the highest count wins. */
-  private integerModeOf(x0: number, x1: number, y0: number, y1: number): number {
+  /**
+   * mode as GDAL counts it: the first value to reach the highest count wins. Integer bands (GWKAOM_Imode) count
+   * the values as integers; any other (GWKAOM_Fmode) compares them as float32 and gives the float32 value, so
+   * float64 values equal in float32 are one value. (Fmode's list of entries re-adds a value that did not overtake
+   * the leader, but every later match counts on its first entry, so the winner is the histogram's.)
+   */
+  private modeOf(x0: number, x1: number, y0: number, y1: number): number {
     const counts = this.counts;
     counts.clear();
     let best = Number.NaN;
@@ -825,7 +990,8 @@ class Sampler {
       for (let px = x0; px < x1; px++) {
         const k = py * this.width + px;
         if (!this.valid[k]) continue;
-        const value = Math.trunc(this.values[k] as number);
+        const v = this.values[k] as number;
+        const value = this.integerMode ? Math.trunc(v) : Math.fround(v);
         const n = (counts.get(value) ?? 0) + 1;
         counts.set(value, n);
         if (n > bestCount) {
@@ -836,44 +1002,10 @@ class Sampler {
     }
     return best;
   }
-
-  /**
-   * GWKAOM_Fmode, as GDAL counts: values compared as float32 in a list of entries; a value found whose count does
-   * not then exceed the leader's is added again as a new entry, and counted there too on later matches. Kept
-   * literally: a plain histogram picks another value on some ties.
-   */
-  private floatModeOf(x0: number, x1: number, y0: number, y1: number): number {
-    const vals: number[] = [];
-    const sums: number[] = [];
-    let leader = -1;
-    for (let py = y0; py < y1; py++) {
-      for (let px = x0; px < x1; px++) {
-        const k = py * this.width + px;
-        if (!this.valid[k]) continue;
-        const f = Math.fround(this.values[k] as number);
-        let i = 0;
-        for (; i < vals.length; i++) {
-          if (vals[i] === f) {
-            sums[i] = (sums[i] as number) + 1;
-            if ((sums[i] as number) > (sums[leader] as number)) {
-              leader = i;
-              break;
-            }
-          }
-        }
-        if (i === vals.length) {
-          vals.push(f);
-          sums.push(1);
-          if (leader < 0) leader = i;
-        }
-      }
-    }
-    return leader < 0 ? Number.NaN : (vals[leader] as number);
-  }
 }
 
 /** The methods that take the box under a target pixel rather than a kernel around its centre. */
-type BoxMethod = 'average' | 'rms' | 'mode' | 'max' | 'min' | 'med' | 'q1' | 'q3' | 'sum';
+type BoxMethod = 'average' | 'rms' | 'mode' | 'max' | 'min' | 'med' | 'q1' | 'q3';
 
 /** Rounds a warped value into an integer band the way GDAL does (round half up, clamped to the type's range). */
 export function roundToInteger(value: number, min: number, max: number): number {

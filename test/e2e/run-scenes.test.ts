@@ -104,7 +104,7 @@ describe('tessera run on band files and STAC Items', () => {
       [['--band', 'B04=1'], /give --scene PATH or --source-key KEY too/],
       [['--asset', 'B04=red'], /--asset names an asset of --stac ITEM/],
       [['--crs', '3857'], /EPSG:<number>/],
-      [['--crs', 'EPSG:3857', '--resampling', 'lanczos'], /resampling "lanczos"/],
+      [['--crs', 'EPSG:3857', '--resampling', 'gauss'], /resampling "gauss"/],
       [['--tms', 'WebMercatorQuad'], /--tms and --zoom go together/],
       [['--tms', 'WebMercatorQuad', '--zoom', '3', '--tile', '300'], /tile_px must be 256 or 512/],
     ];

@@ -23,6 +23,7 @@ const names = {
   mosaic: `mosaic-${suffix}`,
   ingest: `ingest-${suffix}`,
   reconcile: `reconcile-${suffix}`,
+  stream: `stream-${suffix}`,
 };
 let s: GcpTestStack;
 let events: TestRuntime;
@@ -41,6 +42,7 @@ beforeAll(async () => {
       // Composed on first use only: this file drives the tile and mosaic entry points.
       ingest: () => s.runtime({ role: 'ingest' }),
       reconcile: () => s.runtime({ role: 'reconcile' }),
+      stream: () => s.runtime({ role: 'stream' }),
     },
     names,
   );

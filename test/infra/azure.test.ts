@@ -207,6 +207,11 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       ],
       // Reads the manifest only.
       reconcile: [at(AZURE_ROLES.storageTableDataReader, tableScope('tesseramanifest'))],
+      // Claims of its batches, poison of its queue (docs/streams.md).
+      stream: [
+        at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseraclaims')),
+        at(sender, queueScope(azurePoisonQueue(AZURE_QUEUES.stream))),
+      ],
       verify: [
         at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseraclaims')),
         at(AZURE_ROLES.storageQueueDataContributor, queueScope(AZURE_QUEUES.scene)),

@@ -1,10 +1,11 @@
 import { app } from '@azure/functions';
 import { ENV } from '../../../shared/domain/runtime-config.js';
-import { CLEANUP_SCHEDULE, INGEST_QUEUE, SCENE_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
+import { CLEANUP_SCHEDULE, INGEST_QUEUE, SCENE_EVENT_QUEUE, STREAM_EVENT_QUEUE, TRIGGER_CONNECTION } from '../compose.js';
 import { makeCleanupHandler } from './cleanup.handler.js';
 import { makeIngestHandler, makeReconcileHandler, RECONCILE_SCHEDULE } from './ingest.handler.js';
 import { MOSAIC_SCHEDULE, makeMosaicHandler } from './mosaic.handler.js';
 import { makeSceneHandler } from './scene.handler.js';
+import { makeStreamHandler } from './stream.handler.js';
 import { makeTileHandler } from './tile.handler.js';
 
 /** The parts of `app` this module registers with (a narrow seam so tests can check the registrations). */
@@ -36,4 +37,6 @@ export function registerFunctions(registrar: FunctionRegistrar = app): void {
   // Ingestion (design note 2): requests on their own queue (its own poison twin), and the weekly manifest reconcile.
   registrar.storageQueue('ingest', { queueName: INGEST_QUEUE, connection: TRIGGER_CONNECTION, handler: makeIngestHandler() });
   registrar.timer('reconcile', { schedule: RECONCILE_SCHEDULE, handler: makeReconcileHandler() });
+  // Feature streams (docs/streams.md): BlobCreated of batch objects under streams/, one batch per message.
+  registrar.storageQueue('stream', { queueName: STREAM_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeStreamHandler() });
 }

@@ -11,6 +11,7 @@ import { createIngestHandler } from './ingest.handler.js';
 import { createMosaicHandler } from './mosaic.handler.js';
 import { createReconcileHandler } from './reconcile.handler.js';
 import { createSceneHandler } from './scene.handler.js';
+import { createStreamHandler } from './stream.handler.js';
 import { createTileHandler } from './tile.handler.js';
 
 /** The function names (entry points) Tessera registers. */
@@ -20,6 +21,7 @@ export const GCP_FUNCTIONS: Readonly<Record<GcpFunctionRole, string>> = {
   mosaic: 'tesseraMosaic',
   ingest: 'tesseraIngest',
   reconcile: 'tesseraReconcile',
+  stream: 'tesseraStream',
 };
 
 export type GcpFunctionRuntimes = Readonly<Record<GcpFunctionRole, GcpRuntime | (() => GcpRuntime)>>;
@@ -40,6 +42,8 @@ export function registerGcpFunctions(
   // Ingest requests arrive by a Pub/Sub push, as tile jobs do; the reconcile is Cloud Scheduler's HTTP call, as the sweep is.
   cloudEvent(names.ingest, createIngestHandler(runtimes.ingest));
   http(names.reconcile, createReconcileHandler(runtimes.reconcile));
+  // Batch objects of feature streams: Eventarc on the source bucket, as the scene function (docs/streams.md).
+  cloudEvent(names.stream, createStreamHandler(runtimes.stream));
 }
 
 registerGcpFunctions({
@@ -48,6 +52,7 @@ registerGcpFunctions({
   mosaic: () => functionRuntime('mosaic'),
   ingest: () => functionRuntime('ingest'),
   reconcile: () => functionRuntime('reconcile'),
+  stream: () => functionRuntime('stream'),
 });
 
-export { createIngestHandler, createMosaicHandler, createReconcileHandler, createSceneHandler, createTileHandler };
+export { createIngestHandler, createMosaicHandler, createReconcileHandler, createSceneHandler, createStreamHandler, createTileHandler };

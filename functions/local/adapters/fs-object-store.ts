@@ -35,7 +35,17 @@ const isCode = (e: unknown, ...codes: string[]): boolean => codes.includes((e as
  * place changes mtime and ctime (ctime cannot be set back), a rename-replace
  * gives a new inode. The key of the hash cache.
  */
-const statId = (s: BigIntStats): string => `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+const statIdAt = (s: BigIntStats, tickNs: bigint): string =>
+  `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs - (s.mtimeNs % tickNs)}:${s.ctimeNs - (s.ctimeNs % tickNs)}`;
+
+export interface FsObjectStoreOptions {
+  /**
+   * Seam for tests: read file timestamps as a filesystem with this resolution records them (1 s: ext3,
+   * HFS+, many NFS servers; FAT has 2 s), so a test on a kernel with fine-grained timestamps can play two
+   * writes inside one timestamp tick. Default 1 ns: the timestamps as the filesystem gives them.
+   */
+  readonly timestampResolutionNs?: bigint | undefined;
+}
 
 /** The version token of bytes about to be written: their SHA-256 (hex), the only hash this store keeps. */
 const sha256Hex = (body: Uint8Array): string => createHash('sha256').update(body).digest('hex');
@@ -72,12 +82,14 @@ export class FsObjectStore implements ObjectStore {
   readonly #tmp: string;
   readonly #locks: string;
   readonly #hashes = new Map<string, string>();
+  readonly #tickNs: bigint;
 
   uriOf(key: string): string {
     return pathToFileURL(this.pathOf(key)).href;
   }
 
-  constructor(root: string) {
+  constructor(root: string, options: FsObjectStoreOptions = {}) {
+    this.#tickNs = options.timestampResolutionNs ?? 1n;
     this.root = resolve(root);
     this.#objects = join(this.root, 'objects');
     this.#tmp = join(this.root, 'tmp');
@@ -293,7 +305,7 @@ export class FsObjectStore implements ObjectStore {
       if (before) {
         // A write in place while we read (not through this store) shows in the descriptor's stats.
         const after = await handle.stat({ bigint: true });
-        if (statId(after) !== statId(before)) throw new SourceChangedError(this.name, key, pin?.version ?? '', undefined);
+        if (this.#statId(after) !== this.#statId(before)) throw new SourceChangedError(this.name, key, pin?.version ?? '', undefined);
       }
       return new Uint8Array(buffer.buffer, buffer.byteOffset, read);
     } finally {
@@ -342,7 +354,7 @@ export class FsObjectStore implements ObjectStore {
     for (let attempt = 0; ; attempt++) {
       const stats = await handle.stat({ bigint: true });
       if (!stats.isFile()) return undefined;
-      const id = statId(stats);
+      const id = this.#statId(stats);
       const cached = this.#hashes.get(id);
       if (cached !== undefined) return { version: cached, stats };
       const hash = createHash('sha256');
@@ -354,7 +366,7 @@ export class FsObjectStore implements ObjectStore {
         position += bytesRead;
       }
       const after = await handle.stat({ bigint: true });
-      if (statId(after) === id) {
+      if (this.#statId(after) === id) {
         const version = hash.digest('hex');
         if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
         this.#hashes.set(id, version);
@@ -376,7 +388,7 @@ export class FsObjectStore implements ObjectStore {
   async #remember(own: FileHandle, version: string): Promise<void> {
     const stats = await own.stat({ bigint: true });
     if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
-    this.#hashes.set(statId(stats), version);
+    this.#hashes.set(this.#statId(stats), version);
   }
 
   /** Size and content hash of any file (a temporary one during an import). */
@@ -473,6 +485,11 @@ export class FsObjectStore implements ObjectStore {
         await new Promise((r) => setTimeout(r, Math.min(50, 2 + attempt * 2) * (0.5 + Math.random())));
       }
     }
+  }
+
+  /** What identifies one state of a file without reading it (the hash cache's key), at the timestamps' resolution. */
+  #statId(s: BigIntStats): string {
+    return statIdAt(s, this.#tickNs);
   }
 
   #fail(what: string, cause: unknown): AdapterError {

@@ -317,7 +317,10 @@ function pubsub(wire: WireRequest, path: string): Requirement[] {
   if (method === 'Subscriber/CreateSubscription') return createSubscription(wire);
   const known = PUBSUB[method];
   if (known === undefined) throw new Unrecognised(`Pub/Sub ${method} is not classified`);
-  const full = routingParam(wire, known.param) ?? (wire.bodyComplete ? firstStringField(wire.body) : undefined);
+  const full =
+    routingParam(wire, known.param) ??
+    (wire.bodyComplete ? firstStringField(wire.body) : undefined) ??
+    (wire.firstMessage === undefined ? undefined : firstStringField(wire.firstMessage));
   const short = full?.split(`/${known.param === 'topic' ? 'topics' : 'subscriptions'}/`)[1];
   if (short === undefined) throw new Unrecognised(`Pub/Sub ${method} names no ${known.param}`);
   return [single(access(wire, known.action, lookup(short, `Pub/Sub ${known.param}`, 'queue')))];
@@ -332,10 +335,14 @@ function createSubscription(wire: WireRequest): Requirement[] {
   if (!wire.bodyComplete) throw new Unrecognised('Pub/Sub CreateSubscription message too long to read');
   const subscription = shortName(routingParam(wire, 'name') ?? stringField(wire.body, 1), 'subscriptions');
   const topic = shortName(stringField(wire.body, 2), 'topics');
-  if (subscription === undefined || topic === undefined) throw new Unrecognised('Pub/Sub CreateSubscription names no subscription or topic');
+  if (subscription === undefined || topic === undefined)
+    throw new Unrecognised('Pub/Sub CreateSubscription names no subscription or topic');
   const resource = lookup(topic, 'Pub/Sub topic', 'queue');
   registerResource(subscription, resource);
-  return [single(access(wire, 'pubsub.subscriptions.create', resource)), single(access(wire, 'pubsub.topics.attachSubscription', resource))];
+  return [
+    single(access(wire, 'pubsub.subscriptions.create', resource)),
+    single(access(wire, 'pubsub.topics.attachSubscription', resource)),
+  ];
 }
 
 function secretManager(wire: WireRequest, path: string): Requirement[] {

@@ -87,7 +87,6 @@ function emit(wire: WireRequest): void {
     classified = cloud === undefined ? { kind: 'not-cloud' } : { kind: 'unrecognised', cloud, why };
   }
   recorderStats[wire.transport]++;
-  if (process.env.IAM_DEBUG && wire.path.includes('pubsub')) process.stderr.write(`[dbg] ${wire.role} ${wire.path} ${wire.headers['x-goog-request-params'] ?? '-'} ${wire.body.toString('latin1').replace(/[^ -~]/g, '.').slice(0, 120)} => ${JSON.stringify(classified).slice(0, 200)}\n`);
   for (const l of listeners) l({ wire, classified });
 }
 
@@ -213,6 +212,7 @@ function onHttp2Created({ stream, headers }: { stream: ClientHttp2Stream; header
     const grpc = (all['content-type'] ?? '').startsWith('application/grpc');
     const body = new BodyCapture(() => grpc || needsBody(base.method, base.path, all));
     let sent = 0;
+    let first: Buffer | undefined;
     // Each gRPC message is one framed write (1 flag byte, 4 length bytes, the message): one request per message.
     const drain = () => {
       if (!grpc) return;
@@ -220,7 +220,9 @@ function onHttp2Created({ stream, headers }: { stream: ClientHttp2Stream; header
       while (pending.length >= 5) {
         const length = pending.readUInt32BE(1);
         if (pending.length < 5 + length) break;
-        emit({ ...base, body: Buffer.from(pending.subarray(5, 5 + length)), bodyComplete: pending[0] === 0 });
+        const message = Buffer.from(pending.subarray(5, 5 + length));
+        first ??= message;
+        emit({ ...base, body: message, bodyComplete: pending[0] === 0, firstMessage: first });
         sent += 5 + length;
         pending = pending.subarray(5 + length);
       }

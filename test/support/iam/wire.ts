@@ -25,6 +25,11 @@ export interface WireRequest {
   readonly body: Buffer;
   /** False when the body was longer than the recorder keeps (a classifier that needs it then refuses). */
   readonly bodyComplete: boolean;
+  /**
+   * gRPC: the first message of this call's stream. A streaming call names its resource once, in its first
+   * message (StreamingPull's subscription); its later messages (acks, heartbeats) are placed by it.
+   */
+  readonly firstMessage?: Buffer | undefined;
 }
 
 /**

@@ -240,17 +240,21 @@ describe('resolveAssetHref', () => {
 describe('resolveStacAssets', () => {
   it('picks Sentinel-2 bands by asset key, each relative href resolved against the item', () => {
     const s2 = sentinel2();
+    // With each band's raster:bands scale and offset, which --unscale applies (issue 29).
+    const scaleOffset = { scale: 0.0001, offset: 0 };
     expect(resolveStacAssets(s2, S2_KEY, { B04: 'red', B08: 'nir' })).toEqual({
-      B04: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B04_10m.tif`, index: 1, asset: 'red' },
-      B08: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B08_10m.tif`, index: 1, asset: 'nir' },
+      B04: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B04_10m.tif`, index: 1, asset: 'red', scaleOffset },
+      B08: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B08_10m.tif`, index: 1, asset: 'nir', scaleOffset },
     });
   });
 
   it('picks a band by common name when it is carried by exactly one asset of one band', () => {
     // `nir` names asset nir (one band) and nothing else
+    // Landsat Collection 2 surface reflectance: scale 0.0000275, offset -0.2 in raster:bands.
+    const scaleOffset = { scale: 0.0000275, offset: -0.2 };
     expect(resolveStacAssets(landsat(), LANDSAT_KEY, { N: 'nir08', S: 'swir16' })).toEqual({
-      N: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B5.TIF', index: 1, asset: 'nir08' },
-      S: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B6.TIF', index: 1, asset: 'swir16' },
+      N: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B5.TIF', index: 1, asset: 'nir08', scaleOffset },
+      S: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B6.TIF', index: 1, asset: 'swir16', scaleOffset },
     });
   });
 

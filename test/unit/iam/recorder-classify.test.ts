@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import type { FunctionRole } from '../../../shared/domain/key-layout.js';
+import { withIamFindings } from '../../parity/matrix.js';
 import type { AccessVerdict, RecordedAccess, StackGrants } from '../../support/iam/access.js';
 import { AccessCheck, AccessTally, IamAccessDeniedError } from '../../support/iam/access-check.js';
 import { classify, needsBody } from '../../support/iam/classify.js';
@@ -299,6 +300,16 @@ describe('the classifier: GCP', () => {
     expect(shown(classify(remove))).toEqual(['tile pubsub.subscriptions.delete tileQueue']);
   });
 
+  it("places a StreamingPull's later messages (acks, heartbeats) by the subscription its first message named", () => {
+    const first = Buffer.concat([Buffer.from([0x0a, SUBSCRIPTION.length]), SUBSCRIPTION]);
+    const ack = Buffer.from([0x12, 0x02, 0x61, 0x31]); // field 2 (ack_ids): "a1"
+    const later = { ...grpc('/google.pubsub.v1.Subscriber/StreamingPull', ack), firstMessage: first };
+    expect(shown(classify(later))).toEqual(['tile pubsub.subscriptions.consume tileQueue']);
+    expect(shown(classify(grpc('/google.pubsub.v1.Subscriber/StreamingPull', ack)))).toEqual([
+      'gcp unrecognised: Pub/Sub Subscriber/StreamingPull names no subscription',
+    ]);
+  });
+
   it('refuses a Firestore call the adapters never make rather than guess its resource', () => {
     expect(shown(classify(grpc('/google.firestore.v1.Firestore/BeginTransaction', Buffer.alloc(0))))).toEqual([
       'gcp unrecognised: Firestore BeginTransaction is not classified (the adapters make no such call)',
@@ -505,5 +516,25 @@ describe('AccessCheck', () => {
     expect(md).toContain('| `g1` | s3:GetObject on outputBucket * | 0 (unused) |');
     expect(md).toContain('| tile | `s3:PutObject` | outputBucket | `index/x` | 1 | `PUT /cls-out/index/x` |');
     expect(md).toContain('| aws | 3 | 3 | 1 | 0 | 2 |');
+  });
+});
+
+describe('the parity matrix with the IAM check', () => {
+  const record = { calls: {} } as never;
+  it('fails a cell whose functions made an access outside their grants, whatever its outcome record', () => {
+    expect(withIamFindings({ status: 'pass', record }, ['denied: tile s3:PutObject on outputBucket "index/x"'])).toEqual({
+      status: 'fail',
+      diff: ['iam denied: tile s3:PutObject on outputBucket "index/x"'],
+      record,
+    });
+    expect(withIamFindings({ status: 'fail', diff: ['calls.x: expected 1, got 2'] }, ['unclassified: tile GET /x: why'])).toEqual({
+      status: 'fail',
+      diff: ['calls.x: expected 1, got 2', 'iam unclassified: tile GET /x: why'],
+    });
+  });
+
+  it('leaves a cell without findings as it was', () => {
+    const cell = { status: 'pass', record } as const;
+    expect(withIamFindings(cell, [])).toBe(cell);
   });
 });

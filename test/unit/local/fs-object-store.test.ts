@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { open, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { open, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -94,6 +94,33 @@ describe('FsObjectStore', () => {
       await fd.write(Buffer.from('CCCC'), 0, 4, 0);
       await fd.close();
       await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+    });
+
+    // Issue 25 item 6. The hash cache is keyed on the file's state (inode, size, mtime, ctime); on a filesystem whose
+    // timestamps are coarser than the time between two writes, a same-size rewrite in place inside one tick leaves
+    // that state as it was (its mtime can even be set back), and the pin of the old version was accepted from the
+    // cache. This kernel's timestamps are fine-grained, so the store reads them at 1 s resolution (its test seam),
+    // as ext3, HFS+ or many NFS servers record them; the whole case runs inside one second.
+    it('a same-size rewrite in place inside one timestamp tick (mtime set back) fails the pin of the old version', async () => {
+      const s = new FsObjectStore(mkdtempSync(join(tmpdir(), 'tessera-fs-tick-')), { timestampResolutionNs: 1_000_000_000n });
+      // Start just after a second begins, so every write and read below falls inside that second.
+      await new Promise((r) => setTimeout(r, 1_000 - (Date.now() % 1_000) + 5));
+      const started = Date.now();
+      const put = await s.putIfAbsent('scene.tif', bytes('AAAA-1234'));
+      const version = put.kind === 'written' ? put.version : '';
+      const pin = await s.pin('scene.tif', version);
+      expect(new TextDecoder().decode(await s.getRange('scene.tif', 0, 4, pin))).toBe('AAAA');
+      const path = s.pathOf('scene.tif');
+      const before = await stat(path);
+      const fd = await open(path, 'r+');
+      await fd.write(Buffer.from('CCCC'), 0, 4, 0);
+      await fd.close();
+      await utimes(path, before.atime, before.mtime);
+      // (Still the same second: else the rewrite's ctime alone would tell the states apart and prove nothing.)
+      expect(Date.now() - started).toBeLessThan(900);
+      await expect(s.pin('scene.tif', version)).rejects.toBeInstanceOf(SourceChangedError);
+      await expect(s.getRange('scene.tif', 0, 4, pin)).rejects.toBeInstanceOf(SourceChangedError);
+      expect((await s.head('scene.tif'))?.version).toBe(createHash('sha256').update('CCCC-1234').digest('hex'));
     });
 
     it('a pinned read past the end of the object returns the bytes up to its end', async () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidGridError } from '../../../shared/domain/errors.js';
 import { bundledEpsgCount, crsFromEpsg, crsTransform, UnknownCrsError } from '../../../shared/raster/crs.js';
 import type { GeoTransform } from '../../../shared/raster/georeferencing.js';
-import { RESAMPLINGS, type RasterGrid, type Resampling, roundToInteger, type WarpedBand, warpBand } from '../../../shared/raster/warp.js';
+import { type RasterGrid, RESAMPLINGS, type Resampling, roundToInteger, type WarpedBand, warpBand } from '../../../shared/raster/warp.js';
 import { scratchDir } from './gdal-harness.js';
 
 /**
@@ -249,14 +249,79 @@ describe('warpBand', () => {
     const source = { ...grid(4, 4), values: new Float64Array(16).fill(7) };
     // Target: 8 x 8 pixels of 10 m starting 20 m west and north of the source.
     const target = grid(8, 8, 499980, 5000020);
-    for (const r of ['nearest', 'bilinear', 'cubic', 'average'] as const) {
+    const kernels = new Set<Resampling>(['nearest', 'bilinear', 'cubic', 'cubicspline', 'lanczos', 'sum']);
+    for (const r of RESAMPLINGS) {
       const out = warpBand(source, target, r);
       const validCount = out.valid.reduce((s, v) => s + v, 0);
-      // average: GDAL's footprint rule gives the row and column just above and left of the source the edge values.
-      expect(validCount, r).toBe(r === 'average' ? 25 : 16);
+      // The box methods: GDAL's footprint rule gives the row and column just above and left of the source the
+      // edge values. sum weighs by the area covered exactly, so a box beside the raster adds nothing.
+      expect(validCount, r).toBe(kernels.has(r) ? 16 : 25);
       expect(out.valid[0]).toBe(0);
       expect(Number.isNaN(out.values[0])).toBe(true);
-      expect(out.values[2 * 8 + 2]).toBe(7);
+      expect(out.values[2 * 8 + 2], r).toBeCloseTo(7, 12);
+    }
+  });
+
+  it('sums source-centrically: upsampling splits each value over the target pixels it covers, the total is kept', () => {
+    const values = Float64Array.from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+    // 5 m target pixels over 10 m source pixels: each source value is shared by four target pixels.
+    const out = warpBand({ ...grid(4, 4), values, noData: 6 }, grid(8, 8, 500000, 5000000, 5), 'sum');
+    expect(out.values[0]).toBeCloseTo(1 / 4, 12);
+    expect(out.values[1 * 8 + 3]).toBeCloseTo(2 / 4, 12);
+    // The nodata source pixel (6, at column 1, row 1) leaves its four target pixels nodata.
+    expect(out.valid[2 * 8 + 2]).toBe(0);
+    let total = 0;
+    for (let k = 0; k < 64; k++) if (out.valid[k]) total += out.values[k] as number;
+    expect(total).toBeCloseTo(136 - 6, 9);
+    // Downsampling by 2 adds whole pixels, nodata skipped.
+    const down = warpBand({ ...grid(4, 4), values, noData: 6 }, grid(2, 2, 500000, 5000000, 20), 'sum');
+    expect(Array.from(down.values)).toEqual([1 + 2 + 5, 3 + 4 + 7 + 8, 9 + 10 + 13 + 14, 11 + 12 + 15 + 16]);
+  });
+
+  it('picks, over each target footprint, the max, min, quartiles and the first value to reach the highest count', () => {
+    // One 20 m target pixel over four 10 m source pixels, read row by row: in 9, 3, 3, 9 the 3 reaches two first.
+    const box = (values: number[], r: Resampling) =>
+      warpBand({ ...grid(2, 2), values: Float64Array.from(values), dataType: 'uint16' }, grid(1, 1, 500000, 5000000, 20), r).values[0];
+    expect(box([9, 3, 3, 9], 'mode')).toBe(3);
+    expect(box([3, 9, 9, 3], 'mode')).toBe(9);
+    expect(box([5, 1, 7, 2], 'max')).toBe(7);
+    expect(box([5, 1, 7, 2], 'min')).toBe(1);
+    // Sorted 1, 2, 5, 7: GDAL takes the value at ceil(q * n - 1): q1 -> 1, med -> 2, q3 -> 5.
+    expect(box([5, 1, 7, 2], 'q1')).toBe(1);
+    expect(box([5, 1, 7, 2], 'med')).toBe(2);
+    expect(box([5, 1, 7, 2], 'q3')).toBe(5);
+    expect(box([5, 1, 7, 2], 'rms')).toBeCloseTo(Math.sqrt((25 + 1 + 49 + 4) / 4), 12);
+  });
+
+  it("counts a float band's mode by float32 equality, as GDAL does, and gives the float32 value", () => {
+    // 0.1 and 0.1 + 1e-12 are one float32: counted together (three) they outnumber the two 0.5s.
+    const values = Float64Array.from([0.5, 0.1, 0.5, 0.1 + 1e-12, 0.1, 0, 0, 0, 0]);
+    const out = warpBand({ ...grid(3, 3), values, noData: 0, dataType: 'float64' }, grid(1, 1, 500000, 5000000, 30), 'mode');
+    expect(out.values[0]).toBe(Math.fround(0.1));
+  });
+
+  it('gives lanczos nodata where fewer than half of its taps are valid, a value where most are', () => {
+    // 10 x 10 rasters of 50 with nodata in their first columns; the target pixel is centred on source column 8,
+    // whose taps are columns 5-9 (clipped at the edge) and rows 2-8.
+    const raster = (nodataColumns: number) => {
+      const values = new Float64Array(100).fill(50);
+      for (let k = 0; k < 100; k++) if (k % 10 < nodataColumns) values[k] = -1;
+      return { ...grid(10, 10), values, noData: -1 };
+    };
+    const target = grid(1, 1, 500080, 4999950, 10);
+    // Columns 0-7 nodata: 14 of the 35 taps valid, fewer than half, though the centre is valid.
+    expect(warpBand(raster(8), target, 'lanczos').valid[0]).toBe(0);
+    // Columns 0-3 nodata: every tap valid.
+    const dense = warpBand(raster(4), target, 'lanczos');
+    expect(dense.valid[0]).toBe(1);
+    expect(dense.values[0]).toBeCloseTo(50, 9);
+  });
+
+  it('reproduces a constant exactly with cubicspline and lanczos, weights renormalised at the edges', () => {
+    const values = new Float64Array(64).fill(42);
+    for (const r of ['cubicspline', 'lanczos'] as const) {
+      const out = warpBand({ ...grid(8, 8), values }, grid(7, 7, 500005, 4999995), r);
+      for (let k = 0; k < 49; k++) expect(out.values[k], `${r} ${k}`).toBeCloseTo(42, 9);
     }
   });
 

@@ -1,0 +1,271 @@
+import type pg from 'pg';
+import { InvalidParamsError, TesseraError } from '../../shared/domain/errors.js';
+import { INSERT_CHUNK } from '../../shared/domain/feature-batch.js';
+import type { BatchDone, BatchPutResult, CellRecord, FeatureBatch, FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
+import { inTransaction, migrateOnce, type PgPool, postgresPool } from './connection.js';
+import { pgFailure } from './postgres-error.js';
+
+const TAG = 'feature-batch-sink:postgis';
+/** One row per done batch object: the commit evidence of its claim (the owner whose transaction inserted it). */
+export const BATCHES_TABLE = 'feature_batches';
+/** One row per distinct record of a stream, ever: the first batch that carried it inserted it. */
+export const RECORDS_TABLE = 'feature_records';
+/** Every record that is not a position, with its batch and line. */
+export const REJECTS_TABLE = 'feature_rejects';
+/** Positions per H3 cell and UTC minute: a view over the rows, so it never counts a record twice. */
+export const COUNTS_VIEW = 'feature_counts_h3_minute';
+
+/**
+ * The schema; every statement is idempotent (every cold start may run it, serialised by migrateOnce).
+ *
+ * - `feature_batches`: written once per batch, first in its transaction (`ON CONFLICT (batch_key) DO NOTHING`), so
+ *   a second attempt of one batch waits on the first's uncommitted row and then finds it: the gate. No UPDATE ever.
+ * - `feature_records`: `record_id` (32 bytes, SHA-256 of the pipeline and the record's identity) is the primary
+ *   key: a record that two batch objects carry is inserted by the first and skipped by the second. The point is
+ *   built in the insert; the H3 cell comes computed (h3-js in the use case). No foreign key to the batch: the batch
+ *   row is inserted by the same transaction just before, and a per-row key check would cost every insert a lookup.
+ * - `feature_rejects`: keyed by (batch_key, line): a reject is never dropped, and never kept twice.
+ * - `feature_counts_h3_minute`: counts per pipeline, cell and UTC minute, over the rows.
+ */
+export const BATCH_MIGRATIONS: readonly string[] = [
+  'CREATE EXTENSION IF NOT EXISTS postgis',
+  `CREATE TABLE IF NOT EXISTS ${BATCHES_TABLE} (
+     batch_key      text PRIMARY KEY CHECK (batch_key <> ''),
+     owner          text NOT NULL CHECK (owner <> ''),
+     pipeline       text NOT NULL CHECK (pipeline <> ''),
+     source_bucket  text NOT NULL CHECK (source_bucket <> ''),
+     source_key     text NOT NULL CHECK (source_key <> ''),
+     source_version text NOT NULL CHECK (source_version <> ''),
+     format         text NOT NULL,
+     records        integer NOT NULL CHECK (records >= 0),
+     rejects        integer NOT NULL CHECK (rejects >= 0),
+     blank_lines    integer NOT NULL CHECK (blank_lines >= 0),
+     done_at        timestamptz NOT NULL DEFAULT now()
+   )`,
+  `CREATE TABLE IF NOT EXISTS ${RECORDS_TABLE} (
+     record_id  bytea PRIMARY KEY CHECK (octet_length(record_id) = 32),
+     given_id   text,
+     pipeline   text NOT NULL,
+     batch_key  text NOT NULL,
+     line       integer NOT NULL CHECK (line > 0),
+     vessel     text NOT NULL,
+     t          timestamptz NOT NULL,
+     lon        double precision NOT NULL CHECK (lon BETWEEN -180 AND 180),
+     lat        double precision NOT NULL CHECK (lat BETWEEN -90 AND 90),
+     speed      double precision CHECK (speed >= 0),
+     h3_cell    text NOT NULL,
+     geom       geometry(Point, 4326) NOT NULL
+   )`,
+  `CREATE INDEX IF NOT EXISTS ${RECORDS_TABLE}_geom ON ${RECORDS_TABLE} USING gist (geom)`,
+  `CREATE INDEX IF NOT EXISTS ${RECORDS_TABLE}_cell_time ON ${RECORDS_TABLE} (pipeline, h3_cell, t)`,
+  `CREATE TABLE IF NOT EXISTS ${REJECTS_TABLE} (
+     batch_key text NOT NULL,
+     line      integer NOT NULL CHECK (line > 0),
+     reason    text NOT NULL,
+     detail    text NOT NULL,
+     excerpt   text NOT NULL,
+     PRIMARY KEY (batch_key, line)
+   )`,
+  // Created once: replacing a view waits for every query reading it (the same reason as tile_features_current).
+  `DO $$ BEGIN
+     IF to_regclass(quote_ident(current_schema()) || '.${COUNTS_VIEW}') IS NULL THEN
+       CREATE VIEW ${COUNTS_VIEW} AS
+         SELECT pipeline, h3_cell, date_trunc('minute', t AT TIME ZONE 'UTC') AS minute_utc,
+                count(*) AS records, count(DISTINCT vessel) AS vessels
+           FROM ${RECORDS_TABLE}
+          GROUP BY pipeline, h3_cell, date_trunc('minute', t AT TIME ZONE 'UTC');
+     END IF;
+   END $$`,
+];
+
+const INSERT_RECORDS = `INSERT INTO ${RECORDS_TABLE} (record_id, given_id, pipeline, batch_key, line, vessel, t, lon, lat, speed, h3_cell, geom)
+  SELECT decode(r.id, 'hex'), r.given, $1, $2, r.line, r.vessel, to_timestamp(r.ms / 1000.0), r.lon, r.lat, r.speed, r.cell,
+         ST_SetSRID(ST_MakePoint(r.lon, r.lat), 4326)
+    FROM unnest($3::text[], $4::text[], $5::integer[], $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::text[])
+         AS r(id, given, line, vessel, ms, lon, lat, speed, cell)
+  ON CONFLICT (record_id) DO NOTHING`;
+
+const INSERT_REJECTS = `INSERT INTO ${REJECTS_TABLE} (batch_key, line, reason, detail, excerpt)
+  SELECT $1, r.line, r.reason, r.detail, r.excerpt
+    FROM unnest($2::integer[], $3::text[], $4::text[], $5::text[]) AS r(line, reason, detail, excerpt)
+  ON CONFLICT (batch_key, line) DO NOTHING`;
+
+/** PostgreSQL text cannot hold NUL. */
+const text = (s: string): string => s.replaceAll('\u0000', '\\u0000');
+
+/** A batch's totals as the CLI and the tests read them back. */
+export interface StreamTotals {
+  readonly batches: number;
+  readonly records: number;
+  readonly rejects: number;
+}
+
+/**
+ * Feature batches in PostGIS: one transaction per batch object (docs/streams.md).
+ *
+ * @example
+ * const sink = PostgisFeatureBatchSink.fromUrl('postgis://tessera@db/gis');
+ * await processBatch({ claims, sources, batches: sink, clock, telemetry }, settings, source);
+ */
+export class PostgisFeatureBatchSink implements FeatureBatchSink {
+  readonly name = 'postgis';
+  private ready: Promise<void> | undefined;
+
+  /**
+   * @param pool a `pg.Pool` on a database with PostGIS 3 (or where the role may create the extension)
+   * @param options `migrateOnFirstUse`: run {@link migrate} before the first batch of this process
+   */
+  constructor(
+    private readonly pool: PgPool,
+    private readonly options: { readonly migrateOnFirstUse?: boolean; readonly ownsPool?: boolean } = {},
+  ) {}
+
+  /** The sink of a connection URL (`postgis://` or `postgres://`), migrating on first use: what compose and the CLI use. */
+  static fromUrl(url: string, options: { readonly max?: number } = {}): PostgisFeatureBatchSink {
+    return new PostgisFeatureBatchSink(postgresPool(url, options), { migrateOnFirstUse: true, ownsPool: true });
+  }
+
+  /** Ends the pool if this sink made it. */
+  async close(): Promise<void> {
+    if (this.options.ownsPool) await this.pool.end();
+  }
+
+  /** Creates the tables, their indexes and the view; safe from many processes at once. */
+  async migrate(): Promise<void> {
+    try {
+      await migrateOnce(this.pool, `tessera:${RECORDS_TABLE}`, BATCH_MIGRATIONS);
+    } catch (error) {
+      throw pgFailure(TAG, RECORDS_TABLE, 'migration (needs PostGIS 3: apt-get install postgresql-15-postgis-3)', error);
+    }
+  }
+
+  async putBatch(batch: FeatureBatch): Promise<BatchPutResult> {
+    checkBatch(batch);
+    await this.ensureMigrated();
+    try {
+      return await inTransaction(this.pool, async (client): Promise<BatchPutResult> => {
+        // The gate, first: a concurrent attempt of this batch blocks here on the uncommitted row until this
+        // transaction ends, then inserts nothing and reads the row instead.
+        const gate = await client.query(
+          `INSERT INTO ${BATCHES_TABLE}
+             (batch_key, owner, pipeline, source_bucket, source_key, source_version, format, records, rejects, blank_lines)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+           ON CONFLICT (batch_key) DO NOTHING`,
+          [
+            batch.batchKey,
+            batch.owner,
+            batch.pipeline,
+            batch.source.bucket,
+            batch.source.key,
+            batch.source.versionToken,
+            batch.format,
+            batch.records.length,
+            batch.rejects.length,
+            batch.blankLines,
+          ],
+        );
+        if (gate.rowCount !== 1) {
+          const done = await readDone(client, batch.batchKey);
+          if (done === undefined) throw new Error(`the batch row of ${batch.batchKey} conflicted but cannot be read`);
+          return { kind: 'already-done', done };
+        }
+        let inserted = 0;
+        for (let at = 0; at < batch.records.length; at += INSERT_CHUNK) {
+          inserted += await insertRecords(client, batch, batch.records.slice(at, at + INSERT_CHUNK));
+        }
+        if (batch.rejects.length > 0) {
+          await client.query(INSERT_REJECTS, [
+            batch.batchKey,
+            batch.rejects.map((r) => r.line),
+            batch.rejects.map((r) => r.reason),
+            batch.rejects.map((r) => text(r.detail)),
+            batch.rejects.map((r) => text(r.excerpt)),
+          ]);
+        }
+        return { kind: 'inserted', inserted, duplicates: batch.records.length - inserted, rejects: batch.rejects.length };
+      });
+    } catch (error) {
+      if (error instanceof TesseraError) throw error;
+      throw pgFailure(TAG, RECORDS_TABLE, `insert of batch ${batch.batchKey.slice(0, 16)}... (${batch.source.key})`, error);
+    }
+  }
+
+  async batchDone(batchKey: string): Promise<BatchDone | undefined> {
+    await this.ensureMigrated();
+    try {
+      return await readDone(this.pool, batchKey);
+    } catch (error) {
+      throw pgFailure(TAG, BATCHES_TABLE, `read of batch ${batchKey.slice(0, 16)}...`, error);
+    }
+  }
+
+  /** Batches done, records kept and rejects kept for one pipeline (the CLI's summary, the tests' oracle). */
+  async totals(pipeline: string): Promise<StreamTotals> {
+    await this.ensureMigrated();
+    try {
+      const r = await this.pool.query<{ batches: string; records: string; rejects: string }>(
+        `SELECT (SELECT count(*) FROM ${BATCHES_TABLE} WHERE pipeline = $1) AS batches,
+                (SELECT count(*) FROM ${RECORDS_TABLE} WHERE pipeline = $1) AS records,
+                (SELECT count(*) FROM ${REJECTS_TABLE} j JOIN ${BATCHES_TABLE} b USING (batch_key) WHERE b.pipeline = $1) AS rejects`,
+        [pipeline],
+      );
+      const row = r.rows[0];
+      return { batches: Number(row?.batches ?? 0), records: Number(row?.records ?? 0), rejects: Number(row?.rejects ?? 0) };
+    } catch (error) {
+      throw pgFailure(TAG, RECORDS_TABLE, `totals of pipeline ${pipeline}`, error);
+    }
+  }
+
+  private async ensureMigrated(): Promise<void> {
+    if (!this.options.migrateOnFirstUse) return;
+    this.ready ??= this.migrate().catch((error: unknown) => {
+      this.ready = undefined;
+      throw error;
+    });
+    await this.ready;
+  }
+}
+
+async function insertRecords(client: pg.PoolClient, batch: FeatureBatch, records: readonly CellRecord[]): Promise<number> {
+  const r = await client.query(INSERT_RECORDS, [
+    batch.pipeline,
+    batch.batchKey,
+    records.map((x) => x.recordId),
+    records.map((x) => x.givenId ?? null),
+    records.map((x) => x.line),
+    records.map((x) => x.vessel),
+    records.map((x) => x.timeMs),
+    records.map((x) => x.lon),
+    records.map((x) => x.lat),
+    records.map((x) => x.speed),
+    records.map((x) => x.cell),
+  ]);
+  return r.rowCount ?? 0;
+}
+
+async function readDone(client: Pick<pg.Pool, 'query'>, batchKey: string): Promise<BatchDone | undefined> {
+  const r = await client.query<{ owner: string; records: number; rejects: number }>(
+    `SELECT owner, records, rejects FROM ${BATCHES_TABLE} WHERE batch_key = $1`,
+    [batchKey],
+  );
+  const row = r.rows[0];
+  return row === undefined ? undefined : { owner: row.owner, records: row.records, rejects: row.rejects };
+}
+
+/** A batch the tables can take: checked before any SQL, so the message names the field, not a constraint. */
+function checkBatch(batch: FeatureBatch): void {
+  const blank = (
+    [
+      ['batchKey', batch.batchKey],
+      ['owner', batch.owner],
+      ['pipeline', batch.pipeline],
+      ['source.bucket', batch.source.bucket],
+      ['source.key', batch.source.key],
+      ['source.versionToken', batch.source.versionToken],
+    ] as const
+  ).filter(([, v]) => typeof v !== 'string' || v === '');
+  if (blank.length > 0) throw new InvalidParamsError(`[${TAG}] a batch has no ${blank.map(([k]) => k).join(', ')}`);
+  const bad = batch.records.find((r) => !/^[0-9a-f]{64}$/.test(r.recordId));
+  if (bad !== undefined)
+    throw new InvalidParamsError(`[${TAG}] record at line ${bad.line} has id ${bad.recordId}; a record id is 64 hex digits`);
+}
