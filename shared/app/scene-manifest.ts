@@ -42,6 +42,7 @@ export interface SceneManifest {
 import { sceneLifecycleKeys } from '../domain/key-layout.js';
 
 export { sceneLifecycleKeys };
+
 const HOUR_MS = 3_600_000;
 
 /** The index bucket of an instant: its UTC hour as `YYYYMMDDHH`, which sorts as time does. */

@@ -1,6 +1,7 @@
 import { type LeaseConfig, resolveLease } from '../domain/ceilings.js';
 import { assertNever } from '../domain/claim.js';
 import { InvalidParamsError } from '../domain/errors.js';
+import { DEFAULT_SOURCE_PREFIX } from '../domain/key-layout.js';
 import { DEFAULT_PARAMS } from '../domain/runtime-config.js';
 import {
   ALL_REGIONS,
@@ -25,7 +26,6 @@ import {
 } from './catalog/index.js';
 import { type ChoiceCost, type DataSite, priceChoice } from './cost-model.js';
 import { normalizeWorkload, type PricedLocation, type Workload, type WorkloadInput } from './workload.js';
-import { DEFAULT_SOURCE_PREFIX } from '../domain/key-layout.js';
 
 /**
  * `tessera choose`: given where the data is and what the job needs, rank the

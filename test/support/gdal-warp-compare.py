@@ -3,7 +3,7 @@
 Usage:
   python3 gdal-warp-compare.py --mosaic OURS.vrt|OURS.tif --band B04=red.tif[:1] --band B08=nir.tif[:1] \
       --expression '(B08 - B04) / (B08 + B04)' --resampling bilinear [--tolerance 1e-3] [--relative] \
-      [--whole-grid '{"geoTransform": [...], "width": W, "height": H}']
+      [--whole-grid '{"geoTransform": [...], "width": W, "height": H}'] [--unscale [--scale-offset NAME=SCALE,OFFSET]]
 
 The reference is built as the issue says, from Tessera's output grid only (never from its pixels):
   1. the mosaic's CRS, geotransform and size are read with GDAL;
@@ -12,6 +12,10 @@ The reference is built as the issue says, from Tessera's output grid only (never
      own nodata (as Tessera warps band by band; a multi-band `gdalbuildvrt -separate` stack would first resample bands
      of other resolutions onto one grid, a second resampling Tessera does not do). The output type is the source's,
      as plain gdalwarp writes it (integer sources are rounded after resampling);
+  2b. --unscale (issue 29): each warped band through `gdal_translate -unscale -ot Float32` (osgeo.gdal.Translate with
+     unscale=True), with the band's scale and offset: the source file's own (GDAL metadata, -a_scale/-a_offset), or
+     the ones --scale-offset names (a STAC Item's raster:bands, which the file does not carry). Validity stays the
+     raw band's (gdal_translate keeps the raw nodata value, so its mask would be wrong after the scale);
   3. the band math in numpy, in float64, as shared/raster/expression.ts does: a pixel is nodata when any band the
      expression reads is nodata in its warp, on division by zero, and when the result is not a finite float32; the
      rest is rounded to float32 once.
@@ -47,7 +51,8 @@ from osgeo import gdal, osr
 gdal.UseExceptions()
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
-RESAMPLINGS = ('nearest', 'bilinear', 'cubic', 'average')
+RESAMPLINGS = ('nearest', 'bilinear', 'cubic', 'cubicspline', 'lanczos', 'average', 'rms', 'mode', 'max', 'min', 'med',
+               'q1', 'q3', 'sum')
 
 
 def fail(message):
@@ -140,7 +145,18 @@ def main():
     p.add_argument('--relative', action='store_true', help='tolerance relative to max(1, |gdal|) instead of absolute')
     p.add_argument('--whole-grid', help='JSON {geoTransform, width, height}: OURS is a window of this grid')
     p.add_argument('--gdal-chunking', action='store_true', help="gdalwarp's own chunking, not one chunk")
+    p.add_argument('--unscale', action='store_true', help='gdal_translate -unscale -ot Float32 each warped band')
+    p.add_argument('--scale-offset', action='append', default=[],
+                   help='NAME=SCALE,OFFSET: the scale and offset --unscale applies to band NAME instead of its file\'s')
     args = p.parse_args()
+    explicit = {}
+    for text in args.scale_offset:
+        name, _, pair = text.partition('=')
+        try:
+            scale, offset = (float(x) for x in pair.split(','))
+        except ValueError:
+            fail(f'--scale-offset {text!r}: expected NAME=SCALE,OFFSET')
+        explicit[name] = (scale, offset)
 
     bands = [parse_band(b) for b in args.band]
     names = [b[0] for b in bands]
@@ -213,12 +229,22 @@ def main():
             fail(f'gdalwarp -te {warp_te} -tr {tr} made {ds.RasterXSize}x{ds.RasterYSize}, not {warp_size[0]}x{warp_size[1]}')
         b = ds.GetRasterBand(1)
         x0 = crop[0]
-        warped[name] = b.ReadAsArray(x0, 0, width, height).astype(np.float64)
         valid[name] = b.GetMaskBand().ReadAsArray(x0, 0, width, height) != 0
+        if args.unscale:
+            raw = one.GetRasterBand(1)
+            scale, offset = explicit.get(name, (raw.GetScale() or 1.0, raw.GetOffset() or 0.0))
+            b.SetScale(scale)
+            b.SetOffset(offset)
+            physical = gdal.Translate('', ds, format='MEM', unscale=True, outputType=gdal.GDT_Float32)
+            warped[name] = physical.GetRasterBand(1).ReadAsArray(x0, 0, width, height).astype(np.float64)
+            sources_unscale = {'scale': scale, 'offset': offset}
+        else:
+            warped[name] = b.ReadAsArray(x0, 0, width, height).astype(np.float64)
+            sources_unscale = None
         sources[name] = {'path': path, 'band': index, 'size': [src.RasterXSize, src.RasterYSize],
                          'pixelSize': [src.GetGeoTransform()[1], src.GetGeoTransform()[5]],
                          'epsg': epsg_of(src.GetSpatialRef()), 'noData': nodata,
-                         'dataType': gdal.GetDataTypeName(b.DataType)}
+                         'dataType': gdal.GetDataTypeName(b.DataType), 'unscale': sources_unscale}
 
     gdal.PopErrorHandler()
     gdal.SetConfigOption('CPL_DEBUG', None)
@@ -248,7 +274,8 @@ def main():
         'reference': f'gdalwarp -r {args.resampling} -t_srs EPSG:{epsg_of(srs)} -te {" ".join(repr(x) for x in warp_te)} '
                      f'-tr {tr[0]!r} {tr[1]!r} per band, then the band math in numpy (GDAL {gdal.__version__})'
                      + (' (its own chunking)' if args.gdal_chunking else ' (-wo SRC_FILL_RATIO_HEURISTICS=NO -wm 2048: one chunk)')
-                     + (f', window ({crop[0]}, {crop[1]}) {width}x{height} of the whole grid' if args.whole_grid else ''),
+                     + (f', window ({crop[0]}, {crop[1]}) {width}x{height} of the whole grid' if args.whole_grid else '')
+                     + (', each band through gdal_translate -unscale -ot Float32' if args.unscale else ''),
         'sources': sources,
         'chunks': chunks,
         'expression': args.expression,

@@ -13,6 +13,7 @@ import {
   rm,
   stat,
   unlink,
+  utimes,
   writeFile,
 } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -33,10 +34,23 @@ const isCode = (e: unknown, ...codes: string[]): boolean => codes.includes((e as
 /**
  * What identifies one state of a file's bytes without reading them: a write in
  * place changes mtime and ctime (ctime cannot be set back), a rename-replace
- * gives a new inode. The key of the hash cache.
+ * gives a new inode. The key of the hash cache. Only as fine as the
+ * filesystem's timestamps: two writes inside one timestamp tick can leave the
+ * same state (see {@link FsObjectStore}, "settled").
  */
 const statIdAt = (s: BigIntStats, tickNs: bigint): string =>
   `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs - (s.mtimeNs % tickNs)}:${s.ctimeNs - (s.ctimeNs % tickNs)}`;
+
+/**
+ * A remembered hash. `settled`: the file's state (its ctime) was older than the filesystem's own clock when
+ * its bytes were read for this hash, so every later change of the file carries a later ctime and another
+ * state: the hash may answer a pin. Unsettled ones (hashed within the tick of the file's last change, or
+ * remembered for a write of this store) answer heads and listings only.
+ */
+interface Remembered {
+  readonly version: string;
+  readonly settled: boolean;
+}
 
 export interface FsObjectStoreOptions {
   /**
@@ -66,6 +80,16 @@ const HASH_CHUNK = 1 << 20;
  *   content on any machine. It is computed through one open descriptor and
  *   remembered per file state (inode, size, mtime, ctime), so a key is hashed
  *   once per process until it changes.
+ * - A remembered hash answers a pin only once it is **settled**: the file's ctime was
+ *   older than the filesystem's clock (the ctime of a probe file this store touches
+ *   under `tmp/`) when the bytes were read. Timestamps are only as fine as the
+ *   filesystem keeps them (1 s on ext3, HFS+ and many NFS servers, a kernel tick
+ *   where timestamps are coarse), so a same-size rewrite in place inside the tick of
+ *   the hashed state, with its mtime set back, left the very state the cache knew and
+ *   the pin of the old version was accepted. A state hashed inside its own tick is
+ *   hashed again by every pin until a read happens after that tick; then any later
+ *   write carries a later ctime. Heads and listings take unsettled hashes too (so a
+ *   listing of this store's own writes reads nothing): they pin nothing.
  * - A pinned read (`getRange` with a pin) hashes and reads through the SAME
  *   descriptor: a rename-replace of the path cannot slip other bytes in between
  *   the check and the read, and a write in place is caught by a second fstat.
@@ -81,7 +105,7 @@ export class FsObjectStore implements ObjectStore {
   readonly #objects: string;
   readonly #tmp: string;
   readonly #locks: string;
-  readonly #hashes = new Map<string, string>();
+  readonly #hashes = new Map<string, Remembered>();
   readonly #tickNs: bigint;
 
   uriOf(key: string): string {
@@ -269,7 +293,7 @@ export class FsObjectStore implements ObjectStore {
     const handle = await this.#open(key);
     if (!handle) throw new ObjectNotFoundError(this.name, key);
     try {
-      const current = await this.#hashOpen(handle);
+      const current = await this.#hashOpen(handle, 'pin');
       if (current?.version !== version) throw new SourceChangedError(this.name, key, version, current?.version);
       return { version };
     } finally {
@@ -287,7 +311,7 @@ export class FsObjectStore implements ObjectStore {
       let before: BigIntStats | undefined;
       if (pin) {
         // Check and read on this one descriptor: a rename-replace of the path cannot come in between.
-        const current = await this.#hashOpen(handle);
+        const current = await this.#hashOpen(handle, 'pin');
         if (current?.version !== pin.version) throw new SourceChangedError(this.name, key, pin.version, current?.version);
         before = current.stats;
       }
@@ -347,16 +371,19 @@ export class FsObjectStore implements ObjectStore {
 
   /**
    * The content hash of an open file, from the cache when its state (fstat of
-   * this descriptor) is one already hashed. Undefined when it is not a regular
-   * file. A file written in place while it was hashed is hashed again.
+   * this descriptor) is one already hashed, and, for a pin, settled. Undefined
+   * when it is not a regular file. A file written in place while it was hashed
+   * is hashed again.
    */
-  async #hashOpen(handle: FileHandle): Promise<{ version: string; stats: BigIntStats } | undefined> {
+  async #hashOpen(handle: FileHandle, use: 'pin' | 'head' = 'head'): Promise<{ version: string; stats: BigIntStats } | undefined> {
     for (let attempt = 0; ; attempt++) {
       const stats = await handle.stat({ bigint: true });
       if (!stats.isFile()) return undefined;
       const id = this.#statId(stats);
       const cached = this.#hashes.get(id);
-      if (cached !== undefined) return { version: cached, stats };
+      if (cached !== undefined && (cached.settled || use === 'head')) return { version: cached.version, stats };
+      // The filesystem's time before the bytes are read: a state older than it cannot come back with other bytes.
+      const clock = use === 'pin' ? await this.#filesystemNow() : undefined;
       const hash = createHash('sha256');
       const buffer = Buffer.allocUnsafe(HASH_CHUNK);
       for (let position = 0; ; ) {
@@ -368,8 +395,9 @@ export class FsObjectStore implements ObjectStore {
       const after = await handle.stat({ bigint: true });
       if (this.#statId(after) === id) {
         const version = hash.digest('hex');
+        const settled = clock !== undefined && this.#tick(stats.ctimeNs) < clock;
         if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
-        this.#hashes.set(id, version);
+        this.#hashes.set(id, { version, settled });
         return { version, stats };
       }
       if (attempt >= 2)
@@ -383,12 +411,37 @@ export class FsObjectStore implements ObjectStore {
    * Remember the hash of bytes this store just published (it hashed them before writing), for the
    * final state of their inode read through a descriptor opened before the publication: the next
    * head() or list() of our own write (a mosaic assembly over thousands of tiles) reads no bytes.
-   * Linking and renaming change ctime, so the state is taken after them.
+   * Linking and renaming change ctime, so the state is taken after them. Unsettled: the state is
+   * as young as the filesystem's clock, so a pin hashes the file once more (and settles it).
    */
   async #remember(own: FileHandle, version: string): Promise<void> {
     const stats = await own.stat({ bigint: true });
     if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
-    this.#hashes.set(this.#statId(stats), version);
+    this.#hashes.set(this.#statId(stats), { version, settled: false });
+  }
+
+  /**
+   * The filesystem's own clock: the ctime its kernel gives a probe file this store touches under `tmp/`
+   * (utimes sets ctime to the time of the change, at the filesystem's resolution), so it compares with file
+   * ctimes exactly, whatever the resolution and whatever the process's wall clock says.
+   */
+  async #filesystemNow(): Promise<bigint> {
+    const probe = join(this.#tmp, 'clock');
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await utimes(probe, 0, 0);
+        return this.#tick((await stat(probe, { bigint: true })).ctimeNs);
+      } catch (error) {
+        if (!isCode(error, 'ENOENT') || attempt > 0) throw this.#fail('read the filesystem clock', error);
+        await mkdir(this.#tmp, { recursive: true });
+        await writeFile(probe, '', { flag: 'a' });
+      }
+    }
+  }
+
+  /** A timestamp at the resolution the store reads timestamps with. */
+  #tick(ns: bigint): bigint {
+    return ns - (ns % this.#tickNs);
   }
 
   /** Size and content hash of any file (a temporary one during an import). */

@@ -63,6 +63,7 @@ describe('the key layout', () => {
   it('the grep finds a prefix literal when one is there (the check can fail)', () => {
     const prefixes = (Object.keys(AREAS) as AreaName[]).map((a) => AREAS[a].prefix);
     const literal = new RegExp(`['"\`](${prefixes.map((p) => p.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|')})`);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a template literal is the input here
     expect(literal.test(code('const k = `index/scenes/${hour}`;'))).toBe(true);
     expect(literal.test(code("const k = 'tiles/' + scene;"))).toBe(true);
     expect(literal.test(code('// tiles/ are written create-only'))).toBe(false);
