@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -25,9 +25,10 @@ import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
 import { type ReprojectConfig, reproject } from './sections/reproject.js';
 import { type ScaleConfig, scale } from './sections/scale.js';
 import { type ScalingConfig, scaling } from './sections/scaling.js';
+import { type StreamsConfig, streams } from './sections/streams.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -38,6 +39,7 @@ interface Plan {
   readonly scale: ScaleConfig;
   readonly scaling: ScalingConfig;
   readonly reproject: ReprojectConfig;
+  readonly streams: StreamsConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -51,6 +53,8 @@ const FULL: Plan = {
   scale: { windows: [400, 4_000, 40_000], reps: 3 },
   scaling: { scalingScene: 8192, scalingTilePx: 512, scalingReps: 3, wholeScene: 10980, wholeTilePx: 512, wholeReps: 2 },
   reproject: { sceneSize: 4096, tiles: 16, reps: 3, zoom: 13, resamplings: ['nearest', 'bilinear', 'cubic'] },
+  // 100,000 records in batch objects of 1,000 (the issue's one claim per thousand); the baseline's rate over 10,000.
+  streams: { batches: 100, recordsPerBatch: 1000, baselineBatches: 10, reps: 3, concurrency: 2 },
   expected: 'about 8 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -63,6 +67,7 @@ const SMOKE: Plan = {
   scale: { windows: [40, 400, 4_000], reps: 1 },
   scaling: { scalingScene: 1024, scalingTilePx: 256, scalingReps: 1, wholeScene: 1280, wholeTilePx: 256, wholeReps: 1 },
   reproject: { sceneSize: 1024, tiles: 2, reps: 1, zoom: 13, resamplings: ['bilinear'] },
+  streams: { batches: 4, recordsPerBatch: 250, baselineBatches: 2, reps: 1, concurrency: 2 },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -120,6 +125,8 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
     case 'reproject':
       if (!gdal) throw new Error('GDAL was not set up');
       return reproject(plan.reproject, gdal, log);
+    case 'streams':
+      return streams(plan.streams, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);

@@ -55,8 +55,8 @@ export interface StreamRunSummary {
   readonly records: { readonly inserted: number; readonly duplicates: number; readonly rejected: number; readonly blankLines: number };
   /** Each poison batch: its key in the store and why. */
   readonly poison: readonly { readonly key: string; readonly error: string }[];
-  /** Claim round trips (claims, heartbeats, commits) this run made. */
-  readonly claimCalls: number;
+  /** Claim-store round trips this run made, by kind (a release after a failure is a heartbeat). */
+  readonly claimStore: { readonly claims: number; readonly commits: number; readonly heartbeats: number };
   readonly seconds: number;
   /** What PostGIS holds for the pipeline afterwards. */
   readonly totals: StreamTotals;
@@ -78,8 +78,9 @@ async function batchFiles(folder: string): Promise<string[]> {
 }
 
 /** A claim store that counts its round trips: the benchmark's "claims per record", measured, not assumed. */
-function countingClaims(backend: LocalBackend): { claims: LocalBackend['claims']; calls: () => number } {
-  let calls = 0;
+function countingClaims(backend: LocalBackend): { claims: LocalBackend['claims']; calls: StreamRunSummary['claimStore'] } {
+  const calls = { claims: 0, commits: 0, heartbeats: 0 };
+  const counter = { claim: 'claims', commit: 'commits', heartbeat: 'heartbeats' } as const;
   const inner = backend.claims;
   const claims = new Proxy(inner, {
     get(target, prop, receiver) {
@@ -87,14 +88,14 @@ function countingClaims(backend: LocalBackend): { claims: LocalBackend['claims']
       if (typeof value !== 'function') return value;
       if (prop === 'claim' || prop === 'commit' || prop === 'heartbeat') {
         return (...args: unknown[]) => {
-          calls++;
+          calls[counter[prop]]++;
           return (value as (...a: unknown[]) => unknown).apply(target, args);
         };
       }
       return (value as (...a: unknown[]) => unknown).bind(target);
     },
   });
-  return { claims, calls: () => calls };
+  return { claims, calls };
 }
 
 /**
@@ -262,7 +263,7 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
       },
       records: { inserted: tally.records, duplicates: tally.duplicates, rejected: tally.rejected, blankLines: tally.blankLines },
       poison,
-      claimCalls: counting.calls(),
+      claimStore: { ...counting.calls },
       seconds: (performance.now() - started) / 1000,
       totals,
     };

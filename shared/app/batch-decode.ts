@@ -104,8 +104,50 @@ function ndjsonEntries(bytes: Uint8Array): { entries: BatchEntry[]; blankLines: 
   return { entries, blankLines };
 }
 
+/** The header of an Avro object container file (the Avro specification, "Object Container Files"). */
+const AVRO_HEADER = avro.Type.forSchema({
+  type: 'record',
+  name: 'org.apache.avro.file.Header',
+  fields: [
+    { name: 'magic', type: { type: 'fixed', name: 'Magic', size: 4 } },
+    { name: 'meta', type: { type: 'map', values: 'bytes' } },
+    { name: 'sync', type: { type: 'fixed', name: 'Sync', size: 16 } },
+  ],
+});
+const AVRO_LONG = avro.Type.forSchema('long');
+
+/**
+ * The number of records an Avro container's blocks declare, read from its framing: the header, then blocks of
+ * (count, size, data, sync marker) up to the last byte. avsc's decoder ends quietly on a container cut short (a
+ * truncated header gives no records, a truncated last block is dropped), which would mark a partial batch done;
+ * so the framing is walked first, and the decoded records must number what it declares.
+ */
+function avroDeclaredRecords(key: string, buf: Buffer): number {
+  const unreadable = (why: string): never => {
+    throw new BatchUnreadableError(key, `its Avro container ${why}`);
+  };
+  const header = AVRO_HEADER.decode(buf, 0) as { value: { sync: Buffer } | undefined; offset: number };
+  if (header.offset < 0 || header.value === undefined) return unreadable('header is cut short');
+  const sync = header.value.sync;
+  let pos = header.offset;
+  let records = 0;
+  while (pos < buf.length) {
+    const count = AVRO_LONG.decode(buf, pos) as { value: number; offset: number };
+    if (count.offset < 0) return unreadable(`block at byte ${pos} is cut short`);
+    const size = AVRO_LONG.decode(buf, count.offset) as { value: number; offset: number };
+    if (size.offset < 0 || count.value < 0 || size.value < 0) return unreadable(`block at byte ${pos} is cut short or malformed`);
+    const end = size.offset + size.value + 16;
+    if (end > buf.length) return unreadable(`block at byte ${pos} is cut short (${end - buf.length} bytes missing)`);
+    if (!buf.subarray(end - 16, end).equals(sync)) return unreadable(`block at byte ${pos} does not end in the file's sync marker`);
+    records += count.value;
+    pos = end;
+  }
+  return records;
+}
+
 /** The records of an Avro container, each as the JSON text of its event. */
 async function avroEntries(key: string, bytes: Uint8Array): Promise<BatchEntry[]> {
+  const declared = avroDeclaredRecords(key, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   let records: unknown[];
   try {
     records = await new Promise<unknown[]>((resolve, reject) => {
@@ -118,6 +160,9 @@ async function avroEntries(key: string, bytes: Uint8Array): Promise<BatchEntry[]
     });
   } catch (cause) {
     throw new BatchUnreadableError(key, `its Avro container does not decode (${(cause as Error).message})`, { cause });
+  }
+  if (records.length !== declared) {
+    throw new BatchUnreadableError(key, `its Avro container declares ${declared} records but ${records.length} decode`);
   }
   return records.map((record, i): BatchEntry => {
     const line = i + 1;

@@ -170,8 +170,8 @@ export interface RecordReject {
 
 export const EXCERPT_CHARS = 200;
 const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
-/** 1970 to 2100: a time outside is a unit mistake (seconds for milliseconds) or garbage, not a position. */
-const MIN_TIME_MS = 0;
+/** 2000 to 2100: a time outside is a unit mistake (epoch seconds read as milliseconds fall in 1970) or garbage, not a position. */
+const MIN_TIME_MS = 946_684_800_000;
 const MAX_TIME_MS = 4_102_444_800_000;
 
 /** The start of a record for the rejects table; NUL (which PostgreSQL text cannot hold) spelled out. */
@@ -221,7 +221,7 @@ export function readPositionRecord(text: string, line: number, pipeline: string)
   else if (typeof r.time === 'string' && ISO_WITH_ZONE.test(r.time)) timeMs = Date.parse(r.time);
   else return reject('bad-time', '`time` must be ISO-8601 with a zone (2025-06-01T12:00:00Z) or epoch milliseconds');
   if (!Number.isFinite(timeMs) || timeMs < MIN_TIME_MS || timeMs > MAX_TIME_MS) {
-    return reject('bad-time', `\`time\` ${JSON.stringify(r.time)} is not a time from 1970 to 2100`);
+    return reject('bad-time', `\`time\` ${JSON.stringify(r.time)} is not a time from 2000 to 2100 (epoch milliseconds, not seconds)`);
   }
 
   if (typeof r.lon !== 'number' || typeof r.lat !== 'number') return reject('no-position', '`lon` and `lat` must both be numbers');

@@ -201,11 +201,23 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
       const v0 = new Float64Array(target.width);
       const u1 = new Float64Array(target.width);
       const v1 = new Float64Array(target.width);
+      // GDAL skips a target pixel whose corners map more than 2 / scale source pixels off the raster (its guard
+      // against wild coordinates, GDAL issue 2365); at the raster's edges it decides some masks, so it is kept.
+      const scale = kernelScale(whole.grid, source, { width: maxU - minU, height: maxV - minV, x: minU, y: minV });
+      const marginX = 2 * Math.max(1, Math.ceil(1 / scale.x));
+      const marginY = 2 * Math.max(1, Math.ceil(1 / scale.y));
+      const off = (u: number, lo: number, hi: number, margin: number) => !(u - lo >= -margin && u - hi <= margin);
       for (let j = 0; j < target.height; j++) {
         toSource(j, 0, u0, v0);
         toSource(j + 1, 1, u1, v1);
         for (let i = 0; i < target.width; i++) {
-          const value = sampler.box(u0[i] as number, v0[i] as number, u1[i] as number, v1[i] as number, resampling);
+          const ua = u0[i] as number;
+          const va = v0[i] as number;
+          const ub = u1[i] as number;
+          const vb = v1[i] as number;
+          if (off(ua, minU, maxU, marginX) || off(ub, minU, maxU, marginX) || off(va, minV, maxV, marginY) || off(vb, minV, maxV, marginY))
+            continue;
+          const value = sampler.box(ua, va, ub, vb, resampling);
           if (Number.isNaN(value)) continue;
           out.values[j * target.width + i] = value;
           out.valid[j * target.width + i] = 1;

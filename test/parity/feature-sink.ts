@@ -73,6 +73,11 @@ export class ParityFeatures {
     this.sink = new PostgisFeatureSink(this.#pool, { migrateOnFirstUse: true });
   }
 
+  /** The pool on this backend's schema: the feature batch scenarios put their sink on it (scenarios-feature-batches.ts). */
+  get pool(): pg.Pool {
+    return this.#pool;
+  }
+
   static async create(url: string): Promise<ParityFeatures> {
     const admin = new pg.Pool({ connectionString: url, max: 1 });
     const schema = `parity_${randomBytes(6).toString('hex')}`;

@@ -493,6 +493,11 @@ export class ScenarioContext {
     return this.#jobs.get(jobId) ?? `unknown job ${jobId.slice(0, 12)}`;
   }
 
+  /** Name a claim row that is not a tile's (a feature batch's key: test/parity/scenarios-feature-batches.ts). */
+  labelJob(jobId: string, label: string): void {
+    this.#jobs.set(jobId, label);
+  }
+
   ownerLabel(owner: string): string {
     const alias = this.#owners.get(owner);
     if (alias !== undefined) return alias;

@@ -2,6 +2,7 @@ import type { Scenario } from './scenario-kit.js';
 import { BAND_SCENARIOS } from './scenarios-bands.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { FEATURE_BATCH_SCENARIOS } from './scenarios-feature-batches.js';
 import { FEATURES_CURRENT_SCENARIOS } from './scenarios-features-current.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
 import { INGEST_LANE_SCENARIOS } from './scenarios-ingest-lanes.js';
@@ -32,6 +33,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...CLAIM_SCENARIOS,
   ...POSTGIS_SCENARIOS,
   ...FEATURES_CURRENT_SCENARIOS,
+  ...FEATURE_BATCH_SCENARIOS,
   ...INGEST_SCENARIOS,
   ...INGEST_LANE_SCENARIOS,
   ...SOAK_SCENARIOS,

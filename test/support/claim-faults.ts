@@ -149,12 +149,18 @@ export const AZURE_TABLE_CLAIM_WIRE: ClaimWireMap = {
 };
 
 const FIRESTORE_COMMIT = '/google.firestore.v1.Firestore/Commit';
+/** How often a field name occurs in a Commit: once in a create's document, twice in an update's (document and update mask). */
+const mentions = (text: string, field: string): number => text.split(field).length - 1;
 
-/** Firestore (gRPC): every write is a Commit RPC, told apart by the fields it carries; ABORTED is the contention answer. */
+/**
+ * Firestore (gRPC): every write is a Commit RPC, told apart by the fields it carries; ABORTED is the contention
+ * answer. A claim's create and its takeover (an update with a lastUpdateTime precondition) both carry CLAIMED;
+ * the update also names its fields in its mask.
+ */
 export const FIRESTORE_CLAIM_WIRE: ClaimWireMap = {
   writes: {
-    claim: { path: FIRESTORE_COMMIT, body: 'CLAIMED' },
-    takeover: { path: FIRESTORE_COMMIT, body: 'CLAIMED' },
+    claim: { path: FIRESTORE_COMMIT, body: 'CLAIMED', when: (r) => mentions(r.text, 'lease_until') === 1 },
+    takeover: { path: FIRESTORE_COMMIT, body: 'CLAIMED', when: (r) => mentions(r.text, 'lease_until') > 1 },
     commit: { path: FIRESTORE_COMMIT, body: 'COMMITTED' },
     heartbeat: { path: FIRESTORE_COMMIT, when: (r) => !r.text.includes('state') },
   },

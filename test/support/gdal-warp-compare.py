@@ -8,10 +8,13 @@ Usage:
 The reference is built as the issue says, from Tessera's output grid only (never from its pixels):
   1. the mosaic's CRS, geotransform and size are read with GDAL;
   2. each band is warped by `gdalwarp -r <resampling> -t_srs <the mosaic's CRS> -te <its extent> -tr <its pixel size>`
-     (osgeo.gdal.Warp with the same options), one band at a time onto the same grid, so that each band's mask is its
+     (osgeo.gdal.Warp with the same options, and -ovr NONE: the full-resolution band, as Tessera reads it), one band
+     at a time onto the same grid, so that each band's mask is its
      own nodata (as Tessera warps band by band; a multi-band `gdalbuildvrt -separate` stack would first resample bands
      of other resolutions onto one grid, a second resampling Tessera does not do). The output type is the source's,
      as plain gdalwarp writes it (integer sources are rounded after resampling);
+  2a. --src-mask (issue 29): each band's validity is GDAL's mask band (`gdalwarp -srcnodata None -dstalpha`): a
+     file's internal mask, not its nodata value, as GDAL's GetMaskBand gives it (a JPEG-compressed file with both);
   2b. --unscale (issue 29): each warped band through `gdal_translate -unscale -ot Float32` (osgeo.gdal.Translate with
      unscale=True), with the band's scale and offset: the source file's own (GDAL metadata, -a_scale/-a_offset), or
      the ones --scale-offset names (a STAC Item's raster:bands, which the file does not carry). Validity stays the
@@ -146,6 +149,8 @@ def main():
     p.add_argument('--whole-grid', help='JSON {geoTransform, width, height}: OURS is a window of this grid')
     p.add_argument('--gdal-chunking', action='store_true', help="gdalwarp's own chunking, not one chunk")
     p.add_argument('--unscale', action='store_true', help='gdal_translate -unscale -ot Float32 each warped band')
+    p.add_argument('--src-mask', action='store_true',
+                   help="the source's validity is its mask band, not its nodata value (gdalwarp -srcnodata None)")
     p.add_argument('--scale-offset', action='append', default=[],
                    help='NAME=SCALE,OFFSET: the scale and offset --unscale applies to band NAME instead of its file\'s')
     args = p.parse_args()
@@ -219,9 +224,15 @@ def main():
         nodata = one.GetRasterBand(1).GetNoDataValue()
         before = len(kernel_calls)
         # Without a source nodata, an alpha band says which target pixels the source covers (-dstalpha).
-        coverage = {'dstNodata': nodata} if nodata is not None else {'dstAlpha': True}
+        # --src-mask: GDAL's mask band decides (a file's internal mask wins over its nodata value, as GetMaskBand
+        # says), which gdalwarp does only when told to forget the nodata value.
+        coverage = {'dstNodata': nodata} if nodata is not None and not args.src_mask else {'dstAlpha': True}
+        if args.src_mask:
+            coverage['options'] = ['-srcnodata', 'None']
+        # The full-resolution band, as Tessera reads it (it chooses no overview yet: docs/geotiff.md); gdalwarp's
+        # default (-ovr AUTO) would read an overview when the target is coarser than it.
         ds = gdal.Warp('', one, format='MEM', dstSRS=dst_wkt, outputBounds=warp_te, xRes=tr[0], yRes=tr[1],
-                       resampleAlg=args.resampling, **coverage, **chunk_options)
+                       resampleAlg=args.resampling, overviewLevel='NONE', **coverage, **chunk_options)
         chunks[name] = len(kernel_calls) - before
         if not args.gdal_chunking and chunks[name] != 1:
             fail(f'gdalwarp of {name} ran in {chunks[name]} chunks, not one: {kernel_calls[before:][:3]}')
@@ -270,7 +281,7 @@ def main():
     pct = lambda k, n: (100.0 * k / n) if n else None
     result = {
         'mosaic': {'path': args.mosaic, 'epsg': epsg_of(srs), 'geoTransform': list(gt), 'size': [width, height],
-                   'noData': out_nodata},
+                   'noData': 'nan' if math.isnan(out_nodata) else out_nodata},
         'reference': f'gdalwarp -r {args.resampling} -t_srs EPSG:{epsg_of(srs)} -te {" ".join(repr(x) for x in warp_te)} '
                      f'-tr {tr[0]!r} {tr[1]!r} per band, then the band math in numpy (GDAL {gdal.__version__})'
                      + (' (its own chunking)' if args.gdal_chunking else ' (-wo SRC_FILL_RATIO_HEURISTICS=NO -wm 2048: one chunk)')

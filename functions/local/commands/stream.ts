@@ -111,7 +111,9 @@ export async function streamCommand(argv: string[], io: CliIo): Promise<number> 
 
 function render(s: StreamRunSummary, pipeline: string): string {
   const n = (x: number) => x.toLocaleString('en-US');
-  const rate = s.seconds > 0 ? Math.round(s.records.inserted / s.seconds) : 0;
+  // Records processed: new ones and those another batch had already put in (both were parsed, keyed and sent).
+  const positions = s.records.inserted + s.records.duplicates;
+  const rate = s.seconds > 0 ? Math.round(positions / s.seconds) : 0;
   const rows: [string, string][] = [
     ['batch files', `${n(s.files)}${s.alreadyStaged > 0 ? ` (${n(s.alreadyStaged)} already in the store)` : ''}`],
     ['batches inserted', n(s.batches.inserted)],
@@ -122,8 +124,8 @@ function render(s: StreamRunSummary, pipeline: string): string {
     ['records already in (duplicates)', n(s.records.duplicates)],
     ['records rejected (kept)', n(s.records.rejected)],
     [
-      'claim round trips',
-      `${n(s.claimCalls)}${s.records.inserted > 0 ? ` (${(s.claimCalls / (s.records.inserted + s.records.duplicates)).toFixed(4)} per record)` : ''}`,
+      'claims / commits',
+      `${n(s.claimStore.claims)} / ${n(s.claimStore.commits)}${positions > 0 ? ` (${(s.claimStore.claims / positions).toFixed(4)} claims per record)` : ''}`,
     ],
     [`PostGIS, pipeline ${pipeline}`, `${n(s.totals.batches)} batches, ${n(s.totals.records)} records, ${n(s.totals.rejects)} rejects`],
     ['elapsed', `${s.seconds.toFixed(1)} s${rate > 0 ? ` (${n(rate)} records/s)` : ''}`],

@@ -19,7 +19,12 @@ export interface Denial {
   readonly role: FunctionRole;
   readonly action: string;
   readonly resource: LogicalResource;
+  /** The key (or listing prefix) first denied; {@link pattern} is the shape every key of this denial has. */
   readonly key?: string | undefined;
+  /** The key with the layout's variable parts named: `index/scenes/<hour>/<scene>`. */
+  readonly pattern?: string | undefined;
+  /** The distinct keys denied under this pattern. */
+  readonly keys: Set<string>;
   readonly list?: boolean | undefined;
   /** The first request that needed it, as sent. */
   readonly request: string;
@@ -64,21 +69,29 @@ export class AccessTally {
     return this.#denials.size === 0 && this.#unrecognised.size === 0;
   }
 
-  deny(access: RecordedAccess, alternatives: readonly string[], times = 1): void {
-    const id = JSON.stringify([access.role, access.action, access.resource, access.key ?? null, access.list ?? false]);
-    const known = this.#denials.get(id);
-    if (known !== undefined) known.count += times;
-    else
-      this.#denials.set(id, {
+  /** One denied access; accesses of one role, action and resource whose keys have one shape are one denial. */
+  deny(access: RecordedAccess, alternatives: readonly string[], times = 1, keys: Iterable<string> = []): void {
+    const pattern = access.key === undefined ? undefined : keyPattern(access.key);
+    const id = JSON.stringify([access.role, access.action, access.resource, pattern ?? null, access.list ?? false]);
+    let known = this.#denials.get(id);
+    if (known === undefined) {
+      known = {
         role: access.role,
         action: access.action,
         resource: access.resource,
         key: access.key,
+        pattern,
+        keys: new Set(),
         list: access.list,
         request: access.request,
         alternatives,
-        count: times,
-      });
+        count: 0,
+      };
+      this.#denials.set(id, known);
+    }
+    known.count += times;
+    if (access.key !== undefined) known.keys.add(access.key);
+    for (const k of keys) known.keys.add(k);
   }
 
   unrecognise(entry: Omit<UnrecognisedRequest, 'count'>, times = 1): void {
@@ -99,7 +112,7 @@ export class AccessTally {
     this.requests += other.requests;
     for (const [g, n] of other.allowedByGrant) this.allowedByGrant.set(g, (this.allowedByGrant.get(g) ?? 0) + n);
     for (const [r, n] of other.accessesByRole) this.accessesByRole.set(r, (this.accessesByRole.get(r) ?? 0) + n);
-    for (const d of other.denials()) this.deny({ ...d, cloud: this.cloud }, d.alternatives, d.count);
+    for (const d of other.denials()) this.deny({ ...d, cloud: this.cloud }, d.alternatives, d.count, d.keys);
     for (const u of other.unrecognised()) this.unrecognise(u, u.count);
   }
 
@@ -107,11 +120,14 @@ export class AccessTally {
   findings(): string[] {
     const plural = (n: number) => (n === 1 ? 'once' : `${n} times`);
     return [
-      ...this.denials().map(
-        (d) =>
-          `denied: ${d.role} ${d.action} on ${d.resource}${d.key === undefined ? '' : ` ${d.list ? 'listing ' : ''}${JSON.stringify(d.key)}`}` +
-          ` (${plural(d.count)}; first ${d.request})${d.alternatives.length > 0 ? `; nor was any of: ${d.alternatives.join('; ')}` : ''}`,
-      ),
+      ...this.denials().map((d) => {
+        const key = d.keys.size > 1 ? d.pattern : d.key;
+        const keys = d.keys.size > 1 ? `${d.keys.size} keys, ` : '';
+        return (
+          `denied: ${d.role} ${d.action} on ${d.resource}${key === undefined ? '' : ` ${d.list ? 'listing ' : ''}${JSON.stringify(key)}`}` +
+          ` (${keys}${plural(d.count)}; first ${d.request})${d.alternatives.length > 0 ? `; nor was any of: ${d.alternatives.join('; ')}` : ''}`
+        );
+      }),
       ...this.unrecognised().map((u) => `unclassified: ${u.role ?? '(any role)'} ${u.request}: ${u.why} (${plural(u.count)})`),
     ];
   }
@@ -131,6 +147,15 @@ export class IamAccessDeniedError extends Error {
         `${shown.map((f) => `  ${f}`).join('\n')}${findings.length > shown.length ? `\n  ... and ${findings.length - shown.length} more` : ''}`,
     );
   }
+}
+
+/**
+ * A key with the key layout's variable parts named (shared/domain/key-layout.ts): a scene key (64 hex
+ * digits) `<scene>`, an index hour (10 digits) `<hour>`. A run denies the same access on many scenes; one
+ * line per shape is what a reader can act on.
+ */
+export function keyPattern(key: string): string {
+  return key.replace(/[0-9a-f]{64}/g, '<scene>').replace(/(^|\/)\d{10}(?=\/|$)/g, '$1<hour>');
 }
 
 /** The key of {@link AccessTally.allowedByGrant}: `<role> <grant id>`. */

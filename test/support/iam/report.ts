@@ -67,10 +67,11 @@ export function renderIamReport(
     const denials = tally.denials();
     if (denials.length === 0) lines.push('None.');
     else {
-      lines.push('| role | action | resource | key or prefix | times | first request |', '|---|---|---|---|---:|---|');
+      lines.push('| role | action | resource | key or prefix | keys | times | first request |', '|---|---|---|---|---:|---:|---|');
       for (const d of denials) {
-        const key = d.key === undefined ? '' : `${d.list ? 'list ' : ''}\`${cell(d.key)}\``;
-        lines.push(`| ${d.role} | \`${d.action}\` | ${d.resource} | ${key} | ${d.count} | \`${cell(d.request)}\` |`);
+        const shown = d.keys.size > 1 ? d.pattern : d.key;
+        const key = shown === undefined ? '' : `${d.list ? 'list ' : ''}\`${cell(shown)}\``;
+        lines.push(`| ${d.role} | \`${d.action}\` | ${d.resource} | ${key} | ${d.keys.size} | ${d.count} | \`${cell(d.request)}\` |`);
       }
     }
     const unrecognised = tally.unrecognised();

@@ -475,6 +475,18 @@ describe('AccessCheck', () => {
     ]);
   });
 
+  it('names a denial once per key shape: the same access on many scenes is one line, with its count of keys', () => {
+    const check = new AccessCheck(grants);
+    const a = 'a'.repeat(64);
+    const b = 'b'.repeat(64);
+    check.add(recorded(s3('PUT', `/cls-out/index/scenes/2026120100/${a}`)));
+    check.add(recorded(s3('PUT', `/cls-out/index/scenes/2026120101/${b}`)));
+    check.add(recorded(s3('PUT', `/cls-out/index/scenes/2026120101/${b}`)));
+    expect(check.tally.findings()).toEqual([
+      `denied: tile s3:PutObject on outputBucket "index/scenes/<hour>/<scene>" (2 keys, 3 times; first PUT /cls-out/index/scenes/2026120100/${a})`,
+    ]);
+  });
+
   it("takes any of the cloud's alternatives, and names the others when none is granted", () => {
     const azure: StackGrants = {
       cloud: 'azure',
@@ -514,7 +526,7 @@ describe('AccessCheck', () => {
     );
     expect(md).toContain('| `g0` | s3:PutObject on outputBucket tiles/* | 2 |');
     expect(md).toContain('| `g1` | s3:GetObject on outputBucket * | 0 (unused) |');
-    expect(md).toContain('| tile | `s3:PutObject` | outputBucket | `index/x` | 1 | `PUT /cls-out/index/x` |');
+    expect(md).toContain('| tile | `s3:PutObject` | outputBucket | `index/x` | 1 | 1 | `PUT /cls-out/index/x` |');
     expect(md).toContain('| aws | 3 | 3 | 1 | 0 | 2 |');
   });
 });

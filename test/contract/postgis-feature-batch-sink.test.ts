@@ -1,0 +1,202 @@
+import { createHash, randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-feature-batch-sink.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { INSERT_CHUNK, isReject, readPositionRecord } from '../../shared/domain/feature-batch.js';
+import type { CellRecord, FeatureBatch } from '../../shared/ports/feature-batch-sink.port.js';
+import { requireEndpoints } from '../support/global-setup.js';
+import { PgFaultProxy } from '../support/pg-fault-proxy.js';
+import { unconditionalSql } from './precondition-guard.js';
+
+// The feature batch sink against the real PostgreSQL 15 + PostGIS 3 the suite starts (test/support/emulators/postgres.ts),
+// through a TCP proxy that records the SQL and can cut a session right before or right after its COMMIT reached the server.
+const postgres = requireEndpoints(inject('emulators'), 'postgres');
+const proxy = await PgFaultProxy.start({ host: '127.0.0.1', port: postgres.port });
+const pool = new pg.Pool({ connectionString: proxy.urlFor(postgres.url), max: 20 });
+pool.on('error', () => undefined); // sessions the proxy cuts; the calls themselves already failed
+const direct = new pg.Pool({ connectionString: postgres.url, max: 2 });
+afterAll(async () => {
+  await Promise.all([pool.end(), direct.end()]);
+  await proxy.stop();
+});
+const sink = new PostgisFeatureBatchSink(pool);
+await sink.migrate();
+
+/** A pipeline of this test alone: every test counts its own records, whatever else the database holds. */
+const newPipeline = () => `contract-${randomBytes(5).toString('hex')}`;
+const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** Records as the use case makes them: read from NDJSON lines, each with a cell. */
+function records(pipeline: string, lines: readonly string[]): CellRecord[] {
+  return lines.map((text, i) => {
+    const r = readPositionRecord(text, i + 1, pipeline);
+    if (isReject(r)) throw new Error(`test record ${i + 1} is a reject: ${r.detail}`);
+    return { ...r, cell: `87196566${i % 10}ffffff`.slice(0, 15) };
+  });
+}
+
+const position = (vessel: number, second: number, lon = 4.5, lat = 55.1) =>
+  JSON.stringify({ vessel, time: new Date(Date.UTC(2025, 5, 1, 12, 0, second)).toISOString(), lon, lat, speed: 10 });
+
+function batch(pipeline: string, lines: readonly string[], overrides: Partial<FeatureBatch> = {}): FeatureBatch {
+  const key = `streams/ais/${randomBytes(6).toString('hex')}.ndjson`;
+  return {
+    batchKey: sha(key),
+    owner: 'm-1@w1',
+    pipeline,
+    source: { bucket: 'landing', key, versionToken: 'v1' },
+    format: 'ndjson',
+    records: records(pipeline, lines),
+    rejects: [],
+    blankLines: 0,
+    ...overrides,
+  };
+}
+
+async function recordCount(pipeline: string): Promise<number> {
+  const r = await direct.query<{ n: number }>('SELECT count(*)::int AS n FROM feature_records WHERE pipeline = $1', [pipeline]);
+  return r.rows[0]?.n ?? -1;
+}
+
+describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
+  it('inserts a batch once: a second put of the same batch is already-done, names the first owner and writes nothing', async () => {
+    const pipeline = newPipeline();
+    const b = batch(pipeline, [position(1, 0), position(2, 1), position(3, 2)]);
+    expect(await sink.putBatch(b)).toEqual({ kind: 'inserted', inserted: 3, duplicates: 0, rejects: 0 });
+    expect(await sink.putBatch({ ...b, owner: 'm-1@w2' })).toEqual({
+      kind: 'already-done',
+      done: { owner: 'm-1@w1', records: 3, rejects: 0 },
+    });
+    expect(await sink.batchDone(b.batchKey)).toEqual({ owner: 'm-1@w1', records: 3, rejects: 0 });
+    expect(await sink.batchDone(sha('never seen'))).toBeUndefined();
+    expect(await recordCount(pipeline)).toBe(3);
+  });
+
+  it('counts a record two batches carry once, by canonical JSON or by its given id, and keeps the first batch as its origin', async () => {
+    const pipeline = newPipeline();
+    const first = batch(pipeline, [position(1, 0), JSON.stringify({ id: 'x-9', vessel: 2, time: 1_748_779_200_000, lon: 1, lat: 2 })]);
+    // The same position re-serialised (keys reordered, 10.0 for 10), and the id x-9 with other content.
+    const again = `{"speed":10.0,"lat":55.1,"lon":4.5,"time":"2025-06-01T12:00:00.000Z","vessel":1}`;
+    const second = batch(pipeline, [
+      again,
+      JSON.stringify({ id: 'x-9', vessel: 3, time: 1_748_779_260_000, lon: 5, lat: 6 }),
+      position(4, 9),
+    ]);
+    expect(await sink.putBatch(first)).toMatchObject({ kind: 'inserted', inserted: 2, duplicates: 0 });
+    expect(await sink.putBatch(second)).toMatchObject({ kind: 'inserted', inserted: 1, duplicates: 2 });
+    const origin = await direct.query<{ batch_key: string; n: number }>(
+      'SELECT batch_key, count(*)::int AS n FROM feature_records WHERE pipeline = $1 GROUP BY batch_key',
+      [pipeline],
+    );
+    expect(new Map(origin.rows.map((r) => [r.batch_key, r.n]))).toEqual(
+      new Map([
+        [first.batchKey, 2],
+        [second.batchKey, 1],
+      ]),
+    );
+    // Each record id is namespaced by its pipeline: the same record in another stream is another record.
+    const other = newPipeline();
+    expect(await sink.putBatch(batch(other, [position(1, 0)]))).toMatchObject({ inserted: 1, duplicates: 0 });
+  });
+
+  it('keeps every reject with its batch and line, NUL spelled out, and the point, time and cell of every record', async () => {
+    const pipeline = newPipeline();
+    const b = batch(pipeline, [position(7, 30, -3.25, 48.5)], {
+      rejects: [
+        { line: 2, reason: 'out-of-range', detail: 'lon 181, lat 91 is not on the globe', excerpt: '{"lon":181,"lat":91}' },
+        { line: 5, reason: 'unparsable', detail: 'not JSON', excerpt: 'a\u0000b' },
+      ],
+      blankLines: 1,
+    });
+    expect(await sink.putBatch(b)).toEqual({ kind: 'inserted', inserted: 1, duplicates: 0, rejects: 2 });
+    const rejects = await direct.query('SELECT line, reason, excerpt FROM feature_rejects WHERE batch_key = $1 ORDER BY line', [
+      b.batchKey,
+    ]);
+    expect(rejects.rows).toEqual([
+      { line: 2, reason: 'out-of-range', excerpt: '{"lon":181,"lat":91}' },
+      { line: 5, reason: 'unparsable', excerpt: 'a\\u0000b' },
+    ]);
+    const row = await direct.query(
+      `SELECT vessel, to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') AS t, ST_AsText(geom) AS wkt, ST_SRID(geom) AS srid, h3_cell, line, speed
+         FROM feature_records WHERE pipeline = $1`,
+      [pipeline],
+    );
+    expect(row.rows).toEqual([
+      { vessel: '7', t: '2025-06-01T12:00:30.000', wkt: 'POINT(-3.25 48.5)', srid: 4326, h3_cell: '871965660ffffff', line: 1, speed: 10 },
+    ]);
+  });
+
+  it('the H3-and-minute view counts rows, never batches: a duplicated record adds nothing to it', async () => {
+    const pipeline = newPipeline();
+    const lines = [position(1, 0), position(2, 10), position(3, 70)];
+    await sink.putBatch(batch(pipeline, lines));
+    await sink.putBatch(batch(pipeline, lines));
+    const view = await direct.query<{ records: number; vessels: number }>(
+      'SELECT sum(records)::int AS records, sum(vessels)::int AS vessels FROM feature_counts_h3_minute WHERE pipeline = $1',
+      [pipeline],
+    );
+    expect(view.rows).toEqual([{ records: 3, vessels: 3 }]);
+  });
+
+  it('16 concurrent puts of one batch: one inserts, 15 wait on its row and find it done; the records are in once', async () => {
+    const pipeline = newPipeline();
+    const b = batch(
+      pipeline,
+      Array.from({ length: 50 }, (_, i) => position(i, i)),
+    );
+    const results = await Promise.all(Array.from({ length: 16 }, (_, i) => sink.putBatch({ ...b, owner: `m-${i}@w${i}` })));
+    const inserted = results.filter((r) => r.kind === 'inserted');
+    expect(inserted).toHaveLength(1);
+    const winner = results.findIndex((r) => r.kind === 'inserted');
+    for (const r of results) if (r.kind === 'already-done') expect(r.done.owner).toBe(`m-${winner}@w${winner}`);
+    expect(await recordCount(pipeline)).toBe(50);
+  });
+
+  it('a crash before COMMIT leaves nothing; a COMMIT whose answer is lost is retried as already-done, with nothing twice', async () => {
+    const pipeline = newPipeline();
+    const b = batch(pipeline, [position(1, 0), position(2, 1)]);
+    const cut = proxy.cutBeforeNextCommit(b.batchKey);
+    await expect(sink.putBatch(b)).rejects.toMatchObject({ code: 'ADAPTER_FAILURE', retryable: true });
+    expect(cut.hits).toBe(1);
+    expect(await recordCount(pipeline)).toBe(0);
+    expect(await sink.batchDone(b.batchKey)).toBeUndefined();
+    const lost = proxy.loseNextCommitAnswer(b.batchKey);
+    await expect(sink.putBatch(b)).rejects.toMatchObject({ code: 'ADAPTER_FAILURE', retryable: true });
+    expect(lost.hits).toBe(1);
+    // The use case's retry (a redelivery after its claim was given back) finds its own batch done.
+    expect(await sink.putBatch({ ...b, owner: 'm-1@w2' })).toMatchObject({ kind: 'already-done', done: { owner: 'm-1@w1' } });
+    expect(await recordCount(pipeline)).toBe(2);
+  });
+
+  it(`inserts a batch larger than one statement (${INSERT_CHUNK} records) in its one transaction`, async () => {
+    const pipeline = newPipeline();
+    const n = INSERT_CHUNK * 2 + 17;
+    const b = batch(
+      pipeline,
+      Array.from({ length: n }, (_, i) => JSON.stringify({ vessel: i % 300, time: 1_748_779_200_000 + i, lon: (i % 360) - 180, lat: 10 })),
+    );
+    expect(await sink.putBatch(b)).toEqual({ kind: 'inserted', inserted: n, duplicates: 0, rejects: 0 });
+    expect(await recordCount(pipeline)).toBe(n);
+  });
+
+  it('refuses a batch it cannot key with a typed error before any SQL', async () => {
+    const pipeline = newPipeline();
+    await expect(sink.putBatch(batch(pipeline, [position(1, 0)], { owner: '' }))).rejects.toBeInstanceOf(InvalidParamsError);
+    const bad = batch(pipeline, [position(1, 0)]);
+    await expect(sink.putBatch({ ...bad, records: [{ ...(bad.records[0] as CellRecord), recordId: 'not-hex' }] })).rejects.toThrow(
+      /64 hex digits/,
+    );
+  });
+
+  it('migrate() from 8 pools at once, and every write is INSERT ... ON CONFLICT DO NOTHING, never UPDATE or DELETE', async () => {
+    const pools = Array.from({ length: 8 }, () => new pg.Pool({ connectionString: postgres.url, max: 1 }));
+    try {
+      await Promise.all(pools.map((p) => new PostgisFeatureBatchSink(p).migrate()));
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+    expect(proxy.statements.filter((s) => /^INSERT INTO feature_records\b/i.test(s)).length).toBeGreaterThan(5);
+    expect(unconditionalSql(proxy.statements, ['feature_batches', 'feature_records', 'feature_rejects'])).toEqual([]);
+  });
+});

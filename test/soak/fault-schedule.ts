@@ -1,0 +1,170 @@
+import type { BackendName } from '../parity/backends.js';
+
+/**
+ * Every kind of fault the soak can inject (`--faults all` is all of them), and when each is drawn.
+ * docs/soak.md describes each one; this file decides only how often and where.
+ */
+export const FAULT_KINDS = [
+  // Per delivery of a tile job (some also of a fan-out chunk): the worker and its ports.
+  'crash-before-claim',
+  'crash-after-claim',
+  'crash-after-write',
+  'crash-after-feature',
+  'crash-after-commit',
+  'zombie',
+  'slow-tile',
+  'lost-claim-answer',
+  'lost-commit-answer',
+  'lost-write-answer',
+  'lost-feature-answer',
+  'throttled-claim',
+  'throttled-commit',
+  'throttled-write',
+  'feature-connection-lost',
+  'clock-skew',
+  // Per delivery of a fan-out chunk.
+  'crash-mid-chunk',
+  // Per scene: its messages and the events around it.
+  'duplicate',
+  'duplicate-scene-event',
+  'duplicate-chunk',
+  'poison',
+  'source-overwritten',
+  'backfill-skip',
+  'backfill-new-key',
+  'backfill-overwrite',
+  // Per STAC Item: its events and its band objects.
+  'duplicate-item-event',
+  'band-reupload',
+  'band-reupload-expired',
+  // Per ingest request.
+  'duplicate-ingest',
+  'ingest-crash',
+  'ingest-race',
+  'reconcile-race',
+  // Per remote STAC Item.
+  'remote-transient',
+  'remote-hostile-item',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * What a kind rides on. `delivery`: one delivery of the tile queue; the rest: one event of the plan,
+ * of the kind of event it needs (a single-file or chunked scene, a STAC Item, an ingest, a remote Item).
+ */
+export type FaultScope = 'delivery' | 'scene' | 'chunked' | 'stac' | 'ingest' | 'remote';
+
+export const FAULT_SCOPE: Readonly<Record<FaultKind, FaultScope>> = {
+  'crash-before-claim': 'delivery',
+  'crash-after-claim': 'delivery',
+  'crash-after-write': 'delivery',
+  'crash-after-feature': 'delivery',
+  'crash-after-commit': 'delivery',
+  zombie: 'delivery',
+  'slow-tile': 'delivery',
+  'lost-claim-answer': 'delivery',
+  'lost-commit-answer': 'delivery',
+  'lost-write-answer': 'delivery',
+  'lost-feature-answer': 'delivery',
+  'throttled-claim': 'delivery',
+  'throttled-commit': 'delivery',
+  'throttled-write': 'delivery',
+  'feature-connection-lost': 'delivery',
+  'clock-skew': 'delivery',
+  'crash-mid-chunk': 'delivery',
+  duplicate: 'scene',
+  'duplicate-scene-event': 'scene',
+  'duplicate-chunk': 'chunked',
+  poison: 'scene',
+  'source-overwritten': 'scene',
+  'backfill-skip': 'scene',
+  'backfill-new-key': 'scene',
+  'backfill-overwrite': 'scene',
+  'duplicate-item-event': 'stac',
+  'band-reupload': 'stac',
+  'band-reupload-expired': 'stac',
+  'duplicate-ingest': 'ingest',
+  'ingest-crash': 'ingest',
+  'ingest-race': 'ingest',
+  'reconcile-race': 'ingest',
+  'remote-transient': 'remote',
+  'remote-hostile-item': 'remote',
+};
+
+/**
+ * The kinds that can happen on `backend` among those enabled. Clock skew is not a local fault: every local
+ * worker runs on one machine's clock, and the local compose wires no skew margin.
+ */
+export function applicableKinds(backend: BackendName, enabled: readonly FaultKind[]): FaultKind[] {
+  return FAULT_KINDS.filter((k) => enabled.includes(k) && !(backend === 'local' && k === 'clock-skew'));
+}
+
+/**
+ * Every applicable kind fires in every soak, however short (as Temporal's fault injection requires of
+ * its schedule): the random draws make most of them, and this schedule makes the rest at fixed points of
+ * the seed's plan.
+ *
+ * - Event kinds (everything but `delivery`) are forced onto the first events of the run, one kind per
+ *   event, in an order shuffled by the seed: event i carries `forcedEvent(i)`, and is made of the kind
+ *   of event that kind needs.
+ * - Delivery kinds are forced from delivery {@link FORCE_DELIVERIES_FROM} on: a delivery the draw left
+ *   without a fault takes the first kind, in the seed's order, that has not fired yet and that this
+ *   delivery can carry. A kind stays pending until it has really taken effect (a lost answer whose
+ *   delivery stopped at its claim before any write did not), so it is tried again on a later delivery.
+ *
+ * The run judges the schedule at the end: a kind that never fired is an anomaly named in the report.
+ */
+export class FaultSchedule {
+  readonly kinds: readonly FaultKind[];
+  readonly #events: FaultKind[];
+  readonly #deliveryOrder: FaultKind[];
+  readonly #fired = new Map<FaultKind, number>();
+
+  constructor(kinds: readonly FaultKind[], rnd: () => number) {
+    this.kinds = kinds;
+    this.#events = shuffle(
+      kinds.filter((k) => FAULT_SCOPE[k] !== 'delivery'),
+      rnd,
+    );
+    this.#deliveryOrder = shuffle(
+      kinds.filter((k) => FAULT_SCOPE[k] === 'delivery'),
+      rnd,
+    );
+  }
+
+  /** The kind event number `index` (0-based) of the run must carry, if any. */
+  forcedEvent(index: number): FaultKind | undefined {
+    return this.#events[index];
+  }
+
+  /** The delivery kinds not fired yet, in the order they are forced. */
+  pendingDeliveryKinds(): readonly FaultKind[] {
+    return this.#deliveryOrder.filter((k) => !this.#fired.has(k));
+  }
+
+  /** A fault of `kind` took effect. */
+  fired(kind: FaultKind, n = 1): void {
+    this.#fired.set(kind, (this.#fired.get(kind) ?? 0) + n);
+  }
+
+  count(kind: FaultKind): number {
+    return this.#fired.get(kind) ?? 0;
+  }
+
+  /** The kinds scheduled for this run that never took effect. */
+  unfired(): FaultKind[] {
+    return this.kinds.filter((k) => !this.#fired.has(k));
+  }
+}
+
+/** Deliveries before the schedule starts forcing delivery kinds: the first scenes' messages are on the queue by then. */
+export const FORCE_DELIVERIES_FROM = 8;
+
+function shuffle<T>(items: readonly T[], rnd: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
