@@ -82,7 +82,8 @@ const INSERT_RECORDS = `INSERT INTO ${RECORDS_TABLE} (record_id, given_id, pipel
   SELECT decode(r.id, 'hex'), r.given, $1, $2, r.line, r.vessel, to_timestamp(r.ms / 1000.0), r.lon, r.lat, r.speed, r.cell,
          ST_SetSRID(ST_MakePoint(r.lon, r.lat), 4326)
     FROM unnest($3::text[], $4::text[], $5::integer[], $6::text[], $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::text[])
-         AS r(id, given, line, vessel, ms, lon, lat, speed, cell)
+         WITH ORDINALITY AS r(id, given, line, vessel, ms, lon, lat, speed, cell, n)
+   ORDER BY r.n
   ON CONFLICT (record_id) DO NOTHING`;
 
 const INSERT_REJECTS = `INSERT INTO ${REJECTS_TABLE} (batch_key, line, reason, detail, excerpt)
@@ -169,9 +170,13 @@ export class PostgisFeatureBatchSink implements FeatureBatchSink {
           if (done === undefined) throw new Error(`the batch row of ${batch.batchKey} conflicted but cannot be read`);
           return { kind: 'already-done', done };
         }
+        // In record id order, in every transaction: two batches that share records (a producer's retry lands in the
+        // next object) then wait on each other's uncommitted keys in one order, never in a cycle. Inserted in the
+        // order each batch arrived in, they deadlocked (40P01), and the retry redid the whole batch.
+        const records = [...batch.records].sort((a, b) => (a.recordId < b.recordId ? -1 : a.recordId > b.recordId ? 1 : 0));
         let inserted = 0;
-        for (let at = 0; at < batch.records.length; at += INSERT_CHUNK) {
-          inserted += await insertRecords(client, batch, batch.records.slice(at, at + INSERT_CHUNK));
+        for (let at = 0; at < records.length; at += INSERT_CHUNK) {
+          inserted += await insertRecords(client, batch, records.slice(at, at + INSERT_CHUNK));
         }
         if (batch.rejects.length > 0) {
           await client.query(INSERT_REJECTS, [

@@ -107,6 +107,9 @@ export async function fanOutStacSceneEvent(
   }
   const stac = readStacItem(bytes, item.key);
   const resolved = resolveStacAssets(stac, item.key, config.selection);
+  // With unscale, the item's raster:bands scale and offset ride in the parameters (and so in the scene key); one
+  // that cannot be used is refused here, before any band is pinned.
+  const scaled = withStacScaleOffsets(config.params, resolved, item.key);
 
   const bandKeys = [...new Set(Object.values(resolved).map((r) => r.key))].sort();
   const prefix = config.sourcePrefix;
@@ -128,8 +131,7 @@ export async function fanOutStacSceneEvent(
     Object.defineProperty(bands, band, { value: r.index, enumerable: true });
   }
   const source: SourceRef = { bucket: item.bucket, key: item.key, versionToken: item.versionToken, assets };
-  // With unscale, the item's raster:bands scale and offset ride in the parameters (and so in the scene key).
-  const params: ProcessingParams = withStacScaleOffsets({ ...config.params, bands }, resolved, item.key);
+  const params: ProcessingParams = { ...scaled, bands };
   backend.telemetry.log('INFO', 'stac-scene-complete', {
     item: item.key,
     id: stac.metadata.id,

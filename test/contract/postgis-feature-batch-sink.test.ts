@@ -153,6 +153,21 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     expect(await recordCount(pipeline)).toBe(50);
   });
 
+  it('8 batches that share records with their neighbours, all at once: every one inserts, none deadlocks, each record once', async () => {
+    const pipeline = newPipeline();
+    // Batch i holds records i*40 .. i*40+59: 20 shared with the next batch, in another order in each.
+    const batches = Array.from({ length: 8 }, (_, i) =>
+      batch(
+        pipeline,
+        Array.from({ length: 60 }, (_, j) => position(1000 + i * 40 + j, 0)).sort(() => (i % 2 === 0 ? 1 : -1)),
+      ),
+    );
+    const results = await Promise.all(batches.map((b) => sink.putBatch(b)));
+    expect(results.every((r) => r.kind === 'inserted')).toBe(true);
+    expect(results.reduce((n, r) => n + (r.kind === 'inserted' ? r.inserted : 0), 0)).toBe(7 * 40 + 60);
+    expect(await recordCount(pipeline)).toBe(7 * 40 + 60);
+  });
+
   it('a crash before COMMIT leaves nothing; a COMMIT whose answer is lost is retried as already-done, with nothing twice', async () => {
     const pipeline = newPipeline();
     const b = batch(pipeline, [position(1, 0), position(2, 1)]);

@@ -10,6 +10,7 @@ import { INTEGRITY_SCENARIOS } from './scenarios-integrity.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
+import { RASTER_VALUE_SCENARIOS } from './scenarios-raster-values.js';
 import { ROUND3_SCENARIOS } from './scenarios-round3.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { SOAK_SCENARIOS } from './scenarios-soak.js';
@@ -42,6 +43,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...OUTPUT_SCENARIOS,
   ...ROUND3_SCENARIOS,
   ...INTEGRITY_SCENARIOS,
+  ...RASTER_VALUE_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

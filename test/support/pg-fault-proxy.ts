@@ -63,6 +63,11 @@ export class PgFaultProxy {
     return shot;
   }
 
+  /** Take back a shot that never fired (its transaction never came), so that it cannot fire in a later session. */
+  disarm(shot: { readonly hits: number }): void {
+    this.armed = this.armed.filter((a) => a !== shot);
+  }
+
   async stop(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
