@@ -60,20 +60,25 @@ function parseDeliveries(value: string | undefined, backends: readonly BackendNa
   return out;
 }
 
-/** Start the emulators of the clouds asked for, with the code the test setup uses. */
+/**
+ * Start the emulators of the clouds asked for, and the PostgreSQL + PostGIS every backend's feature sink
+ * writes to (each backend in a schema of its own), with the code the test setup uses.
+ */
 async function startEmulators(clouds: readonly Cloud[]): Promise<{ endpoints: EmulatorEndpoints; stops: Started[] }> {
-  const starters: Record<Cloud, () => Promise<{ endpoints: unknown; stops: Started[] }>> = {
+  const starters: Record<Cloud | 'postgres', () => Promise<{ endpoints: unknown; stops: Started[] }>> = {
     aws: () => import('../test/support/emulators/aws.js').then((m) => m.start()),
     gcp: () => import('../test/support/emulators/gcp.js').then((m) => m.start()),
     azure: () => import('../test/support/emulators/azure.js').then((m) => m.start()),
+    postgres: () => import('../test/support/emulators/postgres.js').then((m) => m.start()),
   };
+  const wanted: (Cloud | 'postgres')[] = [...clouds, 'postgres'];
   const t0 = Date.now();
-  const results = await Promise.allSettled(clouds.map((c) => starters[c]()));
+  const results = await Promise.allSettled(wanted.map((c) => starters[c]()));
   const endpoints: Record<string, unknown> = {};
   const stops: Started[] = [];
   const failed: string[] = [];
   results.forEach((r, i) => {
-    const cloud = clouds[i] as Cloud;
+    const cloud = wanted[i] as Cloud | 'postgres';
     if (r.status === 'fulfilled') {
       if (r.value.endpoints) endpoints[cloud] = r.value.endpoints;
       stops.push(...r.value.stops);
@@ -83,7 +88,7 @@ async function startEmulators(clouds: readonly Cloud[]): Promise<{ endpoints: Em
     await Promise.allSettled(stops.map((s) => s.stop()));
     throw new Error(`emulators did not start (a soak never skips a backend): ${failed.join('; ')}`);
   }
-  if (clouds.length > 0) say(`emulators up in ${Date.now() - t0} ms (${clouds.join(', ')})`);
+  say(`emulators up in ${Date.now() - t0} ms (${wanted.join(', ')})`);
   return { endpoints: endpoints as EmulatorEndpoints, stops };
 }
 
@@ -134,11 +139,13 @@ async function main(): Promise<number> {
     const anomalies = Object.fromEntries(outcomes.map(([b, o]) => [b, o.anomalies]));
     const iamLines = outcomes.flatMap(([, o]) => (o.iam === undefined ? [] : [o.iam]));
     for (const line of iamLines) say(`iam ${line}`);
+    const gdalLines = outcomes.flatMap(([, o]) => o.gdal ?? []);
     const md = renderSoakMarkdown(report, anomalies, {
       command: rerun,
       wallSeconds: Math.round((Date.now() - t0) / 1000),
       at: new Date(),
       iam: iamLines,
+      gdal: gdalLines,
     });
     await writeFile(join(reports, 'soak.md'), md);
     process.stdout.write(md);

@@ -176,8 +176,8 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
           );
         }
         log(
-          `  micro-batch rep ${rep + 1}: ${fmt((s.records.inserted + s.records.duplicates) / s.seconds)} records/s, ` +
-            `${s.claimStore.claims} claims for ${s.records.inserted + s.records.duplicates} records`,
+          `  micro-batch rep ${rep + 1}: ${fmt((s.records.inserted + s.records.duplicates) / (s.seconds - s.stagingSeconds))} records/s ` +
+            `(staging ${fmt(s.stagingSeconds)} s apart), ${s.claimStore.claims} claims for ${s.records.inserted + s.records.duplicates + s.records.rejected} records`,
         );
       } finally {
         backend.close();
@@ -191,9 +191,13 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
       log(`  per-record claims rep ${rep + 1}: ${fmt(b.positions / b.seconds)} records/s, ${b.claims} claims for ${b.positions} records`);
     }
     const positionsOf = (s: StreamRunSummary) => s.records.inserted + s.records.duplicates;
-    const rate: Summary = summarize(tessera.map((s) => positionsOf(s) / s.seconds));
+    // Every record of the stream: positions and the rejects (a bad line is a record too, kept and counted).
+    const recordsOf = (s: StreamRunSummary) => positionsOf(s) + s.records.rejected;
+    // Processing, from the queue to PostGIS: the landing (files into the source store) is the producer's work on a cloud.
+    const processingOf = (s: StreamRunSummary) => s.seconds - s.stagingSeconds;
+    const rate: Summary = summarize(tessera.map((s) => positionsOf(s) / processingOf(s)));
     const baseRate: Summary = summarize(baseline.map((b) => b.positions / b.seconds));
-    const claimsPerRecord = summarize(tessera.map((s) => s.claimStore.claims / positionsOf(s)));
+    const claimsPerRecord = summarize(tessera.map((s) => s.claimStore.claims / recordsOf(s)));
     const tripsPerRecord = summarize(
       tessera.map((s) => (s.claimStore.claims + s.claimStore.commits + s.claimStore.heartbeats) / positionsOf(s)),
     );

@@ -58,6 +58,11 @@ export interface StreamRunSummary {
   /** Claim-store round trips this run made, by kind (a release after a failure is a heartbeat). */
   readonly claimStore: { readonly claims: number; readonly commits: number; readonly heartbeats: number };
   readonly seconds: number;
+  /**
+   * Of `seconds`, how long putting the files into the source store took: the landing a stream's producer does on a
+   * cloud (Firehose's PUT), not the processing; the rest is the queue, the claims, the parsing and PostGIS.
+   */
+  readonly stagingSeconds: number;
   /** What PostGIS holds for the pipeline afterwards. */
   readonly totals: StreamTotals;
 }
@@ -147,6 +152,7 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
       sources.push({ bucket: LOCAL_SOURCE_BUCKET, key, versionToken: version });
       options.progress.update(i + 1, files.length, 'files');
     }
+    const stagingSeconds = (performance.now() - started) / 1000;
     await queue.sendBatch(sources.map((s) => ({ jobKey: batchJobKey(s, options.params), body: batchEventBody(s) })));
 
     options.progress.phase('batches');
@@ -265,6 +271,7 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
       poison,
       claimStore: { ...counting.calls },
       seconds: (performance.now() - started) / 1000,
+      stagingSeconds,
       totals,
     };
   } finally {

@@ -12,8 +12,9 @@ import type { RasterDataType } from './tiff-format.js';
  * Conventions, all GDAL's:
  * - A target pixel (i, j) is sampled at its centre (i + 0.5, j + 0.5), mapped to source pixel/line
  *   coordinates (u, v) in which source pixel (k, l) covers [k, k+1) x [l, l+1).
- * - A target pixel whose centre falls outside the source raster is nodata, whatever the method
- *   (GWKCheckAndComputeSrcOffsets): edges are never extrapolated.
+ * - Kernel methods (nearest, bilinear, cubic, cubicspline, lanczos): a target pixel whose centre falls outside
+ *   the source raster, or on an invalid source pixel, is nodata (GWKCheckAndComputeSrcOffsets): edges are
+ *   never extrapolated, nodata holes never filled from their rim.
  * - nearest: source pixel (trunc(u + 1e-10), trunc(v + 1e-10)); nodata there gives nodata.
  * - bilinear: the four pixels around (u - 0.5, v - 0.5); nodata and outside pixels are dropped and the
  *   weights renormalised over the valid ones (GWKBilinearResample4Sample).
@@ -28,13 +29,15 @@ import type { RasterDataType } from './tiff-format.js';
  *   and the weights renormalised; lanczos also gives nodata when fewer than half its taps are valid. When
  *   downsampling their kernels stretch as bilinear's do, except lanczos's weights, which GDAL computes from the
  *   tap's index alone (sinc(i * scale)), not from the sub-pixel position.
- * - average, rms, mode, max, min, med, q1, q3, sum: the target pixel's corners (i, j) and (i + 1, j + 1) are
- *   mapped to the source; the source pixels the box between them touches are the sample (GWKAverageOrModeThread),
- *   nodata skipped. average and rms weight each by the fraction of it inside the box (with GDAL's edge rule), sum
- *   by the area of it the box covers, exactly (a sum, not a mean: upsampling splits a value); max, min, the quantiles (med, q1, q3: the sorted valid values at ceil(q * n - 1)) and mode
- *   count every pixel of the box once. mode is the value reached the highest count first, counted as GDAL does for
- *   the band's type (see {@link WarpSourceBand.dataType}). These methods do not test the centre: a box holding one
- *   valid pixel has a value.
+ * - average, rms, mode, max, min, med, q1, q3: the target pixel's corners (i, j) and (i + 1, j + 1) are mapped
+ *   to the source; the source pixels the box between them touches are the sample (GWKAverageOrModeThread),
+ *   nodata skipped. average and rms weight each by the fraction of it inside the box (with GDAL's edge rule);
+ *   max, min, the quantiles (med, q1, q3: the sorted valid values at ceil(q * n - 1)) and mode count every pixel
+ *   of the box once. mode is the value that first reaches the highest count, counted as GDAL does for the band's
+ *   type (see {@link WarpSourceBand.dataType}). These methods test no centre: a box holding one valid pixel has a
+ *   value; a box whose corners map more than 2 / scale source pixels off the raster has none (GDAL's margin).
+ * - sum: source-centric (GWKSumPreserving): each valid source pixel's value is shared among the target pixels
+ *   its mapped quad covers, in proportion to the area covered, so the total is preserved ({@link sumPreserving}).
  *
  * The transform target pixel -> source pixel is evaluated exactly at the ends and middle of each target
  * row and interpolated linearly where that stays within `maxErrorPixels` (0.125 source pixel, gdalwarp's

@@ -15,6 +15,7 @@ import {
   type StoreName,
   SWEEP_STATE_KEY,
   sceneLifecycleKeys,
+  streamKeys,
 } from '../../shared/domain/key-layout.js';
 import { ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
 import { compileAwsPolicy, evaluateAwsStatements } from '../support/iam/grants-aws.js';
@@ -130,7 +131,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
   });
 
   it('gives every function a lease longer than the ceiling of its configured timeout', () => {
-    expect(functions(run).map(roleOf).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'tile']);
+    expect(functions(run).map(roleOf).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'stream', 'tile']);
     for (const fn of functions(run)) {
       const env = envOf((fn.inputs.environment as { variables: unknown }).variables);
       const platform = env[ENV.platform] as Platform;
@@ -162,7 +163,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
 
   it('keeps every trigger queue invisible for at least the timeout of the function it feeds (6x, within 12 h)', () => {
     const mappings = run.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
-    expect(mappings.map((m) => m.name.split('-').at(-1)).sort()).toEqual(['ingest', 'scene', 'tile']);
+    expect(mappings.map((m) => m.name.split('-').at(-1)).sort()).toEqual(['ingest', 'scene', 'stream', 'tile']);
     for (const m of mappings) {
       const queue = byState(run, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
       const fn = byState(run, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
@@ -175,6 +176,8 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(tileMapping?.inputs.batchSize).toBe(1);
     // One ingest request per invocation: a download has the whole (540 s) timeout to itself.
     expect(mappings.find((m) => m.name.endsWith('-ingest'))?.inputs.batchSize).toBe(1);
+    // One batch object per invocation: its records go into PostGIS in one transaction (docs/streams.md).
+    expect(mappings.find((m) => m.name.endsWith('-stream'))?.inputs.batchSize).toBe(1);
   });
 
   it('caps the tile event source at tessera:tileMaxConcurrency (default 100) so the poller stops instead of being throttled', async () => {
@@ -209,7 +212,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
     // Every queue is either redriven or is itself a dead-letter queue.
     for (const q of queues) expect(q.inputs.redrivePolicy !== undefined || dlqArns.has(q.state.arn as string), q.name).toBe(true);
-    expect(dlqArns.size).toBe(3);
+    expect(dlqArns.size).toBe(4);
     const alarmed = run
       .ofType('aws:cloudwatch/metricAlarm:MetricAlarm')
       .map((a) => (a.inputs.dimensions as { QueueName?: string } | undefined)?.QueueName);
@@ -229,22 +232,26 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     });
   });
 
-  it('notifies the scene queue only of new objects under the source prefix with the source suffix', () => {
+  it('notifies the scene queue of new objects under the source prefix with the source suffix, and the stream queue of batch objects under streams/', () => {
     const sources = run.one('aws:s3/bucket:Bucket', '-sources');
     const notifications = run.ofType('aws:s3/bucketNotification:BucketNotification');
     expect(notifications).toHaveLength(1);
     expect(notifications[0]?.inputs.bucket).toBe(sources.id);
     const queue = run.one('aws:sqs/queue:Queue', '-scene');
+    const streamQueue = run.one('aws:sqs/queue:Queue', '-stream');
     expect(notifications[0]?.inputs.queues).toEqual([
       { queueArn: queue.state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: 'scenes/', filterSuffix: '.tif' },
+      { queueArn: streamQueue.state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: streamKeys.root() },
     ]);
-    // Only this bucket, in this account, may send to the queue.
-    const policy = run.ofType('aws:sqs/queuePolicy:QueuePolicy').find((p) => p.inputs.queueUrl === queue.state.url);
-    const [allow] = statements(policy?.inputs.policy);
-    expect(allow?.Condition).toEqual({
-      ArnEquals: { 'aws:SourceArn': sources.state.arn },
-      StringEquals: { 'aws:SourceAccount': '123456789012' },
-    });
+    // Only this bucket, in this account, may send to either queue.
+    for (const q of [queue, streamQueue]) {
+      const policy = run.ofType('aws:sqs/queuePolicy:QueuePolicy').find((p) => p.inputs.queueUrl === q.state.url);
+      const [allow] = statements(policy?.inputs.policy);
+      expect(allow?.Condition, q.name).toEqual({
+        ArnEquals: { 'aws:SourceArn': sources.state.arn },
+        StringEquals: { 'aws:SourceAccount': '123456789012' },
+      });
+    }
   });
 
   it('makes nothing public: access blocked, owner-enforced, encrypted, TLS-only buckets and no public grants', () => {
@@ -289,8 +296,8 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
       ...run.ofType('aws:secretsmanager/secret:Secret').map((x) => x.state.arn as string),
     ];
     const policies = [...run.ofType('aws:iam/rolePolicy:RolePolicy'), ...run.ofType('aws:iam/policy:Policy')];
-    // Five functions' inline policies and verify's managed policy.
-    expect(policies).toHaveLength(6);
+    // Six functions' inline policies and verify's managed policy.
+    expect(policies).toHaveLength(7);
     for (const p of policies) {
       for (const s of statements(p.inputs.policy)) {
         expect(s.Effect).toBe('Allow');
@@ -416,11 +423,13 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     }
   });
 
-  it('lets only the tile worker (and the operator running verify) touch the claims table', () => {
+  it('lets only the tile and stream workers (and the operator running verify) touch the claims table, and only verify delete a row', () => {
     const table = run.one('aws:dynamodb/table:Table', '-claims').state.arn as string;
     for (const role of FUNCTION_ROLES) {
       const onTable = statements(policyOf(run, role).inputs.policy).filter((s) => list(s.Resource).includes(table));
-      expect(onTable.length, role).toBe(role === 'tile' || role === 'verify' ? 1 : 0);
+      expect(onTable.length, role).toBe(role === 'tile' || role === 'stream' || role === 'verify' ? 1 : 0);
+      if (role === 'stream')
+        expect(list(onTable[0]?.Action).sort()).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
     }
   });
 
@@ -499,7 +508,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     // A count other than the default, so a value the handlers would assume when unset cannot pass for it.
     const set = await runStack(STACK, { ...BASE, 'tessera:maxReceiveCount': '7' });
     const mappings = set.ofType('aws:lambda/eventSourceMapping:EventSourceMapping');
-    expect(mappings).toHaveLength(3);
+    expect(mappings).toHaveLength(4);
     for (const m of mappings) {
       const queue = byState(set, 'aws:sqs/queue:Queue', 'arn', m.inputs.eventSourceArn);
       const fn = byState(set, 'aws:lambda/function:Function', 'arn', m.inputs.functionName);
@@ -706,13 +715,14 @@ describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     expect(JSON.stringify(set.outputs)).not.toContain(PASSWORD);
   });
 
-  it("gives no function the URL, and the tile function alone the secret's ARN and the version the stack wrote", () => {
-    expect(functions(set)).toHaveLength(5);
+  it("gives no function the URL, and the tile and stream functions alone the secret's ARN and the version the stack wrote", () => {
+    expect(functions(set)).toHaveLength(6);
     for (const fn of functions(set)) {
       expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
       const env = variables(fn);
       expect(env[ENV.featureSink], fn.name).toBeUndefined();
-      const isTile = roleOf(fn) === 'tile';
+      // The stream function writes its batches into the same PostGIS (docs/streams.md).
+      const isTile = roleOf(fn) === 'tile' || roleOf(fn) === 'stream';
       expect(env[ENV.featureSinkSecret], fn.name).toBe(isTile ? secretOf(set).state.arn : undefined);
       expect(env[ENV.featureSinkSecretVersion], fn.name).toBe(isTile ? versionOf(set).state.versionId : undefined);
       // Nothing left in a function's configuration needs hiding.
@@ -726,7 +736,7 @@ describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     expect(missingBefore(set, tile, [versionOf(set)])).toEqual([]);
   });
 
-  it('lets the tile role alone read the secret: one GetSecretValue statement, on its ARN', () => {
+  it('lets the tile and stream roles alone read the secret: one GetSecretValue statement each, on its ARN', () => {
     const policies = [...set.ofType('aws:iam/rolePolicy:RolePolicy'), ...set.ofType('aws:iam/policy:Policy')];
     const touching = policies.flatMap((p) =>
       statements(p.inputs.policy)
@@ -737,15 +747,15 @@ describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
         )
         .map((s) => ({ policy: p.name, ...s })),
     );
-    expect(touching).toEqual([
-      {
-        policy: set.one('aws:iam/rolePolicy:RolePolicy', '-tile').name,
+    expect(touching.sort((a, b) => (a.policy < b.policy ? -1 : 1))).toEqual(
+      ['-stream', '-tile'].map((role) => ({
+        policy: set.one('aws:iam/rolePolicy:RolePolicy', role).name,
         Sid: 'ReadFeatureSinkSecret',
         Effect: 'Allow',
         Action: 'secretsmanager:GetSecretValue',
         Resource: secretOf(set).state.arn,
-      },
-    ]);
+      })),
+    );
   });
 
   it('declares no secret without the key, and refuses a URL that is not postgis:// without echoing it', async () => {
@@ -772,6 +782,7 @@ describe('the AWS stack with tessera:stacAssets (multi-file scenes start on thei
     const queue = run.one('aws:sqs/queue:Queue', '-scene');
     expect(run.ofType('aws:s3/bucketNotification:BucketNotification')[0]?.inputs.queues).toEqual([
       { queueArn: queue.state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: 'scenes/', filterSuffix: '.json' },
+      { queueArn: run.one('aws:sqs/queue:Queue', '-stream').state.arn, events: ['s3:ObjectCreated:*'], filterPrefix: streamKeys.root() },
     ]);
     const scene = envOf((run.one('aws:lambda/function:Function', '-scene').inputs.environment as { variables: unknown }).variables);
     expect(scene[ENV.stacAssets]).toBe('{"B04":"red","B08":"nir"}');

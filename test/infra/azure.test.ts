@@ -17,6 +17,7 @@ import {
   type StoreName,
   SWEEP_STATE_KEY,
   sceneLifecycleKeys,
+  streamKeys,
 } from '../../shared/domain/key-layout.js';
 import { AZURE_CLIENT_ID_SETTINGS, ENV, parseRuntimeConfig } from '../../shared/domain/runtime-config.js';
 import { type AbacRequest, AZURE_BUILT_IN_ROLES, evaluateAbacCondition, parseAbacCondition } from '../support/iam/grants-azure.js';
@@ -149,8 +150,8 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       expect(names).toContain(queue);
       expect(names).toContain(azurePoisonQueue(queue));
     }
-    // Scene, tile and ingest: the mosaic and the reconcile are timer sweeps, with no queue of their own.
-    expect(names).toHaveLength(6);
+    // Scene, tile, ingest and stream: the mosaic and the reconcile are timer sweeps, with no queue of their own.
+    expect(names).toHaveLength(8);
     expect(settings(run)[ENV.deadLetterQueue]).toBe(azurePoisonQueue(AZURE_QUEUES.tile));
     // The ingest function (same app, same settings) listens on its own queue, named in the settings for the CLI.
     expect(AZURE_QUEUES.ingest).toBe('tessera-ingest');
@@ -233,24 +234,31 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(s[`${AZURE_TRIGGER_CONNECTION}__queueServiceUri`]).toMatch(/^https:\/\/[a-z0-9]+\.queue\.core\.windows\.net\/$/);
   });
 
-  it('routes BlobCreated events by subject filter to the scene queue only, dead-lettering what it cannot deliver', () => {
+  it('routes BlobCreated events by subject filter to the scene queue, and those under streams/ to the stream queue, dead-lettering what it cannot deliver', () => {
     const account = data(run);
     const topic = run.ofType('azure-native:eventgrid:SystemTopic')[0];
     expect(topic?.inputs).toMatchObject({ source: account?.state.id, topicType: 'Microsoft.Storage.StorageAccounts' });
     const subs = run.ofType('azure-native:eventgrid:SystemTopicEventSubscription');
     // A tile write fires nothing: the mosaic is a timer-triggered sweep, as on AWS and GCP.
-    expect(subs.map((x) => x.name)).toEqual(['tessera-scene-events']);
+    expect(subs.map((x) => x.name).sort()).toEqual(['tessera-scene-events', 'tessera-stream-events']);
     const expected = {
       scene: { queue: AZURE_QUEUES.scene, begins: '/blobServices/default/containers/sources/blobs/scenes/', ends: '.tif' },
+      // Every batch object under streams/ (docs/streams.md), whatever its name ends in.
+      stream: {
+        queue: AZURE_QUEUES.stream,
+        begins: `/blobServices/default/containers/sources/blobs/${streamKeys.root()}`,
+        ends: undefined,
+      },
     };
     for (const [role, want] of Object.entries(expected)) {
       const sub = subs.find((x) => x.name.endsWith(`-${role}-events`)) as RecordedResource;
       expect(sub.inputs.destination).toMatchObject({ endpointType: 'StorageQueue', resourceId: account?.state.id, queueName: want.queue });
-      expect(sub.inputs.filter).toMatchObject({
+      expect(sub.inputs.filter, role).toMatchObject({
         includedEventTypes: ['Microsoft.Storage.BlobCreated'],
         subjectBeginsWith: want.begins,
-        subjectEndsWith: want.ends,
+        ...(want.ends === undefined ? {} : { subjectEndsWith: want.ends }),
       });
+      if (want.ends === undefined) expect((sub.inputs.filter as { subjectEndsWith?: string }).subjectEndsWith, role).toBeUndefined();
       expect(sub.inputs.deadLetterDestination).toMatchObject({
         endpointType: 'StorageBlob',
         resourceId: account?.state.id,
@@ -489,7 +497,7 @@ describe('the Azure stack with tessera:featureSinkUrl (the PostGIS sink, docs/po
 describe('the Azure stack with tessera:stacAssets (multi-file scenes start on their STAC Item, docs/multi-file-scenes.md)', () => {
   it('routes BlobCreated events of *.json items to the scene queue, and tells the app which assets are which band', async () => {
     const run = await runStack(STACK, { ...BASE, 'tessera:stacAssets': '{"B04":"red","B08":"nir"}' });
-    const [sub] = run.ofType('azure-native:eventgrid:SystemTopicEventSubscription');
+    const sub = run.ofType('azure-native:eventgrid:SystemTopicEventSubscription').find((x) => x.name.endsWith('-scene-events'));
     expect(sub?.inputs.filter).toMatchObject({
       includedEventTypes: ['Microsoft.Storage.BlobCreated'],
       subjectBeginsWith: '/blobServices/default/containers/sources/blobs/scenes/',

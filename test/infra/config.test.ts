@@ -225,7 +225,7 @@ describe('names, tags and packaging (infra/common)', () => {
     const empty = mkdtempSync(join(tmpdir(), 'tessera-no-archives-'));
     expect(() => archivesFor('aws', empty)).toThrow(MissingArchiveError);
     expect(() => archivesFor('aws', empty)).toThrow(
-      /scene\.zip, .*tile\.zip, .*mosaic\.zip, .*ingest\.zip, .*reconcile\.zip; run npm run build:functions first/,
+      /scene\.zip, .*tile\.zip, .*mosaic\.zip, .*ingest\.zip, .*reconcile\.zip, .*stream\.zip; run npm run build:functions first/,
     );
   });
 });

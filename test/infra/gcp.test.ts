@@ -88,7 +88,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   });
 
   it('gives every function a lease longer than the ceiling of its trigger type, and a timeout within it', () => {
-    expect(functions(run)).toHaveLength(5);
+    expect(functions(run)).toHaveLength(6);
     for (const fn of functions(run)) {
       const sc = serviceConfig(fn);
       const env = envOf(sc.environmentVariables);
@@ -216,15 +216,18 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     );
   });
 
-  it('triggers the scene function on object finalize in the source bucket only, and tells it the prefix and suffix', () => {
+  it('triggers the scene and stream functions on object finalize in the source bucket only, and tells them the prefix and suffix', () => {
     const sources = run.one('gcp:storage/bucket:Bucket', '-sources');
     const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
-    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
-    expect(triggered[0]?.inputs.eventTrigger).toMatchObject({
-      eventType: 'google.cloud.storage.object.v1.finalized',
-      eventFilters: [{ attribute: 'bucket', value: sources.state.name }],
-      retryPolicy: 'RETRY_POLICY_RETRY',
-    });
+    // The stream function takes the same events and keeps those under streams/ (docs/streams.md): Eventarc filters by bucket only.
+    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene, GCP_ENTRY_POINTS.stream]);
+    for (const fn of triggered) {
+      expect(fn.inputs.eventTrigger, fn.name).toMatchObject({
+        eventType: 'google.cloud.storage.object.v1.finalized',
+        eventFilters: [{ attribute: 'bucket', value: sources.state.name }],
+        retryPolicy: 'RETRY_POLICY_RETRY',
+      });
+    }
     const env = envOf(serviceConfig(triggered[0] as RecordedResource).environmentVariables);
     expect(env).toMatchObject({ [ENV.sourcePrefix]: 'scenes/', [ENV.sourceSuffix]: '.tif' });
   });
@@ -243,7 +246,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
 
   it('runs each function as its own service account with narrow roles', () => {
     const emails = functions(run).map((fn) => serviceConfig(fn).serviceAccountEmail);
-    expect(new Set(emails).size).toBe(5);
+    expect(new Set(emails).size).toBe(6);
     const projectRoles = run.ofType('gcp:projects/iAMMember:IAMMember');
     for (const m of projectRoles) {
       expect(m.inputs.role, m.name).not.toMatch(/roles\/(owner|editor|storage\.admin|datastore\.owner|pubsub\.admin)$/);
@@ -412,7 +415,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     }
   });
 
-  it('lets scene and tile (and the Pub/Sub agent) publish poison to the dead-letter topic, granted on that topic only', () => {
+  it('lets scene, tile and stream (and the Pub/Sub agent) publish poison to the dead-letter topic, granted on that topic only', () => {
     const deadLetter = run.one('gcp:pubsub/topic:Topic', '-tiles-dead-letter');
     const agent = run.ofType('gcp:projects/serviceIdentity:ServiceIdentity').find((a) => a.name.endsWith('-pubsub-agent'));
     const publishers = run
@@ -420,7 +423,14 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
       .filter((m) => m.inputs.topic === deadLetter.state.name && m.inputs.role === 'roles/pubsub.publisher')
       .map((m) => m.inputs.member);
     // The scene handler publishes a scene event no retry can cure there (functions/gcp/handlers/scene.handler.ts).
-    expect(publishers.sort()).toEqual([byName(run, '-scene').state.member, byName(run, '-tile').state.member, agent?.state.member].sort());
+    expect(publishers.sort()).toEqual(
+      [
+        byName(run, '-scene').state.member,
+        byName(run, '-tile').state.member,
+        byName(run, '-stream').state.member,
+        agent?.state.member,
+      ].sort(),
+    );
     // The scene account publishes to two topics and holds no Pub/Sub role on the project.
     const scene = byName(run, '-scene').state.member;
     const sceneTopics = run
@@ -556,14 +566,15 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     expect(JSON.stringify(set.outputs)).not.toContain(PASSWORD);
   });
 
-  it('gives the tile function alone a secret environment variable, pinned to the version the stack wrote, and no function the URL', () => {
-    expect(functions(set)).toHaveLength(5);
+  it('gives the tile and stream functions alone a secret environment variable, pinned to the version the stack wrote, and no function the URL', () => {
+    expect(functions(set)).toHaveLength(6);
     for (const fn of functions(set)) {
       // Runtime and build environments, and everything else the function is declared with.
       expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
       expect(envOf(config(fn).environmentVariables)[ENV.featureSink], fn.name).toBeUndefined();
       expect(reveal(fn.inputs.serviceConfig).secret, fn.name).toBe(false);
-      const isTile = entryPoint(fn) === GCP_ENTRY_POINTS.tile;
+      // The stream function writes its batches into the same PostGIS (docs/streams.md).
+      const isTile = entryPoint(fn) === GCP_ENTRY_POINTS.tile || entryPoint(fn) === GCP_ENTRY_POINTS.stream;
       expect(config(fn).secretEnvironmentVariables, fn.name).toEqual(
         isTile
           ? [{ key: ENV.featureSink, projectId: PROJECT, secret: secretOf(set).inputs.secretId, version: versionOf(set).state.version }]
@@ -572,7 +583,7 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     }
   });
 
-  it("lets the tile function's account alone read the secret, and creates the tile function once that grant has propagated", () => {
+  it("lets the tile and stream functions' accounts alone read the secret, and creates each function once its grant has propagated", () => {
     const onSecrets = [
       ...set.ofType('gcp:secretmanager/secretIamMember:SecretIamMember'),
       ...set.ofType('gcp:secretmanager/secretIamBinding:SecretIamBinding'),
@@ -580,6 +591,7 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     ];
     expect(onSecrets.map((g) => [g.inputs.secretId, g.inputs.role, g.inputs.member])).toEqual([
       [secretOf(set).inputs.secretId, 'roles/secretmanager.secretAccessor', byName(set, '-tile').state.member],
+      [secretOf(set).inputs.secretId, 'roles/secretmanager.secretAccessor', byName(set, '-stream').state.member],
     ]);
     // No project-wide grant reaches the secret by another path.
     const projectRoles = set.ofType('gcp:projects/iAMMember:IAMMember').map((m) => String(m.inputs.role));
@@ -592,7 +604,8 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
     }
     const wait = set.one('time:index/sleep:Sleep', '-iam-propagation');
     expect(missingBefore(set, wait, onSecrets)).toEqual([]);
-    expect(missingBefore(set, byRole(set, 'tile'), [...onSecrets, wait, versionOf(set)])).toEqual([]);
+    expect(missingBefore(set, byRole(set, 'tile'), [onSecrets[0] as RecordedResource, wait, versionOf(set)])).toEqual([]);
+    expect(missingBefore(set, byRole(set, 'stream'), [onSecrets[1] as RecordedResource, wait, versionOf(set)])).toEqual([]);
     expect(set.ofType('gcp:projects/service:Service').map((x) => x.inputs.service)).toContain('secretmanager.googleapis.com');
   });
 
@@ -608,7 +621,7 @@ describe('the GCP stack with tessera:stacAssets (multi-file scenes start on thei
   it('tells the finalize-triggered scene function to take *.json items and which assets are which band', async () => {
     const run = await runStack(STACK, { ...BASE, 'tessera:stacAssets': '{"B04":"red","B08":"nir"}' });
     const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
-    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene]);
+    expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene, GCP_ENTRY_POINTS.stream]);
     // Eventarc filters storage events by bucket only: the handler applies the suffix (and reads the selection).
     const env = envOf(serviceConfig(triggered[0] as RecordedResource).environmentVariables);
     expect(env).toMatchObject({

@@ -1,7 +1,8 @@
 /**
  * A local worker as an OS process, for the soak's crashes on the local
  * backend: it opens its own SQLite connections and filesystem store on the
- * data folder (argv[2]), takes one delivery at a time from stdin (JSON lines,
+ * data folder (argv[2]) and its own feature sink on the soak's PostGIS schema
+ * (argv[3], a connection URL), takes one delivery at a time from stdin (JSON lines,
  * `WorkerOrder`), runs it through the trigger's code (handleQueueDelivery)
  * and, at the crash point it was given, says so on stdout and waits: the soak
  * then kills it with SIGKILL. Nothing after that point ever runs; whatever
@@ -13,6 +14,7 @@
  */
 import { createInterface } from 'node:readline';
 import { createLocalBackend } from '../../functions/local/compose.js';
+import { PostgisFeatureSink } from '../../functions/postgres/postgis-feature-sink.js';
 import type { WorkerHooks } from '../../shared/app/backend.js';
 import { handleQueueDelivery } from '../../shared/app/queue-delivery.js';
 import { localSchedule } from '../../shared/app/redelivery.js';
@@ -29,8 +31,8 @@ export interface WorkerOrder {
   readonly leaseMs: number;
   readonly retentionMs: number;
   readonly maxReceiveCount: number;
-  /** Where it dies: right after its claim, right after its output write, or after its commit, before the ack. */
-  readonly crashAt: 'claim' | 'write' | 'commit';
+  /** Where it dies: right after its claim, its output write or its feature row, or after its commit, before the ack. */
+  readonly crashAt: 'claim' | 'write' | 'feature' | 'commit';
 }
 
 const say = (message: object) => process.stdout.write(`${JSON.stringify(message)}\n`);
@@ -40,7 +42,8 @@ let now = 0;
 const clock: Clock = { now: () => now, every: () => () => {} };
 const telemetry = new JsonTelemetry((line) => say({ log: line }), { clock });
 const dir = process.argv[2];
-if (!dir) throw new Error('usage: local-worker.ts <data folder>');
+const sinkUrl = process.argv[3];
+if (!dir || !sinkUrl) throw new Error('usage: local-worker.ts <data folder> <feature sink URL>');
 const local = createLocalBackend(dir, { clock });
 // Each write the store applied is reported before the worker goes on (so before any crash point after it):
 // the soak's "written once" counts this process's writes with its own.
@@ -57,7 +60,9 @@ const outputs = new Proxy(local.outputs, {
     return typeof value === 'function' ? value.bind(target) : value;
   },
 });
-const backend = { claims: local.claims, sources: local.sources, outputs, queue: local.queue, clock, telemetry };
+// As a deployed worker with `--sink`: every tile it commits has its feature row first.
+const sink = PostgisFeatureSink.fromUrl(sinkUrl);
+const backend = { claims: local.claims, sources: local.sources, outputs, queue: local.queue, clock, telemetry, sink };
 
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
@@ -68,7 +73,7 @@ lines.on('line', (line) => {
     say({ at: point });
     await forever();
   };
-  const hooks: WorkerHooks = { afterClaim: stop('claim'), afterWrite: stop('write') };
+  const hooks: WorkerHooks = { afterClaim: stop('claim'), afterWrite: stop('write'), afterFeature: stop('feature') };
   void handleQueueDelivery(
     backend,
     { owner: order.owner, leaseMs: order.leaseMs, retentionMs: order.retentionMs, hooks },

@@ -1,5 +1,5 @@
 import type { BackendName } from '../parity/backends.js';
-import { anomalyCount, type SoakBackendReport } from './soak-driver.js';
+import { anomalyCount, SOAK_PATHS, type SoakBackendReport } from './soak-driver.js';
 
 /** reports/soak.json, in the issue's shape. */
 export interface SoakReport {
@@ -35,6 +35,8 @@ const COLUMNS: readonly (keyof SoakBackendReport)[] = [
   'falseAlarms',
   'deadLettered',
   'deadLetteredExplained',
+  'gdalCompared',
+  'gdalMismatches',
   'iamFindings',
   'seconds',
 ];
@@ -49,6 +51,8 @@ export function renderSoakMarkdown(
     readonly at: Date;
     /** The IAM check's line per cloud backend (requests checked, denials), docs/iam.md. */
     readonly iam?: readonly string[] | undefined;
+    /** The GDAL comparison of each sampled reference tile, one line each. */
+    readonly gdal?: readonly string[] | undefined;
   },
 ): string {
   const names = Object.keys(report.backends) as BackendName[];
@@ -64,6 +68,24 @@ export function renderSoakMarkdown(
     const r = report.backends[b] as SoakBackendReport;
     lines.push(`| ${b} | ${COLUMNS.map((c) => String(r[c])).join(' | ')} | ${anomalyCount(r)} |`);
   }
+  lines.push(
+    '',
+    '## Paths',
+    '',
+    "Each path's own oracle (docs/soak.md), per backend: runs / checked / anomalies. The tile oracle's counts above cover the tiles of every path.",
+    '',
+    `| path | ${names.join(' | ')} |`,
+    `| --- | ${names.map(() => '---:').join(' | ')} |`,
+  );
+  for (const p of SOAK_PATHS)
+    lines.push(
+      `| ${p} | ${names
+        .map((b) => {
+          const x = (report.backends[b] as SoakBackendReport).paths[p];
+          return `${x.runs} / ${x.checked} / ${x.anomalies}`;
+        })
+        .join(' | ')} |`,
+    );
   const kinds = [...new Set(names.flatMap((b) => Object.keys((report.backends[b] as SoakBackendReport).faultsByKind)))].sort();
   lines.push(
     '',
@@ -74,6 +96,24 @@ export function renderSoakMarkdown(
   );
   for (const k of kinds)
     lines.push(`| ${k} | ${names.map((b) => String((report.backends[b] as SoakBackendReport).faultsByKind[k] ?? 0)).join(' | ')} |`);
+  lines.push(
+    '',
+    `Every fault kind is scheduled in every run; one that never fired is an anomaly: ${
+      names
+        .flatMap((b) => (report.backends[b] as SoakBackendReport).unfiredFaultKinds.map((k) => `${b} ${k}`))
+        .join(', ') || 'none'
+    }.`,
+  );
+  if (run.gdal !== undefined && run.gdal.length > 0) {
+    lines.push(
+      '',
+      '## Reference tiles against GDAL',
+      '',
+      "A sample of the reference render's tiles, each compared with GDAL's own render of its window (test/soak/gdal-check.ts, the thresholds of the GDAL comparison tests):",
+      '',
+      ...run.gdal.map((l) => `- ${l}`),
+    );
+  }
   if (run.iam !== undefined && run.iam.length > 0) {
     lines.push(
       '',

@@ -1,17 +1,22 @@
 /**
- * The randomized fault soak (issue 13): a seeded driver that runs many scenes
- * through the real handlers and adapters of one backend (the parity kit's
- * backends: SQLite + filesystem; DynamoDB Local + moto; Firestore +
- * fake-gcs-server + Pub/Sub; Azurite) while injecting faults at every
- * boundary, then checks an oracle after the drain. docs/soak.md says what is
- * injected, how the oracle judges, and how to reproduce a seed.
+ * The randomized fault soak (issues 13 and 25): a seeded driver that runs many
+ * scenes through the real handlers and adapters of one backend (the parity
+ * kit's backends: SQLite + filesystem; DynamoDB Local + moto; Firestore +
+ * fake-gcs-server + Pub/Sub; Azurite; and the PostGIS feature sink on every
+ * one) while injecting faults at every boundary, then checks an oracle after
+ * the drain. Every path a stack runs is under it: single-file scenes fanned
+ * out directly or in chunk messages, multi-band scenes from STAC Items, the
+ * feature rows, ingestion of artefacts and of remote STAC Items, each use case
+ * in its function's role. docs/soak.md says what is injected, how the oracle
+ * judges, and how to reproduce a seed.
  *
- * Determinism: every decision (scene sizes, copies, delays, which delivery
- * gets which fault, where a worker dies) is drawn from a PRNG seeded by the
- * run's seed, in delivery order. The local backend's queue is FIFO on the
- * FakeClock, so a local run replays exactly; an emulator may hand messages
- * out in another order, which changes which message meets which draw, never
- * the mix of faults.
+ * Determinism: every decision (scene kinds and sizes, copies, delays, which
+ * delivery gets which fault, where a worker dies) is drawn from a PRNG seeded
+ * by the run's seed, in delivery order; the rare fault kinds are scheduled at
+ * fixed points of that plan (test/soak/fault-schedule.ts). The local
+ * backend's queue is FIFO on the FakeClock, so a local run replays exactly; an
+ * emulator may hand messages out in another order, which changes which message
+ * meets which draw, never the mix of faults.
  *
  * Time: leases, the transports' redelivery gaps and the clock skew run on the
  * FakeClock, scaled from each platform's real schedule to the parity lease
@@ -25,56 +30,49 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sceneGeoref } from '../../shared/app/assemble-mosaic.js';
 import type { Backend, WorkerHooks } from '../../shared/app/backend.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
-import type { FanOutResult } from '../../shared/app/fan-out.js';
+import { FAN_OUT_CHUNK, type FanOutResult, isFanOutChunkBody, toChunkMessage } from '../../shared/app/fan-out.js';
 import { claimIdOf } from '../../shared/app/process-tile.js';
 import { azureHostSchedule, localSchedule, pubSubSchedule, type RedeliverySchedule, sqsSchedule } from '../../shared/app/redelivery.js';
-import { isSceneSuperseded, readSceneManifest } from '../../shared/app/scene-manifest.js';
-import { makeTileJob, parseTileJob, type TileJob, type TileMode, toJobMessage } from '../../shared/app/tile-job.js';
+import { isSceneSuperseded, manifestPins, readSceneManifest, type SceneManifest, sceneLifecycleKeys } from '../../shared/app/scene-manifest.js';
+import { fanOutStacSceneEvent, itemPinId } from '../../shared/app/stac-scene.js';
+import { makeTileJob, parseTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../../shared/app/tile-job.js';
 import type { BackfillPolicy } from '../../shared/domain/backfill-policy.js';
 import { TesseraError } from '../../shared/domain/errors.js';
-import { outputKeys, type ProcessingParams, type SourceRef, tileJobKey } from '../../shared/domain/job-key.js';
+import { type ProcessingParams, type SourceRef, tileJobKey } from '../../shared/domain/job-key.js';
+import { itemPinKeys } from '../../shared/domain/key-layout.js';
 import { type TileGrid, windows } from '../../shared/domain/tile-grid.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
-import type { Delivery } from '../../shared/ports/job-queue.port.js';
+import type { Delivery, JobMessage, JobQueue } from '../../shared/ports/job-queue.port.js';
 import type { ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
 import { unconditionalWrites } from '../contract/precondition-guard.js';
-import { type BackendName, createParityBackend, PARITY_MAX_RECEIVE_COUNT, type ParityBackend } from '../parity/backends.js';
+import {
+  type BackendName,
+  createParityBackend,
+  PARITY_MAX_RECEIVE_COUNT,
+  PARITY_SOURCE_BUCKET,
+  PARITY_SOURCE_PREFIX,
+  type ParityBackend,
+} from '../parity/backends.js';
 import { type DeliverResult, deferred, LEASE_MS, PARITY_PARAMS, ScenarioContext } from '../parity/harness.js';
 import type { FaultShot } from '../support/claim-faults.js';
 import type { EmulatorEndpoints } from '../support/emulators/types.js';
+import { asRole } from '../support/function-role.js';
 import type { IamRun } from '../support/iam/run.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
+import { applicableKinds, FAULT_KINDS, FAULT_SCOPE, FaultSchedule, type FaultKind, FORCE_DELIVERIES_FROM } from './fault-schedule.js';
+import { compareWithGdal, type GdalSample } from './gdal-check.js';
 import type { WorkerOrder } from './local-worker.js';
 import type { ReferenceAnswer, ReferenceRequest } from './reference-render.js';
+import { type FeatureSceneFact, SoakFeatures } from './soak-features.js';
+import { SoakIngest } from './soak-ingest.js';
+
+export { FAULT_KINDS, type FaultKind };
 
 const here = dirname(fileURLToPath(import.meta.url));
-
-/** Every kind of fault the soak can inject; `--faults all` is all of them. */
-export const FAULT_KINDS = [
-  'duplicate',
-  'duplicate-scene-event',
-  'lost-claim-answer',
-  'lost-commit-answer',
-  'lost-write-answer',
-  'throttled-claim',
-  'throttled-commit',
-  'throttled-write',
-  'crash-before-claim',
-  'crash-after-claim',
-  'crash-after-write',
-  'crash-after-commit',
-  'slow-tile',
-  'zombie',
-  'clock-skew',
-  'source-overwritten',
-  'backfill-skip',
-  'backfill-new-key',
-  'backfill-overwrite',
-  'poison',
-] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface SoakOptions {
   readonly seed: number;
@@ -89,11 +87,38 @@ export interface SoakOptions {
    */
   readonly mutant?: ((backend: Backend) => Backend) | undefined;
   /**
+   * A deliberately broken render shared by the workers and the reference render (the GDAL check's own test:
+   * the byte oracle cannot see it, the GDAL comparison must): single-file scenes are rendered with their two
+   * bands read from each other's index. Never set by `npm run soak`.
+   */
+  readonly sharedRenderBug?: 'swapped-bands' | undefined;
+  /**
+   * The kinds of event the plan makes (default all): a run narrowed to one path, to reproduce a finding on it.
+   * A scheduled fault kind whose event is left out never fires, and the run says so.
+   */
+  readonly events?: readonly SoakEvent[] | undefined;
+  /**
    * The enforced-IAM check (docs/iam.md): every request a cloud backend's functions make is checked against
    * that cloud's grants as the Pulumi program deploys them; each access outside them is an anomaly. The local
    * backend has no IAM and is not checked.
    */
   readonly iam?: IamRun | undefined;
+}
+
+/** The kinds of event the plan makes: a single-file scene, a chunked one, a STAC Item, an ingest, a remote STAC Item. */
+export const SOAK_EVENTS = ['single', 'chunked', 'stac', 'ingest', 'remote'] as const;
+export type SoakEvent = (typeof SOAK_EVENTS)[number];
+
+/** The paths a soak runs, each with an oracle of its own beside the tile oracle (docs/soak.md). */
+export const SOAK_PATHS = ['single-file', 'chunked', 'stac', 'postgis', 'ingest', 'remote-stac'] as const;
+export type SoakPath = (typeof SOAK_PATHS)[number];
+
+/** One path's share of a run: what ran, what its own oracle checked, and the anomalies it found. */
+export interface SoakPathReport {
+  /** Scenes (single-file, chunked), item events (stac), ingest deliveries (ingest, remote-stac), scenes judged (postgis). */
+  readonly runs: number;
+  readonly checked: number;
+  readonly anomalies: number;
 }
 
 /** One backend's row of reports/soak.json, in the issue's shape. */
@@ -110,6 +135,13 @@ export interface SoakBackendReport {
   readonly falseAlarms: number;
   readonly deadLettered: number;
   readonly deadLetteredExplained: number;
+  /** Reference tiles compared with GDAL's own render of their window, and those outside the GDAL tests' thresholds. */
+  readonly gdalCompared: number;
+  readonly gdalMismatches: number;
+  /** Each path's own oracle (the tile oracle's counts above cover the tiles of every path). */
+  readonly paths: Readonly<Record<SoakPath, SoakPathReport>>;
+  /** Fault kinds scheduled for this run that never took effect: each one an anomaly. */
+  readonly unfiredFaultKinds: readonly string[];
   /** Accesses outside the deployed grants (each distinct role, action and key once), unclassified requests, IAM refusals. */
   readonly iamFindings: number;
   readonly seconds: number;
@@ -121,6 +153,8 @@ export interface SoakOutcome {
   readonly anomalies: readonly string[];
   /** The IAM check's line for the report (requests, denials, grants never used); absent where none ran. */
   readonly iam?: string | undefined;
+  /** The GDAL comparison of each sampled reference tile, one line each. */
+  readonly gdal?: readonly string[] | undefined;
 }
 
 /** The counts that must be 0 (or equal) for a run to pass. */
@@ -133,6 +167,9 @@ export function anomalyCount(r: SoakBackendReport): number {
     r.falseAlarms +
     (r.deadLettered - r.deadLetteredExplained) +
     (r.tilesExpected - r.tilesCorrect) +
+    r.gdalMismatches +
+    Object.values(r.paths).reduce((n, p) => n + p.anomalies, 0) +
+    r.unfiredFaultKinds.length +
     r.iamFindings
   );
 }
@@ -284,14 +321,38 @@ function recordingOutputs(inner: ObjectStore, log: WriteRecord[]): ObjectStore {
   });
 }
 
-/** A scene version the soak made: its source bytes (for the reference render) and what became of it. */
+/** A queue that counts what a worker sends (a chunk's tile jobs), so the run knows how many messages are out. */
+function countingQueue(inner: JobQueue, onSent: (n: number) => void, after?: () => Promise<void>): JobQueue {
+  return new Proxy(inner, {
+    get(target, prop) {
+      if (prop === 'sendBatch')
+        return async (messages: readonly JobMessage[]): Promise<void> => {
+          await target.sendBatch(messages);
+          onSent(messages.length);
+          await after?.();
+        };
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** How a scene version was made: the path its tiles came by. */
+type SceneKind = 'single' | 'chunked' | 'stac' | 'ingested';
+
+/** A scene version the soak made: the exact bytes of its objects (for the reference render) and what became of it. */
 interface SceneVersion {
   readonly label: string;
+  readonly kind: SceneKind;
   readonly sceneKey: string;
+  /** As its manifest records it (a STAC scene's assets with the band versions its item version was resolved to). */
   readonly source: SourceRef;
   readonly params: ProcessingParams;
   readonly grid: TileGrid;
-  readonly bytes: Uint8Array;
+  /** Every object the scene reads, as staged: its anchor and, for a STAC scene, each band file. */
+  readonly objects: readonly { readonly key: string; readonly bytes: Uint8Array }[];
+  /** Where each band of the expression really is in those objects (the data's own layout, not the parameters'): GDAL's input. */
+  readonly layout: Readonly<Record<string, { readonly key: string; readonly index: number }>>;
 }
 
 /** A timed action of the plan: due once `deliveries` reached `at`. */
@@ -317,7 +378,20 @@ interface Zombie {
  */
 const RECEIVE_VISIBILITY_MS = 600_000;
 
-const POISON_KINDS = ['not-json', 'wrong-shape', 'other-build', 'tampered-key', 'bad-expression'] as const;
+const POISON_KINDS = ['not-json', 'wrong-shape', 'other-build', 'tampered-key', 'bad-expression', 'bad-chunk'] as const;
+
+/** A chunked scene's tiling: grids of 12-24 windows, fanned out in chunk messages of 3-5 windows. */
+const CHUNKED_PARAMS: ProcessingParams = { ...PARITY_PARAMS, version: 'soak-chunked-1' };
+/** A STAC scene's tiling: on the band files' own grid, or reprojected onto Web Mercator. */
+const STAC_PARAMS: ProcessingParams = { ...PARITY_PARAMS, version: 'soak-stac-1' };
+const STAC_SELECTION = { B04: 'red', B08: 'nir' } as const;
+/** The synthetic scenes' own band layout (test/support/local-scene.ts): B04 first, B08 second. */
+const SYNTHETIC_LAYOUT = { B04: 1, B08: 2 } as const;
+/**
+ * Scene versions whose tiles the oracle compares with GDAL's render: one tile of each kind of scene the run
+ * made (single-file, chunked, ingested, STAC on its bands' grid, STAC reprojected), a few per run.
+ */
+const GDAL_SAMPLE = 5;
 
 /**
  * Run the soak on one backend and judge it. Never throws for an anomaly (it
@@ -328,21 +402,27 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const say = options.say ?? (() => {});
   const enabled = new Set<FaultKind>(options.faults);
   const on = (k: FaultKind) => enabled.has(k);
+  const plan = prng(options.seed, `plan:${name}`);
+  const draw = prng(options.seed, `deliveries:${name}`);
+  const schedule = new FaultSchedule(applicableKinds(name, options.faults), prng(options.seed, `schedule:${name}`));
   const faults: Record<string, number> = {};
-  const count = (k: FaultKind, n = 1) => {
+  const count = (k: FaultKind | 'worker-sigkilled', n = 1) => {
     faults[k] = (faults[k] ?? 0) + n;
+    if (k !== 'worker-sigkilled') schedule.fired(k, n);
   };
-  const shots: { readonly kind: FaultKind; readonly shot: FaultShot }[] = [];
   const transport = transportOf(name);
   const skewAllowed = name !== 'local';
+  if (endpoints.postgres === undefined)
+    throw new Error(
+      'the soak runs every tile through the PostGIS feature sink: start the postgres emulator (TESSERA_EMULATORS including postgres)',
+    );
 
   // Started before the backend is made: the grants (the program under mocks) are read first, alone.
   const iamCheck = options.iam !== undefined && name !== 'local' ? await options.iam.start(name) : undefined;
   const pb: ParityBackend = await createParityBackend(name, endpoints, 'soak', { outputFaults: true });
   const ctx = new ScenarioContext(pb);
+  const features = await SoakFeatures.start(ctx.features, endpoints.postgres, ctx.backend.telemetry);
   const writes: WriteRecord[] = [];
-  const plan = prng(options.seed, `plan:${name}`);
-  const draw = prng(options.seed, `deliveries:${name}`);
   const scenes: SceneVersion[] = [];
   const poisonBodies = new Map<string, string>();
   const planned: Planned[] = [];
@@ -355,12 +435,32 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const sourceChanged = new Set<string>();
   const poisonVerdicts: { body: string; error: string }[] = [];
   const anomalies: string[] = [];
+  /** The bytes of every version the soak staged, by `key\nversion`: what each scene version's reference reads. */
+  const staged = new Map<string, Uint8Array>();
+  /** Each chunked scene's plan: windows per chunk, and the chunk messages its scene events sent in all. */
+  const chunked = new Map<string, { label: string; chunkWindows: number; windows: number; sent: number }>();
+  /** Each STAC Item version's events: the scene its first fan-out made and what every later event answered. */
+  const items = new Map<string, { label: string; item: SourceRef; bandKeys: string[]; sceneKey?: string; events: string[] }>();
+  const pathAnomalies: Record<SoakPath, number> = {
+    'single-file': 0,
+    chunked: 0,
+    stac: 0,
+    postgis: 0,
+    ingest: 0,
+    'remote-stac': 0,
+  };
+  const pathRuns: Record<SoakPath, number> = { ...pathAnomalies };
+  const flag = (path: SoakPath, line: string) => {
+    pathAnomalies[path]++;
+    anomalies.push(line);
+  };
   let deliveries = 0;
-  /** Messages put on the queue (fan-out, duplicates, poison) and messages settled for good (acked, dead-lettered). */
+  /** Messages put on the queue (fan-out, chunks, duplicates, poison) and messages settled for good (acked, dead-lettered). */
   let sent = 0;
   let finished = 0;
   let duplicatesDelivered = 0;
   let sceneSeq = 0;
+  let eventSeq = 0;
   let workerSeq = 0;
   const tmp = mkdtempSync(join(tmpdir(), 'tessera-soak-'));
   // The local backend's crashes are real worker processes killed with SIGKILL (their log lines join ours).
@@ -368,13 +468,23 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const processes = pb.dataDir
     ? new WorkerProcesses(
         pb.dataDir,
+        features.directUrl,
         (line) => (pb.logs as string[]).push(line),
         (key) => childLanded.set(key, (childLanded.get(key) ?? 0) + 1),
       )
     : undefined;
+  const ingest = await SoakIngest.start(
+    ctx,
+    {
+      published: (label, key, version, bytes) => ingestedScene(label, key, version, bytes),
+      fired: (kind) => count(kind),
+      anomaly: (path, line) => flag(path, line),
+    },
+    await syntheticSceneBytes({ width: 64, height: 48, seed: options.seed * 1000 + 999_999 }),
+  );
 
   const ports =
-    (clock: WorkerClock) =>
+    (clock: WorkerClock, queueAfter?: () => Promise<void>) =>
     (backend: Backend): Backend => {
       const worker: Backend = {
         ...backend,
@@ -382,77 +492,326 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         // Every cloud compose wires the skew margin; the local one does not (one clock).
         claims: skewAllowed ? withClockSkewMargin(backend.claims, SKEW_MARGIN_MS) : backend.claims,
         outputs: recordingOutputs(backend.outputs, writes),
+        queue: countingQueue(
+          backend.queue,
+          (n) => {
+            sent += n;
+          },
+          queueAfter,
+        ),
+        sink: features.sink,
       };
       return options.mutant ? options.mutant(worker) : worker;
     };
 
-  /** Stage a fresh source and fan its event out (maybe twice), with its duplicates, poison and racing events planned. */
-  async function newScene(): Promise<void> {
-    const r = ++sceneSeq;
-    const label = `S${r}`;
-    const [width, height] = pick(plan, [
-      [64, 48],
-      [96, 64],
-      [128, 64],
-    ] as const);
-    const bytes = await syntheticSceneBytes({ width, height, seed: options.seed * 1000 + r });
-    const key = `incoming/soak-${r}.tif`;
-    const source = await ctx.stage(key, bytes);
-    const fan = await sceneEvent(() => ctx.fanOut(label, { source, params: PARITY_PARAMS }));
-    scenes.push({ label, sceneKey: fan.sceneKey, source, params: PARITY_PARAMS, grid: fan.grid, bytes });
-    if (on('duplicate-scene-event') && plan() < 0.15) {
-      // A duplicate notification of the same upload: the manifest is create-only, every tile job is sent again.
-      await sceneEvent(() => ctx.fanOut(label, { source, params: PARITY_PARAMS }));
-      count('duplicate-scene-event');
+  /** A synthetic scene's parameters, with the shared render bug of the GDAL check's own test where it is asked for. */
+  function withBug(params: ProcessingParams): ProcessingParams {
+    return options.sharedRenderBug === 'swapped-bands' ? { ...params, bands: { B04: SYNTHETIC_LAYOUT.B08, B08: SYNTHETIC_LAYOUT.B04 } } : params;
+  }
+
+  /** Stage bytes under `key` (an upload): the version the store gave them is remembered with them. */
+  async function stage(key: string, bytes: Uint8Array): Promise<SourceRef> {
+    const ref = await ctx.stage(key, bytes);
+    staged.set(`${key}\n${ref.versionToken}`, bytes);
+    return ref;
+  }
+
+  /** Upload new bytes over `key`: the older version expired as a lifecycle rule does (`expire`), or kept where the store keeps versions. */
+  async function reupload(key: string, bytes: Uint8Array, expire: boolean): Promise<SourceRef> {
+    let ref: SourceRef;
+    if (expire) ref = await ctx.overwriteSource(key, bytes);
+    else {
+      const head = await ctx.sources.head(key);
+      if (!head) throw new Error(`cannot re-upload ${key}: it was never staged`);
+      const put = await ctx.sources.putIfMatch(key, bytes, head.version);
+      if (put.kind !== 'written') throw new Error(`could not re-upload ${key}: ${put.kind}`);
+      ref = { bucket: PARITY_SOURCE_BUCKET, key, versionToken: put.version };
     }
-    // The very messages fan-out sent (its read pin included), so a copy is a true duplicate.
-    const { pin } = await readSceneManifest(ctx.backend.outputs, fan.sceneKey);
-    const jobs = [...windows(fan.grid)].map((w) => makeTileJob(fan.sceneKey, source, PARITY_PARAMS, fan.grid, w, { kind: 'create' }, pin));
-    if (on('duplicate')) {
-      for (const job of jobs) {
-        // 0-5 extra copies, weighted to the few, each after its own delay (in deliveries): out of order.
-        const copies = pick(plan, [0, 0, 0, 1, 1, 1, 2, 2, 3, 4, 5]);
-        for (let c = 0; c < copies; c++) {
-          delayed.push({ at: deliveries + int(plan, 0, 40), bodies: [toJobMessage(job).body] });
-          count('duplicate');
-        }
+    staged.set(`${key}\n${ref.versionToken}`, bytes);
+    return ref;
+  }
+
+  const bytesOf = (key: string, version: string): Uint8Array => {
+    const b = staged.get(`${key}\n${version}`);
+    if (b === undefined) throw new Error(`the soak never staged ${key} at ${version}`);
+    return b;
+  };
+
+  /** The scene version a fan-out made, from its manifest (the objects at the versions it pinned). */
+  async function addScene(label: string, kind: SceneKind, sceneKey: string, layout: SceneVersion['layout']): Promise<SceneVersion> {
+    const m = await readSceneManifest(ctx.backend.outputs, sceneKey);
+    const keys = [
+      [m.source.key, m.source.versionToken],
+      ...Object.values(m.source.assets ?? {}).map((a) => [a.key, a.versionToken]),
+    ] as [string, string][];
+    const objects = [...new Map(keys.map(([k, v]) => [k, { key: k, bytes: bytesOf(k, v) }])).values()];
+    const s: SceneVersion = { label, kind, sceneKey, source: m.source, params: m.params, grid: m.grid, objects, layout };
+    ctx.registerScene(label, m.source, m.params, m.grid);
+    scenes.push(s);
+    return s;
+  }
+
+  /**
+   * The next event of the plan: a single-file scene, a chunked one, a STAC Item, an ingest or a remote Item.
+   * The schedule forces the rare fault kinds onto the first events, each onto the kind of event it needs.
+   */
+  async function newEvent(): Promise<void> {
+    const forced = schedule.forcedEvent(eventSeq++);
+    const r = ++sceneSeq;
+    const scope = forced === undefined ? undefined : FAULT_SCOPE[forced];
+    const allowed = options.events ?? SOAK_EVENTS;
+    // The kinds of event that can carry the forced kind, weighted; or any kind, as drawn.
+    const weights: [SoakEvent, number][] =
+      scope === 'scene'
+        ? [
+            ['single', 0.7],
+            ['chunked', 0.3],
+          ]
+        : scope === 'chunked' || scope === 'stac' || scope === 'ingest' || scope === 'remote'
+          ? [[scope, 1]]
+          : [
+              ['single', 0.35],
+              ['chunked', 0.15],
+              ['stac', 0.25],
+              ['ingest', 0.13],
+              ['remote', 0.12],
+            ];
+    const roll = plan();
+    const usable = weights.filter(([k]) => allowed.includes(k));
+    const choices = usable.length > 0 ? usable : SOAK_EVENTS.filter((k) => allowed.includes(k)).map((k): [SoakEvent, number] => [k, 1]);
+    const total = choices.reduce((n, [, w]) => n + w, 0);
+    let acc = 0;
+    const kind = (choices.find(([, w]) => {
+      acc += w / total;
+      return roll < acc;
+    }) ?? (choices.at(-1) as [SoakEvent, number]))[0];
+    const want = (k: FaultKind, p: number): boolean => on(k) && (forced === k || plan() < p);
+    switch (kind) {
+      case 'single':
+      case 'chunked':
+        return tileScene(kind, r, want);
+      case 'stac':
+        return stacScene(r, want);
+      case 'ingest': {
+        pathRuns.ingest++;
+        const wanted = (['duplicate-ingest', 'ingest-crash', 'ingest-race', 'reconcile-race'] as const).filter((k) =>
+          want(k, k === 'reconcile-race' ? 0.1 : 0.25),
+        );
+        const bytes = await syntheticSceneBytes({ width: 64, height: 48, seed: options.seed * 1000 + r });
+        return ingest.artefact(`I${r}`, bytes, new Set(wanted));
+      }
+      case 'remote': {
+        pathRuns['remote-stac']++;
+        const wanted = (['remote-transient', 'remote-hostile-item'] as const).filter((k) => want(k, 0.25));
+        const assets = {
+          B04: await syntheticSceneBytes({ width: 64, height: 48, seed: options.seed * 1000 + r }),
+          B08: await syntheticSceneBytes({ width: 64, height: 48, seed: options.seed * 1000 + r + 250_000 }),
+        };
+        return ingest.remoteItem(`R${r}`, assets, new Set(wanted));
+      }
+      default: {
+        const never: never = kind;
+        throw new Error(`unknown event ${String(never)}`);
       }
     }
-    if (on('poison') && plan() < 0.3) {
-      const body = poisonBody(pick(plan, POISON_KINDS), jobs[0] as TileJob);
-      delayed.push({ at: deliveries + int(plan, 0, 20), bodies: [body] });
-      count('poison');
+  }
+
+  /** A single-file scene, fanned out directly, or in chunk messages through the tile queue. */
+  async function tileScene(kind: 'single' | 'chunked', r: number, want: (k: FaultKind, p: number) => boolean): Promise<void> {
+    pathRuns[kind === 'single' ? 'single-file' : 'chunked']++;
+    const label = `${kind === 'single' ? 'S' : 'C'}${r}`;
+    const [width, height] =
+      kind === 'single'
+        ? pick(plan, [
+            [64, 48],
+            [96, 64],
+            [128, 64],
+          ] as const)
+        : pick(plan, [
+            [128, 96],
+            [160, 96],
+            [192, 128],
+          ] as const);
+    const bytes = await syntheticSceneBytes({ width, height, seed: options.seed * 1000 + r });
+    const key = `incoming/soak-${r}.tif`;
+    const source = await stage(key, bytes);
+    const params = withBug(kind === 'chunked' ? CHUNKED_PARAMS : PARITY_PARAMS);
+    const chunkWindows = kind === 'chunked' ? int(plan, 3, 5) : undefined;
+    const layout = syntheticLayout(key);
+    const fan = await sceneEvent(() => ctx.fanOut(label, { source, params, chunkWindows }));
+    const scene = await addScene(label, kind, fan.sceneKey, layout);
+    if (chunkWindows !== undefined) {
+      chunked.set(fan.sceneKey, { label, chunkWindows, windows: fan.grid.count, sent: fan.chunks });
+      if (want('duplicate-chunk', 0.3)) {
+        // A chunk message delivered again, late: its marker makes it enqueue nothing (or its windows once more, claimed).
+        const n = Math.ceil(fan.grid.count / chunkWindows);
+        const i = int(plan, 0, n - 1);
+        const first = i * chunkWindows;
+        const chunk = { v: 1 as const, kind: FAN_OUT_CHUNK, sceneKey: fan.sceneKey, first, count: Math.min(chunkWindows, fan.grid.count - first) };
+        delayed.push({ at: deliveries + int(plan, 0, 30), bodies: [toChunkMessage(chunk).body] });
+        count('duplicate-chunk');
+      }
     }
-    if (on('source-overwritten') && plan() < 0.12) {
+    if (want('duplicate-scene-event', 0.15)) {
+      // A duplicate notification of the same upload: the manifest is create-only, every tile job (or chunk) is sent again.
+      const again = await sceneEvent(() => ctx.fanOut(label, { source, params, chunkWindows }));
+      const c = chunked.get(fan.sceneKey);
+      if (c) c.sent += again.chunks;
+      count('duplicate-scene-event');
+    }
+    await decorate(scene, want);
+    if (want('source-overwritten', 0.12)) {
       planned.push({
         at: deliveries + int(plan, 1, 12),
         what: `overwrite ${label}`,
         run: async () => {
           const newBytes = await syntheticSceneBytes({ width, height, seed: options.seed * 1000 + r + 500_000 });
-          const next = await ctx.overwriteSource(key, newBytes);
-          const fan2 = await sceneEvent(() => ctx.fanOut(`${label}v2`, { source: next, params: PARITY_PARAMS }));
-          scenes.push({
-            label: `${label}v2`,
-            sceneKey: fan2.sceneKey,
-            source: next,
-            params: PARITY_PARAMS,
-            grid: fan2.grid,
-            bytes: newBytes,
-          });
+          const next = await reupload(key, newBytes, true);
+          const fan2 = await sceneEvent(() => ctx.fanOut(`${label}v2`, { source: next, params, chunkWindows }));
+          await addScene(`${label}v2`, kind, fan2.sceneKey, layout);
+          if (chunkWindows !== undefined) chunked.set(fan2.sceneKey, { label: `${label}v2`, chunkWindows, windows: fan2.grid.count, sent: fan2.chunks });
           count('source-overwritten');
         },
       });
     }
-    const policies: BackfillPolicy[] = [];
-    if (on('backfill-skip')) policies.push('skip');
-    if (on('backfill-new-key')) policies.push('new-key');
-    if (on('backfill-overwrite')) policies.push('overwrite');
-    if (policies.length > 0 && plan() < 0.3) {
-      const policy = pick(plan, policies);
+  }
+
+  /** An object an ingest published under the source prefix: its object-created event makes a scene, as on a stack. */
+  async function ingestedScene(label: string, key: string, version: string, bytes: Uint8Array): Promise<void> {
+    staged.set(`${key}\n${version}`, bytes);
+    const source: SourceRef = { bucket: PARITY_SOURCE_BUCKET, key, versionToken: version };
+    const fan = await sceneEvent(() => ctx.fanOut(label, { source, params: withBug(PARITY_PARAMS) }));
+    const scene = await addScene(label, 'ingested', fan.sceneKey, syntheticLayout(key));
+    await decorate(scene, (k, p) => on(k) && plan() < p);
+  }
+
+  /**
+   * A multi-band scene from a STAC Item: two one-band files and the Item naming them, whose event runs the
+   * scene trigger's rule (fanOutStacSceneEvent, as the `scene` role). Then, as drawn: the Item's event again
+   * (a duplicate), a band uploaded again between the deliveries (its old version kept, or expired as a
+   * lifecycle rule does) followed by another duplicate of the Item's event, and the publisher's new Item
+   * version, whose event makes the new scene.
+   */
+  async function stacScene(r: number, want: (k: FaultKind, p: number) => boolean): Promise<void> {
+    const label = `T${r}`;
+    const dir = `incoming/stac-${r}`;
+    const [width, height] = pick(plan, [
+      [64, 48],
+      [96, 64],
+    ] as const);
+    const seed = options.seed * 1000 + r;
+    // On the band files' own grid (nearest: the finest band's), or reprojected onto Web Mercator.
+    const target = plan() < 0.4 ? { dst_crs: 'EPSG:3857', resampling: pick(plan, ['bilinear', 'nearest', 'cubic'] as const) } : {};
+    const params: ProcessingParams = { ...STAC_PARAMS, ...target };
+    const bandKey = { B04: `${dir}/B04.tif`, B08: `${dir}/B08.tif` } as const;
+    await stage(bandKey.B04, await syntheticSceneBytes({ width, height, seed, bands: ['B04'] }));
+    await stage(bandKey.B08, await syntheticSceneBytes({ width, height, seed, bands: ['B08'] }));
+    const layout = { B04: { key: bandKey.B04, index: 1 }, B08: { key: bandKey.B08, index: 1 } };
+    const itemKey = `${dir}/item.json`;
+    const item = await stage(itemKey, stacItemBytes(label, 1));
+    await itemEvent(label, item, params, layout);
+    if (want('duplicate-item-event', 0.4)) {
       planned.push({
         at: deliveries + int(plan, 2, 30),
-        what: `backfill ${policy} ${label}`,
-        run: () => backfill(policy, label, fan.sceneKey),
+        what: `duplicate item event ${label}`,
+        run: async () => {
+          await itemEvent(label, item, params, layout);
+          count('duplicate-item-event');
+        },
+      });
+    }
+    const expire = want('band-reupload-expired', 0.15);
+    if (expire || want('band-reupload', 0.2)) {
+      const band = pick(plan, ['B04', 'B08'] as const);
+      const at = deliveries + int(plan, 1, 15);
+      const newItem = expire || plan() < 0.5;
+      planned.push({
+        at,
+        what: `re-upload ${label} ${band}${expire ? ' (old version expired)' : ''}`,
+        run: async () => {
+          // A band's upload sends no item event on a STAC stack; the old version is kept by a versioned store, or expired.
+          await reupload(bandKey[band], await syntheticSceneBytes({ width, height, seed: seed + 700_000, bands: [band] }), expire);
+          count(expire ? 'band-reupload-expired' : 'band-reupload');
+          // The item's event delivered again after the re-upload: the band pins recorded for its version decide.
+          await itemEvent(label, item, params, layout);
+          if (newItem) {
+            // The publisher's corrected Item: a new item version, whose own event makes the new scene.
+            const next = await reupload(itemKey, stacItemBytes(label, 2), false);
+            await itemEvent(`${label}i2`, next, params, layout);
+          }
+        },
+      });
+    }
+  }
+
+  /** One delivery of a STAC Item's event to the scene trigger's rule, retried as its trigger retries a transient failure. */
+  async function itemEvent(label: string, item: SourceRef, params: ProcessingParams, layout: SceneVersion['layout']): Promise<void> {
+    pathRuns.stac++;
+    const id = `${item.key}\n${item.versionToken}`;
+    const rec = items.get(id) ?? { label, item, bandKeys: Object.values(layout).map((l) => l.key), events: [] };
+    items.set(id, rec);
+    const config = { selection: STAC_SELECTION, params, platform: 'local', functionTimeoutSec: 900, sourcePrefix: PARITY_SOURCE_PREFIX } as const;
+    for (let attempt = 1; ; attempt++) {
+      ctx.clock.advance(1);
+      try {
+        const fan = await asRole('scene', () =>
+          fanOutStacSceneEvent(ctx.backend, item, config, { attempt, maxDeliveries: PARITY_MAX_RECEIVE_COUNT }),
+        );
+        if (fan.kind !== 'fanned-out') {
+          rec.events.push(fan.kind);
+          if (rec.sceneKey === undefined) flag('stac', `${label}: the first event of its item version answered ${fan.kind}`);
+          return;
+        }
+        sent += fan.result.enqueued + fan.result.chunks;
+        rec.events.push(`fanned-out:${fan.result.manifest}`);
+        if (rec.sceneKey === undefined) {
+          rec.sceneKey = fan.result.sceneKey;
+          const scene = await addScene(label, 'stac', fan.result.sceneKey, layout);
+          await decorate(scene, (k, p) => on(k) && plan() < p);
+        } else if (fan.result.sceneKey !== rec.sceneKey || fan.result.manifest === 'written') {
+          flag(
+            'stac',
+            `${label}: a later event of the same item version made ${fan.result.sceneKey === rec.sceneKey ? 'its scene again' : 'another scene'} (manifest ${fan.result.manifest})`,
+          );
+        }
+        return;
+      } catch (error) {
+        if (!(error instanceof TesseraError && error.retryable) || attempt >= PARITY_MAX_RECEIVE_COUNT) throw error;
+      }
+    }
+  }
+
+  /** What happens around any scene once it is fanned out: duplicates of its jobs, poison beside them, backfills racing them. */
+  async function decorate(scene: SceneVersion, want: (k: FaultKind, p: number) => boolean): Promise<void> {
+    // The very messages fan-out sent (their read pins included), so a copy is a true duplicate.
+    const manifest = await readSceneManifest(ctx.backend.outputs, scene.sceneKey);
+    const jobs = [...windows(manifest.grid)].map((w) =>
+      makeTileJob(scene.sceneKey, manifest.source, manifest.params, manifest.grid, w, { kind: 'create' }, manifestPins(manifest)),
+    );
+    if (on('duplicate')) {
+      const forced = want('duplicate', 0);
+      jobs.forEach((job, i) => {
+        // 0-5 extra copies, weighted to the few, each after its own delay (in deliveries): out of order.
+        const copies = Math.max(forced && i === 0 ? 1 : 0, pick(plan, [0, 0, 0, 1, 1, 1, 2, 2, 3, 4, 5]));
+        for (let c = 0; c < copies; c++) {
+          delayed.push({ at: deliveries + int(plan, 0, 40), bodies: [toJobMessage(job).body] });
+          count('duplicate');
+        }
+      });
+    }
+    if (want('poison', 0.3)) {
+      const body = poisonBody(pick(plan, POISON_KINDS), jobs[0] as TileJob);
+      delayed.push({ at: deliveries + int(plan, 0, 20), bodies: [body] });
+      count('poison');
+    }
+    const policies = (['skip', 'new-key', 'overwrite'] as const).filter((p) => on(`backfill-${p}`));
+    const forcedPolicy = policies.find((p) => want(`backfill-${p}`, 0));
+    if (policies.length > 0 && (forcedPolicy !== undefined || plan() < 0.3)) {
+      const policy = forcedPolicy ?? pick(plan, policies);
+      planned.push({
+        at: deliveries + int(plan, 2, 30),
+        what: `backfill ${policy} ${scene.label}`,
+        run: () => backfill(policy, scene.label, scene.sceneKey),
       });
     }
   }
@@ -475,7 +834,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         // Repair the windows whose tile is there now, conditional on the version the operator saw.
         const expected = new Map<string, string>();
         for (const w of windows(manifest.grid)) {
-          const head = await ctx.backend.outputs.head(outputKeys.tile(scene, w));
+          const head = await ctx.backend.outputs.head(tileOutputKey(scene, manifest.grid, w));
           if (head) expected.set(`${w.row}_${w.col}`, head.version);
         }
         if (expected.size === 0) {
@@ -509,18 +868,21 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         throw new Error(`unknown policy ${String(never)}`);
       }
     }
-    count(`backfill-${policy}` as FaultKind);
+    count(`backfill-${policy}`);
   }
 
   /**
    * A scene event's handler, retried as its trigger retries a failed event (S3/GCS/Event Grid
    * notifications are at-least-once): a transient store error fails the attempt, never the scene.
+   * Each runs a millisecond after the last on the FakeClock, so no two scenes share a fan-out time
+   * (the feature sink ranks a source object's scenes by it).
    */
   async function sceneEvent(run: () => Promise<FanOutResult>): Promise<FanOutResult> {
     for (let attempt = 1; ; attempt++) {
+      ctx.clock.advance(1);
       try {
         const fan = await run();
-        sent += fan.enqueued;
+        sent += fan.enqueued + fan.chunks;
         return fan;
       } catch (error) {
         if (!(error instanceof TesseraError && error.retryable) || attempt >= PARITY_MAX_RECEIVE_COUNT) throw error;
@@ -548,6 +910,10 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       case 'bad-expression':
         body = JSON.stringify({ ...raw, params: { ...(raw.params as object), expression: `(B08 - B04) / ${'('.repeat((n % 3) + 1)}` } });
         break;
+      case 'bad-chunk':
+        // A fan-out chunk message with no valid range: the chunk path's own poison.
+        body = JSON.stringify({ v: 1, kind: FAN_OUT_CHUNK, sceneKey: job.sceneKey, first: n, count: 0 });
+        break;
       default: {
         const never: never = kind;
         throw new Error(`unknown poison ${String(never)}`);
@@ -560,27 +926,32 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
 
   /** Hand one delivery to a worker with this draw's faults, and settle it as its platform would. */
   async function handle(d: Delivery): Promise<void> {
-    const armedBefore = shots.length;
+    const armed: { kind: FaultKind; shot: FaultShot | { readonly hits: number }; disarm: () => void }[] = [];
     try {
-      await deliverOnce(d);
+      await deliverOnce(d, armed);
     } finally {
-      // A fault armed for this delivery that it never reached (a duplicate stopped at its claim writes
-      // nothing) is disarmed: it must not hit a later delivery, past that one's budget.
-      for (const { shot } of shots.slice(armedBefore)) if (shot.hits === 0) shot.remove?.();
+      // A fault fired if it hit; one armed for this delivery that it never reached (a duplicate stopped at its
+      // claim writes nothing) is disarmed: it must not hit a later delivery, past that one's budget.
+      for (const a of armed) {
+        if (a.shot.hits > 0) count(a.kind);
+        else a.disarm();
+      }
     }
   }
 
-  async function deliverOnce(d: Delivery): Promise<void> {
+  async function deliverOnce(d: Delivery, armed: { kind: FaultKind; shot: { readonly hits: number }; disarm: () => void }[]): Promise<void> {
     const due = dueAt.get(d.deliveryId);
     // The transport's gap runs on the FakeClock: the message is not seen before it.
     if (due !== undefined && due > ctx.clock.now()) ctx.clock.advance(due - ctx.clock.now());
     deliveries++;
-    let jobId: string | undefined;
+    let job: TileJob | undefined;
     try {
-      jobId = claimIdOf(parseTileJob(d.body));
+      job = parseTileJob(d.body);
     } catch {
-      jobId = undefined;
+      job = undefined;
     }
+    const jobId = job === undefined ? undefined : claimIdOf(job);
+    const isChunk = job === undefined && isFanOutChunkBody(d.body);
     if (jobId !== undefined) {
       const seen = deliveriesOfJob.get(jobId) ?? 0;
       if (seen > 0) duplicatesDelivered++;
@@ -592,50 +963,94 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     // message that failed on every delivery its transport allows is dead-lettered by the platform, by
     // design (a crash can cost two: the death, then a delivery that waits out the dead attempt's lease).
     const crashes = crashesOf.get(d.deliveryId) ?? 0;
-    const mayCrash = jobId !== undefined && crashes === 0 && d.receiveCount <= 1;
+    const mayCrash = (jobId !== undefined || isChunk) && crashes === 0 && d.receiveCount <= 1;
     // A transient error fails a delivery where no SDK retries below the adapter (SQLite, the filesystem):
     // drawn only on a message's first two deliveries, so faults never use up its transport's budget.
     const mayFail = d.receiveCount <= 2;
-    const offsetMs = skewAllowed && on('clock-skew') && draw() < 0.15 ? Math.round((draw() * 2 - 1) * SKEW_WITHIN * SKEW_MARGIN_MS) : 0;
+    const eligible = (k: FaultKind): boolean => {
+      if (isChunk)
+        return (
+          ((k === 'crash-before-claim' || k === 'crash-mid-chunk' || k === 'crash-after-commit') && mayCrash) ||
+          k === 'lost-write-answer' ||
+          (k === 'throttled-write' && mayFail)
+        );
+      if (jobId === undefined || k === 'crash-mid-chunk' || k === 'clock-skew') return false;
+      if (k.startsWith('crash') || k === 'zombie') return mayCrash;
+      if (k.startsWith('throttled') || k === 'feature-connection-lost') return mayFail;
+      return FAULT_SCOPE[k] === 'delivery';
+    };
+    let fault = isChunk ? chooseChunkFault(roll) : jobId !== undefined ? chooseFault(roll) : undefined;
+    if (fault !== undefined && !(on(fault) && eligible(fault))) fault = undefined;
+    // The schedule: a delivery the draw left without a fault takes the first kind that has not fired yet and that it can carry.
+    if (fault === undefined && deliveries >= FORCE_DELIVERIES_FROM)
+      fault = schedule.pendingDeliveryKinds().find((k) => k !== 'clock-skew' && eligible(k));
+    const skewDrawn = skewAllowed && on('clock-skew') && jobId !== undefined && draw() < 0.15;
+    const skewForced = !skewDrawn && skewAllowed && jobId !== undefined && schedule.pendingDeliveryKinds().includes('clock-skew');
+    const offsetMs = skewDrawn || skewForced ? Math.round((draw() * 2 - 1) * SKEW_WITHIN * SKEW_MARGIN_MS) || 1 : 0;
     if (offsetMs !== 0) count('clock-skew');
     const clock = new WorkerClock(ctx.clock, offsetMs);
     const release = async (gapMs: number) => {
       dueAt.set(d.deliveryId, ctx.clock.now() + gapMs);
       await ctx.queue.release(d, 0);
     };
-    const fault = chooseFault(roll, mayCrash, mayFail);
-    if (fault !== undefined) count(fault);
     trace(
       d,
       `delivery ${deliveries} receive ${d.receiveCount} worker ${worker} fault ${fault ?? '-'} skew ${offsetMs} at ${ctx.clock.now()}`,
     );
     if (fault?.startsWith('crash')) crashesOf.set(d.deliveryId, crashes + 1);
+    const arm = (kind: FaultKind, shot: FaultShot) => armed.push({ kind, shot, disarm: () => shot.remove?.() });
     switch (fault) {
       case 'crash-before-claim':
         // Died on receipt: nothing ran; the message comes back after the platform's visibility.
+        count(fault);
         return release(transport.crashGapMs);
       case 'lost-claim-answer':
-        shots.push({ kind: fault, shot: pb.claimFaults.loseNextAnswer('claim') });
+        arm(fault, pb.claimFaults.loseNextAnswer('claim'));
         break;
       case 'lost-commit-answer':
-        shots.push({ kind: fault, shot: pb.claimFaults.loseNextAnswer('commit') });
+        arm(fault, pb.claimFaults.loseNextAnswer('commit'));
         break;
       case 'throttled-claim':
-        shots.push({ kind: fault, shot: pb.claimFaults.failNextTransiently('claim') });
+        arm(fault, pb.claimFaults.failNextTransiently('claim'));
         break;
       case 'throttled-commit':
-        shots.push({ kind: fault, shot: pb.claimFaults.failNextTransiently('commit') });
+        arm(fault, pb.claimFaults.failNextTransiently('commit'));
         break;
       case 'lost-write-answer':
-        shots.push({ kind: fault, shot: pb.outputFaults.loseNextWriteAnswer() });
+        arm(fault, pb.outputFaults.loseNextWriteAnswer());
         break;
       case 'throttled-write':
-        shots.push({ kind: fault, shot: pb.outputFaults.failNextWriteTransiently() });
+        arm(fault, pb.outputFaults.failNextWriteTransiently());
         break;
+      case 'lost-feature-answer':
+      case 'feature-connection-lost': {
+        const shot =
+          fault === 'lost-feature-answer'
+            ? features.loseNextCommitAnswer((job as TileJob).jobKey)
+            : features.cutBeforeNextCommit((job as TileJob).jobKey);
+        armed.push({ kind: fault, shot, disarm: () => features.disarm(shot) });
+        break;
+      }
       default:
         break;
     }
-    const options = { schedule: transport.schedule, ports: ports(clock) };
+    if (fault === 'crash-mid-chunk') {
+      // The chunk's worker dies once its tile jobs are on the queue, before its marker: the redelivery enqueues them again.
+      const reached = deferred<'reached'>();
+      const die = async () => {
+        reached.resolve('reached');
+        await new Promise<never>(() => {});
+      };
+      const done = ctx.deliver(d, worker, { schedule: transport.schedule, ports: ports(clock, die) });
+      const first = await Promise.race([reached.promise, done]);
+      if (first !== 'reached') {
+        judgeVerdict(d, first);
+        return settleVerdict(first, undefined);
+      }
+      count(fault);
+      return release(transport.crashGapMs);
+    }
+    const deliverOptions = { schedule: transport.schedule, ports: ports(clock) };
     if (fault === 'zombie' && jobId !== undefined) {
       // Frozen mid-job past its lease (a timed-out function instance that keeps running): the platform
       // hands the message out again, a later delivery takes the lapsed lease over, and the zombie resumes.
@@ -647,13 +1062,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         await gate.promise;
       };
       const hooks: WorkerHooks = where === 'afterClaim' ? { afterClaim: stall } : { afterWrite: stall };
-      const done = ctx.deliver(d, worker, { ...options, hooks });
+      const done = ctx.deliver(d, worker, { ...deliverOptions, hooks });
       // It froze only if it got that far (a duplicate stops at its claim and never reaches the hook).
       const first = await Promise.race([reached.promise, done]);
       if (first !== 'reached') {
         judgeVerdict(d, first);
         return settleVerdict(first, undefined);
       }
+      count(fault);
       zombies.push({ resumeAt: deliveries + int(draw, 1, 15), delivery: d, resume: () => gate.resolve(), done });
       zombieJobs.add(jobId);
       // Its function timed out: the platform hands the message out again, and time passes past the lease.
@@ -663,11 +1079,17 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     let hooks: WorkerHooks | undefined;
     if (fault === 'slow-tile') {
       // A healthy render that outlives its lease: its keeper renews it meanwhile, so nobody takes it over.
-      hooks = { afterClaim: () => clock.runFor(LEASE_MS * 2) };
+      hooks = {
+        afterClaim: async () => {
+          count('slow-tile');
+          await clock.runFor(LEASE_MS * 2);
+        },
+      };
     }
-    const crashAfter = fault === 'crash-after-claim' ? 'claim' : fault === 'crash-after-write' ? 'write' : undefined;
-    if (processes && (crashAfter !== undefined || fault === 'crash-after-commit')) {
-      const killed = await processes.crash({
+    const crashAfter =
+      fault === 'crash-after-claim' ? 'claim' : fault === 'crash-after-write' ? 'write' : fault === 'crash-after-feature' ? 'feature' : undefined;
+    if (processes && jobId !== undefined && (crashAfter !== undefined || fault === 'crash-after-commit')) {
+      const died = await processes.crash({
         body: d.body,
         deliveryId: d.deliveryId,
         receiveCount: d.receiveCount,
@@ -678,12 +1100,16 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         maxReceiveCount: PARITY_MAX_RECEIVE_COUNT,
         crashAt: crashAfter ?? 'commit',
       });
-      if (killed) {
-        count('worker-sigkilled' as FaultKind);
+      if (died !== undefined) {
+        count('worker-sigkilled');
+        // What took effect is where it died: a job that stopped early (a duplicate at its claim) died before its ack.
+        count(died === 'claim' ? 'crash-after-claim' : died === 'write' ? 'crash-after-write' : died === 'feature' ? 'crash-after-feature' : 'crash-after-commit');
         return release(transport.crashGapMs);
       }
     }
-    const r = await ctx.deliver(d, worker, { ...options, hooks, fault: crashAfter ? { crashAfter } : undefined });
+    const r = await ctx.deliver(d, worker, { ...deliverOptions, hooks, fault: crashAfter ? { crashAfter } : undefined });
+    if (r.kind === 'crashed' && fault !== undefined) count(fault);
+    if (r.kind === 'ack' && fault === 'crash-after-commit') count(fault);
     judgeVerdict(d, r);
     return settleVerdict(r, fault);
 
@@ -710,28 +1136,37 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     }
   }
 
-  function chooseFault(roll: number, mayCrash: boolean, mayFail: boolean): FaultKind | undefined {
-    // Cumulative probabilities: about half the deliveries get a fault.
-    const table: [FaultKind, number, boolean][] = [
-      ['crash-before-claim', 0.03, mayCrash],
-      ['crash-after-claim', 0.04, mayCrash],
-      ['crash-after-write', 0.04, mayCrash],
-      ['crash-after-commit', 0.03, mayCrash],
-      ['zombie', 0.03, mayCrash],
-      ['slow-tile', 0.03, true],
-      ['lost-claim-answer', 0.05, true],
-      ['lost-commit-answer', 0.05, true],
-      ['lost-write-answer', 0.05, true],
-      ['throttled-claim', 0.04, mayFail],
-      ['throttled-commit', 0.04, mayFail],
-      ['throttled-write', 0.04, mayFail],
+  function chooseFault(roll: number): FaultKind | undefined {
+    // Cumulative probabilities: about half the deliveries of a tile job get a fault.
+    const table: [FaultKind, number][] = [
+      ['crash-before-claim', 0.03],
+      ['crash-after-claim', 0.04],
+      ['crash-after-write', 0.04],
+      ['crash-after-feature', 0.02],
+      ['crash-after-commit', 0.03],
+      ['zombie', 0.03],
+      ['slow-tile', 0.03],
+      ['lost-claim-answer', 0.05],
+      ['lost-commit-answer', 0.05],
+      ['lost-write-answer', 0.05],
+      ['lost-feature-answer', 0.02],
+      ['throttled-claim', 0.04],
+      ['throttled-commit', 0.04],
+      ['throttled-write', 0.04],
+      ['feature-connection-lost', 0.02],
     ];
-    let acc = 0;
-    for (const [kind, p, allowed] of table) {
-      acc += p;
-      if (roll < acc) return allowed && on(kind) ? kind : undefined;
-    }
-    return undefined;
+    return fromTable(table, roll);
+  }
+
+  function chooseChunkFault(roll: number): FaultKind | undefined {
+    const table: [FaultKind, number][] = [
+      ['crash-before-claim', 0.05],
+      ['crash-mid-chunk', 0.1],
+      ['crash-after-commit', 0.05],
+      ['lost-write-answer', 0.1],
+      ['throttled-write', 0.08],
+    ];
+    return fromTable(table, roll);
   }
 
   /** TESSERA_SOAK_TRACE=<job label prefix>: one line per delivery of the matching jobs (debugging a seed). */
@@ -790,14 +1225,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     return fired;
   }
 
-  // The run: scenes keep coming until the deliveries are made, then everything drains.
+  // The run: events keep coming until the deliveries are made, then everything drains.
   let sceneDue = 0;
   let empty = 0;
   for (;;) {
-    // A new scene while the deliveries made, plus one per message still out, fall short of the size;
+    // A new event while the deliveries made, plus one per message still out, fall short of the size;
     // if the drain ends short of it after all (retries are extra deliveries, not extra messages), more come.
     if (deliveries >= sceneDue && deliveries + (sent - finished) < options.deliveries) {
-      await newScene();
+      await newEvent();
       sceneDue = deliveries + int(plan, 4, 16);
     }
     await fireDue(false);
@@ -824,7 +1259,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   ctx.clock.advance(LEASE_MS + 2 * SKEW_MARGIN_MS + 1);
 
   await processes?.close();
-  const judged = await judge();
+  const { report: judged, gdal } = await judge();
+  await ingest.close();
+  await features.close();
   // After the oracle: its mosaics are the mosaic function's work, checked like the rest.
   const iamFindings = [
     ...(iamCheck === undefined ? [] : (options.iam as IamRun).finish(iamCheck)),
@@ -839,12 +1276,12 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     iamCheck === undefined
       ? undefined
       : `${name}: ${iamCheck.tally.requests} requests checked, ${iamCheck.tally.denials().length} denied access(es), ${iamCheck.tally.unrecognised().length} unclassified`;
-  return { report, anomalies, iam };
+  return { report, anomalies, iam, gdal };
 
   /** The oracle, after the drain. */
-  async function judge(): Promise<Omit<SoakBackendReport, 'iamFindings'>> {
-    for (const { kind, shot } of shots) if (shot.hits === 0) faults[kind] = (faults[kind] ?? 1) - 1;
-    const reference = referenceRender(scenes, tmp);
+  async function judge(): Promise<{ report: Omit<SoakBackendReport, 'iamFindings'>; gdal: string[] }> {
+    const sample = gdalSample(scenes, prng(options.seed, `gdal:${name}`));
+    const reference = referenceRender(scenes, tmp, sample);
     let tilesExpected = 0;
     let tilesCorrect = 0;
     let missingTiles = 0;
@@ -853,15 +1290,15 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     let wedgedJobs = 0;
     let falseAlarms = 0;
     const liveJobs = new Set<string>();
-    const tileJobIds = new Map<string, string>();
+    const featureFacts: FeatureSceneFact[] = [];
     for (const s of scenes) {
       const superseded = await isSceneSuperseded(ctx.backend.outputs, s.sceneKey);
-      const ref = reference.get(s.sceneKey);
+      const manifest = await readSceneManifest(ctx.backend.outputs, s.sceneKey);
+      const ref = reference.answers.get(s.sceneKey);
       let present = 0;
       for (const w of windows(s.grid)) {
-        const key = outputKeys.tile(s.sceneKey, w);
+        const key = tileOutputKey(s.sceneKey, s.grid, w);
         const jobId = tileJobKey(s.sceneKey, w);
-        tileJobIds.set(key, jobId);
         const head = await ctx.backend.outputs.head(key);
         const id = `${s.label}/${w.row}_${w.col}`;
         if (!head) {
@@ -916,7 +1353,21 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
           anomalies.push(`${s.label}: mosaic failed: ${error instanceof Error ? error.message : String(error)}`);
         }
       }
+      const gt = sceneGeoref(manifest).geoTransform;
+      featureFacts.push({
+        label: s.label,
+        sceneKey: s.sceneKey,
+        source: { bucket: manifest.source.bucket, key: manifest.source.key },
+        pipeline: manifest.params.pipeline,
+        createdAt: Date.parse(manifest.createdAt ?? ''),
+        windowCount: s.grid.count,
+        tilesPresent: present,
+        superseded,
+        area: Math.abs(gt[1] * gt[5] - gt[2] * gt[4]) * s.grid.width * s.grid.height,
+      });
+      if (s.kind === 'chunked' && !superseded) await judgeChunks(s);
     }
+    await judgeItems();
     // Every claim COMMITTED; a CLAIMED row once every lease passed is wedged, unless its job settled
     // source-changed (the claim is given back, the scene tombstoned).
     for await (const row of ctx.backend.claims.list()) {
@@ -933,9 +1384,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     }
     // 0 false alarms: lease-stolen only where a lease was really taken over (a zombie's: frozen past its
     // lease by construction, and another owner holds the row), version-mismatch and write-occupied never
-    // (no foreign write is injected), poison only for poison inputs. (Not "a lease-taken-over line exists":
-    // a takeover whose answer was lost is recognised by the SDK's resend as this caller's own claim, and
-    // the previous owner is no longer known to log.)
+    // (no foreign write is injected), poison only for poison inputs, no reconcile alarm (nothing published
+    // was deleted). (Not "a lease-taken-over line exists": a takeover whose answer was lost is recognised by
+    // the SDK's resend as this caller's own claim, and the previous owner is no longer known to log.)
     for (const l of ctx.logs() as {
       level?: string;
       event?: string;
@@ -944,11 +1395,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       owner?: string;
       holder?: string;
       message?: string;
+      kind?: string;
     }[]) {
       if (l.level !== 'ERROR') continue;
       const id = l.claimId ?? l.jobKey ?? '';
       if (l.event === 'lease-stolen' && zombieJobs.has(id) && l.holder !== undefined && l.holder !== l.owner) continue;
-      if (l.event === 'poison-message') continue; // judged one by one below, from the verdicts
+      // Poison on the tile queue is judged one by one below, from the verdicts; a refused remote Item is the ingest oracle's.
+      if (l.event === 'poison-message') continue;
       falseAlarms++;
       anomalies.push(`false alarm ${l.event} on ${ctx.jobLabel(id)}: ${l.message ?? ''}`);
     }
@@ -976,22 +1429,133 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       duplicateWrites++;
       anomalies.push(`unconditional write on the wire: ${JSON.stringify(f)}`);
     }
+    // The feature rows, ingestion and remote Items, each by its own oracle.
+    const postgis = await features.judge(featureFacts, anomalies);
+    pathRuns.postgis = postgis.checked;
+    pathAnomalies.postgis += postgis.anomalies;
+    await ingest.judge();
+    // The render itself, against GDAL's.
+    const gdal: string[] = [];
+    let gdalMismatches = 0;
+    for (const g of reference.samples) {
+      const v = await compareWithGdal(g);
+      gdal.push(`${name} ${v.label}: ${v.agrees ? 'agrees with GDAL' : 'DIFFERS from GDAL'}: ${v.line}`);
+      if (!v.agrees) {
+        gdalMismatches++;
+        anomalies.push(`${v.label}: the reference render differs from GDAL's render of the same window: ${v.line}`);
+      }
+    }
+    // The schedule: every kind it was given fired.
+    const unfiredFaultKinds = schedule.unfired();
+    for (const k of unfiredFaultKinds) anomalies.push(`fault kind ${k} was scheduled and never fired`);
+    const checkedOf: Record<SoakPath, number> = {
+      'single-file': scenes.filter((s) => s.kind === 'single').length,
+      chunked: chunked.size,
+      stac: items.size,
+      postgis: postgis.checked,
+      ingest: ingest.checked('ingest'),
+      'remote-stac': ingest.checked('remote-stac'),
+    };
     return {
-      deliveries,
-      faultsByKind: Object.fromEntries(Object.entries(faults).sort(([a], [b]) => (a < b ? -1 : 1))),
-      duplicatesDelivered,
-      tilesExpected,
-      tilesCorrect,
-      duplicateWrites,
-      missingTiles,
-      divergentTiles,
-      wedgedJobs,
-      falseAlarms,
-      deadLettered: dead.length,
-      deadLetteredExplained: explained,
-      seconds: Math.round((Date.now() - t0) / 100) / 10,
+      report: {
+        deliveries,
+        faultsByKind: Object.fromEntries(Object.entries(faults).sort(([a], [b]) => (a < b ? -1 : 1))),
+        duplicatesDelivered,
+        tilesExpected,
+        tilesCorrect,
+        duplicateWrites,
+        missingTiles,
+        divergentTiles,
+        wedgedJobs,
+        falseAlarms,
+        deadLettered: dead.length,
+        deadLetteredExplained: explained,
+        gdalCompared: reference.samples.length,
+        gdalMismatches,
+        paths: Object.fromEntries(
+          SOAK_PATHS.map((p) => [p, { runs: pathRuns[p], checked: checkedOf[p], anomalies: pathAnomalies[p] }]),
+        ) as Record<SoakPath, SoakPathReport>,
+        unfiredFaultKinds,
+        seconds: Math.round((Date.now() - t0) / 100) / 10,
+      },
+      gdal,
     };
   }
+
+  /**
+   * A live chunked scene: its scene events sent each chunk message once in all (a duplicate scene event finds
+   * the fanned-out marker and sends none), and every chunk left its marker (its windows enqueued, once done).
+   */
+  async function judgeChunks(s: SceneVersion): Promise<void> {
+    const c = chunked.get(s.sceneKey);
+    if (c === undefined) return;
+    const n = Math.ceil(c.windows / c.chunkWindows);
+    if (c.sent !== n) flag('chunked', `${s.label}: its scene events sent ${c.sent} chunk messages for ${n} chunks`);
+    for (let first = 0; first < c.windows; first += c.chunkWindows) {
+      const marker = sceneLifecycleKeys.chunkDone(s.sceneKey, first, Math.min(c.chunkWindows, c.windows - first));
+      if ((await ctx.backend.outputs.head(marker)) === undefined) flag('chunked', `${s.label}: chunk ${first} has no marker`);
+    }
+    if ((await ctx.backend.outputs.head(sceneLifecycleKeys.fannedOut(s.sceneKey))) === undefined)
+      flag('chunked', `${s.label}: no fanned-out marker`);
+  }
+
+  /**
+   * STAC Items: one scene per item version, whatever was re-uploaded between its deliveries and however
+   * often its event came (never a second manifest for one item version and tiling), and its band pins
+   * recorded once, where every later delivery found them.
+   */
+  async function judgeItems(): Promise<void> {
+    const manifests = new Map<string, string[]>();
+    for await (const h of ctx.backend.outputs.list('scenes/')) {
+      if (!h.key.endsWith('/scene.json')) continue;
+      const m: SceneManifest = await readSceneManifest(ctx.backend.outputs, h.key.split('/')[1] as string);
+      if (m.source.assets === undefined) continue;
+      const id = `${m.source.key}\n${m.source.versionToken}\n${m.params.version}`;
+      manifests.set(id, [...(manifests.get(id) ?? []), m.sceneKey]);
+    }
+    for (const [id, keys] of manifests)
+      if (keys.length > 1) flag('stac', `${id.split('\n')[0]}: ${keys.length} manifests for one item version (${keys.map((k) => ctx.sceneLabel(k)).join(', ')})`);
+    for (const rec of items.values()) {
+      if (rec.sceneKey === undefined) continue;
+      const pins = itemPinKeys.record(itemPinId(rec.item, [...rec.bandKeys].sort()));
+      if ((await ctx.backend.outputs.head(pins)) === undefined) flag('stac', `${rec.label}: no band pins recorded for its item version`);
+      const bad = rec.events.slice(1).filter((e) => e !== 'fanned-out:already-present' && e !== 'stale' && e !== 'source-changed');
+      if (bad.length > 0) flag('stac', `${rec.label}: later events of its item version answered ${bad.join(', ')}`);
+    }
+  }
+}
+
+/** The synthetic scene's own layout in its one file: what GDAL reads. */
+function syntheticLayout(key: string): SceneVersion['layout'] {
+  return { B04: { key, index: SYNTHETIC_LAYOUT.B04 }, B08: { key, index: SYNTHETIC_LAYOUT.B08 } };
+}
+
+/** A STAC 1.0 Item naming the two band files beside it; `revision` makes a new item version of the same Item. */
+function stacItemBytes(id: string, revision: number): Uint8Array {
+  return new TextEncoder().encode(
+    JSON.stringify({
+      type: 'Feature',
+      stac_version: '1.0.0',
+      id: `soak-${id}`,
+      collection: 'sentinel-2-l2a',
+      geometry: null,
+      properties: { datetime: '2024-06-01T10:56:29Z', 'tessera:revision': revision },
+      links: [],
+      assets: {
+        red: { href: './B04.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B04', common_name: 'red' }] },
+        nir: { href: './B08.tif', type: 'image/tiff; application=geotiff', 'eo:bands': [{ name: 'B08', common_name: 'nir' }] },
+      },
+    }),
+  );
+}
+
+function fromTable(table: readonly [FaultKind, number][], roll: number): FaultKind | undefined {
+  let acc = 0;
+  for (const [kind, p] of table) {
+    acc += p;
+    if (roll < acc) return kind;
+  }
+  return undefined;
 }
 
 function bodyKey(body: string): string {
@@ -1016,13 +1580,14 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * Local worker processes to kill (test/soak/local-worker.ts): one spare is kept warm, so a crash of
  * the local backend is a real worker process killed with SIGKILL at its crash point whenever the
  * spare is ready (starting one takes about a second of CPU; a crash that finds none is aborted in
- * process, at the same point, and counted apart).
+ * process, at the same point, and counted apart). Each opens its own SQLite connections, filesystem
+ * store and feature sink on the backend's data folder and PostGIS schema.
  */
 class WorkerProcesses {
   #spare: { child: ChildProcess; ready: boolean } | undefined;
-  kills = 0;
   constructor(
     private readonly dir: string,
+    private readonly sinkUrl: string,
     private readonly onLog: (line: string) => void,
     private readonly onLanded: (key: string) => void,
   ) {
@@ -1030,7 +1595,7 @@ class WorkerProcesses {
   }
 
   #warm(): void {
-    const child = spawn(process.execPath, ['--import', 'tsx', resolve(here, 'local-worker.ts'), this.dir], {
+    const child = spawn(process.execPath, ['--import', 'tsx', resolve(here, 'local-worker.ts'), this.dir, this.sinkUrl], {
       cwd: resolve(here, '..', '..'),
       stdio: ['pipe', 'pipe', 'inherit'],
     });
@@ -1051,20 +1616,23 @@ class WorkerProcesses {
     });
   }
 
-  /** Run `order` in the warm spare and SIGKILL it at its crash point; false (nothing ran) if no spare is ready. */
-  async crash(order: WorkerOrder): Promise<boolean> {
+  /**
+   * Run `order` in the warm spare and SIGKILL it at its crash point. Returns the point it died at (a job that
+   * stops before its point, such as a duplicate at its claim, dies before its ack: `commit`), or undefined
+   * when no spare was ready (nothing ran).
+   */
+  async crash(order: WorkerOrder): Promise<WorkerOrder['crashAt'] | undefined> {
     const spare = this.#spare;
-    if (!spare?.ready) return false;
+    if (!spare?.ready) return undefined;
     this.#warm();
     const { child } = spare;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    const reached = new Promise<void>((r) => child.once('crash-point', () => r()));
+    const exited = new Promise<undefined>((r) => child.once('exit', () => r(undefined)));
+    const reached = new Promise<WorkerOrder['crashAt']>((r) => child.once('crash-point', (at: WorkerOrder['crashAt']) => r(at)));
     child.stdin?.write(`${JSON.stringify(order)}\n`);
-    await Promise.race([reached, exited]);
+    const at = await Promise.race([reached, exited]);
     child.kill('SIGKILL');
     await exited;
-    this.kills++;
-    return true;
+    return at ?? 'commit';
   }
 
   async close(): Promise<void> {
@@ -1078,19 +1646,89 @@ class WorkerProcesses {
   }
 }
 
-/** The reference render of every scene version, in a clean child process (test/soak/reference-render.ts). */
-function referenceRender(scenes: readonly SceneVersion[], tmp: string): Map<string, ReferenceAnswer> {
-  const requests: ReferenceRequest[] = scenes.map((s, i) => {
-    const bytesPath = join(tmp, `source-${i}.tif`);
-    writeFileSync(bytesPath, s.bytes);
-    return { id: s.sceneKey, bytesPath, params: s.params, grid: s.grid };
+/**
+ * The sample of reference tiles the oracle compares with GDAL: one tile of each of up to GDAL_SAMPLE kinds of
+ * scene version (single-file, chunked, STAC on the band files' grid, STAC reprojected, ingested), the scene
+ * and its window drawn by the seed (a full-size window where the grid has one).
+ */
+function gdalSample(scenes: readonly SceneVersion[], rnd: () => number): Map<string, string> {
+  const byKind = new Map<string, SceneVersion[]>();
+  for (const s of scenes) {
+    const kind = `${s.kind}${s.params.dst_crs === undefined ? '' : '-reprojected'}`;
+    byKind.set(kind, [...(byKind.get(kind) ?? []), s]);
+  }
+  const kinds = [...byKind.keys()].sort();
+  const chosen = new Map<string, string>();
+  while (chosen.size < GDAL_SAMPLE && kinds.length > 0) {
+    const kind = kinds.splice(Math.floor(rnd() * kinds.length), 1)[0] as string;
+    const s = pick(rnd, byKind.get(kind) as SceneVersion[]);
+    const tilePx = tilingParams(s.params).tilePx;
+    const all = [...windows(s.grid)];
+    const full = all.filter((w) => w.width === tilePx && w.height === tilePx);
+    const w = pick(rnd, full.length > 0 ? full : all);
+    chosen.set(s.sceneKey, `${w.row}_${w.col}`);
+  }
+  return chosen;
+}
+
+/**
+ * The reference render of every scene version, in a clean child process (test/soak/reference-render.ts), and
+ * the GDAL comparisons of the sampled tiles (what GDAL reads: the same bytes, from the same files).
+ */
+function referenceRender(
+  scenes: readonly SceneVersion[],
+  tmp: string,
+  sample: ReadonlyMap<string, string>,
+): { answers: Map<string, ReferenceAnswer>; samples: GdalSample[] } {
+  const files = new Map<string, string>();
+  const fileOf = (key: string, bytes: Uint8Array): string => {
+    const id = `${key}\n${createHash('sha256').update(bytes).digest('hex')}`;
+    let path = files.get(id);
+    if (path === undefined) {
+      path = join(tmp, `object-${files.size}.tif`);
+      writeFileSync(path, bytes);
+      files.set(id, path);
+    }
+    return path;
+  };
+  const paths = new Map<string, Map<string, string>>();
+  const requests: ReferenceRequest[] = scenes.map((s) => {
+    const byKey = new Map(s.objects.map((o) => [o.key, fileOf(o.key, o.bytes)]));
+    paths.set(s.sceneKey, byKey);
+    const keep = sample.get(s.sceneKey);
+    return {
+      id: s.sceneKey,
+      objects: s.objects.map((o) => ({ key: o.key, bytesPath: byKey.get(o.key) as string })),
+      source: s.source,
+      params: s.params,
+      grid: s.grid,
+      ...(keep === undefined ? {} : { keep: [keep], keepDir: tmp }),
+    };
   });
   const out = execFileSync(process.execPath, ['--import', 'tsx', resolve(here, 'reference-render.ts')], {
     input: JSON.stringify(requests),
     cwd: resolve(here, '..', '..'),
-    maxBuffer: 64 * 1024 * 1024,
+    maxBuffer: 256 * 1024 * 1024,
     // A clean process: none of the soak's environment beyond what Node needs.
     env: { PATH: process.env.PATH ?? '' },
   });
-  return new Map((JSON.parse(out.toString('utf8')) as ReferenceAnswer[]).map((a) => [a.id, a]));
+  const answers = new Map((JSON.parse(out.toString('utf8')) as ReferenceAnswer[]).map((a) => [a.id, a]));
+  const samples: GdalSample[] = [];
+  for (const s of scenes) {
+    const window = sample.get(s.sceneKey);
+    const tilePath = window === undefined ? undefined : answers.get(s.sceneKey)?.kept[window];
+    if (window === undefined || tilePath === undefined) continue;
+    const tiling = tilingParams(s.params);
+    const byKey = paths.get(s.sceneKey) as Map<string, string>;
+    samples.push({
+      label: `${s.label}/${window}`,
+      tilePath,
+      bands: Object.entries(s.layout).map(([band, l]) => `${band}=${byKey.get(l.key)}:${l.index}`),
+      expression: tiling.expression,
+      resampling: tiling.target.resampling,
+      wholeGrid:
+        s.grid.target === undefined ? undefined : { geoTransform: s.grid.target.geoTransform, width: s.grid.width, height: s.grid.height },
+    });
+  }
+  return { answers, samples };
 }
