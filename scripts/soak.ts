@@ -19,7 +19,15 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { BACKEND_NAMES, type BackendName, PARITY_SOURCE_PREFIX } from '../test/parity/backends.js';
 import { renderSoakMarkdown, reproduceCommand, type SoakReport, soakDefaults } from '../test/soak/report.js';
-import { anomalyCount, FAULT_KINDS, type FaultKind, runSoak, type SoakOutcome } from '../test/soak/soak-driver.js';
+import {
+  anomalyCount,
+  FAULT_KINDS,
+  type FaultKind,
+  runSoak,
+  SOAK_EVENTS,
+  type SoakEvent,
+  type SoakOutcome,
+} from '../test/soak/soak-driver.js';
 import type { Started } from '../test/support/emulators/process.js';
 import type { EmulatorEndpoints } from '../test/support/emulators/types.js';
 import { IamRun } from '../test/support/iam/run.js';
@@ -101,12 +109,13 @@ async function main(): Promise<number> {
       deliveries: { type: 'string' },
       backends: { type: 'string', default: BACKEND_NAMES.join(',') },
       faults: { type: 'string', default: 'all' },
+      events: { type: 'string', default: 'all' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
     process.stdout.write(
-      `npm run soak -- [--seed N] [--deliveries N | local=N,aws=N,...] [--backends local,aws,gcp,azure] [--faults all | ${FAULT_KINDS.join(',')}]\n`,
+      `npm run soak -- [--seed N] [--deliveries N | local=N,aws=N,...] [--backends local,aws,gcp,azure] [--faults all | ${FAULT_KINDS.join(',')}] [--events all | ${SOAK_EVENTS.join(',')}]\n`,
     );
     return 0;
   }
@@ -114,8 +123,15 @@ async function main(): Promise<number> {
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative whole number, got ${values.seed}`);
   const backends = parseList('backends', values.backends, BACKEND_NAMES);
   const faults = parseList<FaultKind>('faults', values.faults, FAULT_KINDS);
+  const events = parseList<SoakEvent>('events', values.events, SOAK_EVENTS);
   const deliveries = parseDeliveries(values.deliveries, backends);
-  const rerun = reproduceCommand(seed, deliveries, backends, values.faults === 'all' ? 'all' : faults.join(','));
+  const rerun = reproduceCommand(
+    seed,
+    deliveries,
+    backends,
+    values.faults === 'all' ? 'all' : faults.join(','),
+    values.events === 'all' ? undefined : events.join(','),
+  );
   say(`seed ${seed}; reproduce with: ${rerun}`);
   const clouds = backends.filter((b): b is Cloud => b !== 'local');
   const { endpoints, stops } = await startEmulators(clouds);
@@ -127,7 +143,7 @@ async function main(): Promise<number> {
     const t0 = Date.now();
     const outcomes = await Promise.all(
       backends.map(async (b): Promise<[BackendName, SoakOutcome]> => {
-        const outcome = await runSoak(b, endpoints, { seed, deliveries: deliveries[b], faults, say, iam });
+        const outcome = await runSoak(b, endpoints, { seed, deliveries: deliveries[b], faults, events, say, iam });
         say(`${b}: ${outcome.report.deliveries} deliveries in ${outcome.report.seconds} s, ${anomalyCount(outcome.report)} anomalies`);
         return [b, outcome];
       }),

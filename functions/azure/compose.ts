@@ -280,7 +280,11 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     poisonQueue: (queueName) => new AzurePoisonQueue(queues, queueName),
     manifest: config.manifestTable ? new AzureTableManifestStore(clients.table(config.manifestTable)) : undefined,
     identityClientId,
-    batches: options.role === 'stream' && config.featureSinkUrl ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl) : undefined,
+    // The stream function's (or a runtime composed without a role: an operator's, a test's); no other function opens its pool.
+    batches:
+      (options.role === undefined || options.role === 'stream') && config.featureSinkUrl
+        ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl)
+        : undefined,
   };
 }
 

@@ -16,6 +16,7 @@ import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { type ResolvedStacAsset, withStacScaleOffsets } from '../../shared/domain/stac-item.js';
 import { windows } from '../../shared/domain/tile-grid.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
+import { crsOfRaster } from '../../shared/raster/crs.js';
 import { epsgFromWkt, SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 import { createLocalBackend, LOCAL_SOURCE_BUCKET, type LocalBackend } from './compose.js';
 import type { Progress } from './progress.js';
@@ -260,7 +261,8 @@ async function gridSummary(backend: LocalBackend, scene: string): Promise<{ crs:
   const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
   const tms = manifest.grid.target?.tms;
   return {
-    crs: epsg === undefined ? 'unknown (no EPSG code)' : `EPSG:${epsg}`,
+    // A CRS without an EPSG code is named by its canonical PROJ string, the form its job key holds.
+    crs: epsg !== undefined ? `EPSG:${epsg}` : crs.wkt === undefined ? 'none' : crsOfRaster(crs, 'the scene grid').id,
     ...(tms === undefined ? {} : { tms: tms.id, zoom: tms.zoom }),
   };
 }

@@ -44,7 +44,7 @@ export interface MosaicResult {
   readonly mosaicKey: string;
   /** The COG mosaic, when the parameters ask for one (`mosaic: cog`). */
   readonly cogMosaicKey?: string | undefined;
-  /** The output's STAC Item; absent for a scene whose CRS has no EPSG code (STAC's proj:code needs one). */
+  /** The output's STAC Item; absent only for a scene with no CRS at all (a CRS without an EPSG code is written as proj:wkt2). */
   readonly stacItemKey?: string | undefined;
   /** Sources listed in the VRT: always the grid count when assembly succeeds. */
   readonly manifestCount: number;
@@ -246,8 +246,8 @@ function sourceOf(
 /**
  * The output's STAC Item beside the mosaic, create-only, replaced only when `isStale` shows the one in place
  * is this scene's from before a repair (shared/app/stac-output.ts). Its time is the source item's, else the
- * manifest's `createdAt`; it records the tile versions the mosaics show; a scene whose CRS has no EPSG code
- * gets none (logged).
+ * manifest's `createdAt`; it records the tile versions the mosaics show; a CRS without an EPSG code is written
+ * as `proj:wkt2`; a scene with no CRS at all gets none (logged).
  */
 async function writeStacItem(
   backend: Backend,
@@ -260,8 +260,9 @@ async function writeStacItem(
   isStale: DerivedWrite['isStale'],
 ): Promise<{ readonly key: string; readonly kind: 'written' | 'already-present' | 'replaced' } | undefined> {
   const epsg = georef.crs.epsg ?? (georef.crs.wkt === undefined ? undefined : epsgFromWkt(georef.crs.wkt));
-  if (epsg === undefined) {
-    backend.telemetry.log('WARN', 'stac-item-skipped', { sceneKey: manifest.sceneKey, why: 'the scene CRS has no EPSG code' });
+  // A CRS without an EPSG code is described by its WKT2 (proj:wkt2); only a raster with no CRS at all gets no item.
+  if (epsg === undefined && georef.crs.wkt === undefined) {
+    backend.telemetry.log('WARN', 'stac-item-skipped', { sceneKey: manifest.sceneKey, why: 'the scene has no CRS' });
     return undefined;
   }
   const key = outputKeys.stacItem(manifest.sceneKey);
@@ -270,7 +271,7 @@ async function writeStacItem(
     sceneKey: manifest.sceneKey,
     itemKey: key,
     target: {
-      epsg,
+      ...(epsg === undefined ? { wkt2: georef.crs.wkt } : { epsg }),
       geoTransform: georef.geoTransform,
       width: manifest.grid.width,
       height: manifest.grid.height,

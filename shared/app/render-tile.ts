@@ -1,10 +1,19 @@
 import { InvalidEventError } from '../domain/errors.js';
 import type { TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
-import { type Expression, encodeCogAsync, evaluate, type GeoTransform, type RasterCrs, windowGeoTransform } from '../raster/index.js';
+import { type Expression, encodeCogAsync, evaluate, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import { bandScaleOffset, unscaleBand } from '../raster/unscale.js';
 import { openSourceCached } from './raster-cache.js';
-import { assertJobTarget, jobTarget, openSceneBands, readBandOnTarget, type SceneTarget, sceneBands, sceneTarget } from './scene-grid.js';
+import {
+  assertJobTarget,
+  jobTarget,
+  openSceneBands,
+  readBandOnTarget,
+  type SceneTarget,
+  sceneBands,
+  sceneTarget,
+  tileGeoTransform,
+} from './scene-grid.js';
 import { bandPinOf, readPinOf, type TileJob } from './tile-job.js';
 
 /** Where a tile's scene lies: the CRS and geotransform its window is cut from (the source's own, or the target grid). */
@@ -121,7 +130,8 @@ export function encodeTile(job: TileJob, tiling: TilingParams, georef: SceneGeor
     width: job.window.width,
     height: job.window.height,
     data: pixels,
-    geoTransform: windowGeoTransform(georef.geoTransform, job.window),
+    // A tile matrix set tile past the antimeridian is georeferenced where its index puts it (scene-grid.ts).
+    geoTransform: tileGeoTransform(job.grid.target, georef.geoTransform, job.window),
     crs: georef.crs,
     noData: tiling.noData,
     blockSize: tiling.blockSize,

@@ -1,10 +1,10 @@
-import { InvalidEventError, InvalidParamsError, UnsupportedRasterError } from '../domain/errors.js';
+import { InvalidEventError, InvalidParamsError } from '../domain/errors.js';
 import { type AssetRef, type SourceRef, type TmsTileIndex, validAssets } from '../domain/job-key.js';
 import type { GridTarget, Window } from '../domain/tile-grid.js';
 import type { Resampling, TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
-import { type Crs, crsFromEpsg, crsTransform } from '../raster/crs.js';
-import { epsgFromWkt, type GeoTransform, type RasterSource } from '../raster/index.js';
+import { assertSameBody, type Crs, crsOfRaster, crsTransform, longitudeAxis, parseCrs, rasterCrsOf, sameCrs } from '../raster/crs.js';
+import { type GeoTransform, type RasterCrs, type RasterSource, windowGeoTransform } from '../raster/index.js';
 import { footprintBounds, tileMatrix, tileMatrixSet, tileRangeForGrid, tileGrid as tmsTileGrid } from '../raster/tile-matrix-set.js';
 import { type RasterGrid, roundToInteger, warpBand } from '../raster/warp.js';
 import { openSourceCached } from './raster-cache.js';
@@ -96,11 +96,11 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
   const oneObject = bands.every((b) => b.key === first.key);
   if (dstCrs === undefined && tms === undefined) {
     if (oneObject) return undefined;
-    const crsKey = (b: OpenedBand) => crsIdentity(b.raster);
-    const crss = [...new Set(bands.map(crsKey))];
-    if (crss.length > 1) {
+    const crss = bands.map((b) => crsOfRaster(b.raster.crs, b.key));
+    const other = crss.find((c) => !sameCrs(c, crss[0] as Crs));
+    if (other !== undefined) {
       throw new InvalidParamsError(
-        `the band files are in different CRSs (${crss.join(', ')}); name the target CRS (--crs EPSG:NNNN, params.dst_crs) to resample them onto one grid`,
+        `the band files are in different CRSs (${(crss[0] as Crs).id}, ${other.id}); name the target CRS (--crs EPSG:NNNN, params.dst_crs) to resample them onto one grid`,
       );
     }
     let finest = first;
@@ -113,6 +113,7 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
   if (tms !== undefined) {
     const set = tileMatrixSet(tms.id);
     tileMatrix(set, tms.zoom);
+    for (const grid of grids) assertSameBody(grid.crs, set.crs);
     if (dstCrs !== undefined && dstCrs !== `EPSG:${set.crs.epsg}`) {
       throw new InvalidParamsError(
         `dst_crs ${dstCrs} is not the CRS of ${set.id} (EPSG:${set.crs.epsg}): leave dst_crs out, or make it agree`,
@@ -122,13 +123,27 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
     let maxCol = -Infinity;
     let minRow = Infinity;
     let maxRow = -Infinity;
+    const matrixWidth = tileMatrix(set, tms.zoom).matrixWidth;
     for (const grid of grids) {
       const range = tileRangeForGrid(set, tms.zoom, grid);
       if (range === undefined) continue;
-      minCol = Math.min(minCol, range.minCol);
-      maxCol = Math.max(maxCol, range.maxCol);
+      // A band's span across the antimeridian runs past the last column; another band's may start at column 0 on its
+      // east side: shifted by the matrix width, it joins the first band's span rather than stretching over the world.
+      const shift = Number.isFinite(minCol) ? closestShift(range.minCol, range.maxCol, minCol, maxCol, matrixWidth) : 0;
+      minCol = Math.min(minCol, range.minCol + shift);
+      maxCol = Math.max(maxCol, range.maxCol + shift);
       minRow = Math.min(minRow, range.minRow);
       maxRow = Math.max(maxRow, range.maxRow);
+    }
+    if (Number.isFinite(minCol)) {
+      if (maxCol - minCol + 1 >= matrixWidth) {
+        minCol = 0;
+        maxCol = matrixWidth - 1;
+      } else if (minCol < 0 || minCol >= matrixWidth) {
+        const k = Math.floor(minCol / matrixWidth) * matrixWidth;
+        minCol -= k;
+        maxCol -= k;
+      }
     }
     if (!Number.isFinite(minCol)) {
       throw new InvalidParamsError(
@@ -138,21 +153,27 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
     const tilePx = tiling.tilePx as 256 | 512;
     const origin = tmsTileGrid(set, tms.zoom, minCol, minRow, tilePx);
     return {
-      crs: { epsg: set.crs.epsg },
+      crs: rasterCrsOf(set.crs),
       geoTransform: origin.geoTransform,
       width: (maxCol - minCol + 1) * tilePx,
       height: (maxRow - minRow + 1) * tilePx,
       tms: { id: set.id, zoom: tms.zoom, minCol, minRow },
     };
   }
-  const crs = crsFromEpsg(dstCrs as string);
+  const crs = dstCrsOf(dstCrs as string);
+  for (const grid of grids) assertSameBody(grid.crs, crs);
   let minX = Infinity;
   let minY = Infinity;
   let maxX = -Infinity;
   let maxY = -Infinity;
   let res = Infinity;
+  const period = longitudeAxis(crs)?.period;
   for (const grid of grids) {
     const s = suggestedOutput(grid, crs);
+    // As for tile columns: a band across the antimeridian and one beside it on its east side make one box.
+    const shift = period === undefined || !Number.isFinite(minX) ? 0 : closestShift(s.minX, s.maxX, minX, maxX, period);
+    s.minX += shift;
+    s.maxX += shift;
     minX = Math.min(minX, s.minX);
     minY = Math.min(minY, s.minY);
     maxX = Math.max(maxX, s.maxX);
@@ -161,14 +182,46 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
   }
   const width = Math.max(1, Math.round((maxX - minX) / res));
   const height = Math.max(1, Math.round((maxY - minY) / res));
-  return { crs: { epsg: crs.epsg }, geoTransform: [minX, res, 0, maxY, 0, -res], width, height };
+  return { crs: rasterCrsOf(crs), geoTransform: [minX, res, 0, maxY, 0, -res], width, height };
+}
+
+/**
+ * `params.dst_crs` as a CRS: `EPSG:<n>`, or the canonical PROJ string of a CRS without a code (the CLI writes any WKT,
+ * PROJJSON or PROJ string in that form, so one CRS is one job key). Another spelling of a definition is refused, naming
+ * the canonical one.
+ */
+export function dstCrsOf(dstCrs: string): Crs {
+  const crs = parseCrs(dstCrs);
+  if (crs.id !== dstCrs) {
+    throw new InvalidParamsError(
+      `params.dst_crs ${JSON.stringify(dstCrs)} is not in canonical form; write it as ${JSON.stringify(crs.id)} (the CLI's --crs does this for any WKT, PROJJSON or PROJ string)`,
+    );
+  }
+  return crs;
+}
+
+/** The multiple of `period` that moves [lo, hi] onto or next to [minX, maxX] (0, or one period either way). */
+function closestShift(lo: number, hi: number, minX: number, maxX: number, period: number): number {
+  let best = 0;
+  let width = Math.max(hi, maxX) - Math.min(lo, minX);
+  for (const k of [-1, 1]) {
+    const w = Math.max(hi + k * period, maxX) - Math.min(lo + k * period, minX);
+    if (w < width) {
+      width = w;
+      best = k * period;
+    }
+  }
+  return best;
 }
 
 /** gdalwarp's suggested output (GDALSuggestedWarpOutput) of one grid in `crs`: the reprojected extent and a square pixel size. */
 function suggestedOutput(grid: RasterGrid, crs: Crs): { minX: number; minY: number; maxX: number; maxY: number; res: number } {
   const b = footprintBounds(grid, crs);
-  if (b === undefined || b.maxX <= b.minX || b.maxY <= b.minY) {
-    throw new InvalidParamsError(`the footprint of a band does not transform into EPSG:${crs.epsg}`);
+  if (b === undefined || b.maxX <= b.minX || b.maxY <= b.minY || !Number.isFinite(b.minY) || !Number.isFinite(b.maxY)) {
+    throw new InvalidParamsError(
+      `the footprint of a band does not transform into ${crs.id} (or reaches a pole that CRS cannot hold, as Mercator cannot); ` +
+        'choose another target CRS or a tile matrix set',
+    );
   }
   const res = Math.hypot(b.maxX - b.minX, b.maxY - b.minY) / Math.hypot(grid.width, grid.height);
   return { ...b, res };
@@ -196,21 +249,9 @@ function edgePoints(grid: RasterGrid, x0: number, y0: number, x1: number, y1: nu
   return [xs, ys];
 }
 
-/** What identifies a band's CRS for "are these the same": its EPSG code, else its WKT. */
-function crsIdentity(r: RasterSource): string {
-  const epsg = r.crs.epsg ?? (r.crs.wkt === undefined ? undefined : epsgFromWkt(r.crs.wkt));
-  return epsg === undefined ? (r.crs.wkt ?? 'no CRS') : `EPSG:${epsg}`;
-}
-
-/** The proj4 CRS of a raster's EPSG code: reprojection needs one. */
-function projCrsOf(crs: { readonly epsg?: number | undefined; readonly wkt?: string | undefined }, what: string): Crs {
-  const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
-  if (epsg === undefined) {
-    throw new UnsupportedRasterError(
-      `${what} has a CRS without an EPSG code, which Tessera cannot resample onto another grid; assign one (gdal_edit.py -a_srs EPSG:NNNN) or tile it on its own grid`,
-    );
-  }
-  return crsFromEpsg(epsg);
+/** The proj4 CRS of a raster or target: its EPSG code's, or the definition its WKT spells out (crs.ts). */
+function projCrsOf(crs: RasterCrs, what: string): Crs {
+  return crsOfRaster(crs, what);
 }
 
 /** A band's raster as a warp grid. */
@@ -227,7 +268,23 @@ export function targetGrid(target: SceneTarget): RasterGrid {
 /** The tile matrix set index of window (row, col) of a target on a tile matrix set. */
 export function tmsTileOf(target: GridTarget | undefined, window: Pick<Window, 'row' | 'col'>): TmsTileIndex | undefined {
   const tms = target?.tms;
-  return tms === undefined ? undefined : { tms: tms.id, z: tms.zoom, x: tms.minCol + window.col, y: tms.minRow + window.row };
+  if (tms === undefined) return undefined;
+  // A grid across the antimeridian runs past the matrix's last column; the tiles there are its first columns.
+  const width = tileMatrix(tileMatrixSet(tms.id), tms.zoom).matrixWidth;
+  return { tms: tms.id, z: tms.zoom, x: (tms.minCol + window.col) % width, y: tms.minRow + window.row };
+}
+
+/**
+ * The geotransform a tile's COG is written with: its window of the scene grid, except that a tile matrix set tile past
+ * the antimeridian (a grid that runs past the last column) is placed where its index is, one matrix width west.
+ */
+export function tileGeoTransform(target: GridTarget | undefined, scene: GeoTransform, window: Pick<Window, 'row' | 'col' | 'x' | 'y'>): GeoTransform {
+  const gt = windowGeoTransform(scene, window);
+  const tms = target?.tms;
+  if (tms === undefined) return gt;
+  const m = tileMatrix(tileMatrixSet(tms.id), tms.zoom);
+  if (tms.minCol + window.col < m.matrixWidth) return gt;
+  return [gt[0] - m.matrixWidth * m.tileWidth * m.cellSize, gt[1], gt[2], gt[3], gt[4], gt[5]];
 }
 
 /**
@@ -264,7 +321,9 @@ export function assertJobTarget(jobKey: string, carried: SceneTarget | undefined
 }
 
 const describe = (t: SceneTarget | undefined) =>
-  t === undefined ? 'the source grid' : `${t.width}x${t.height} EPSG:${t.crs.epsg ?? '?'} at [${t.geoTransform.join(', ')}]`;
+  t === undefined
+    ? 'the source grid'
+    : `${t.width}x${t.height} ${t.crs.epsg !== undefined ? `EPSG:${t.crs.epsg}` : 'in a CRS without an EPSG code'} at [${t.geoTransform.join(', ')}]`;
 
 /**
  * Kernel half-widths in source pixels, per method (the 4 x 4 of cubic reaches two pixels out, lanczos three); the
@@ -375,7 +434,7 @@ function onGrid(r: RasterSource, t: SceneTarget): boolean {
     r.width === t.width &&
     r.height === t.height &&
     r.geoTransform.every((v, i) => v === t.geoTransform[i]) &&
-    crsIdentity(r) === (t.crs.epsg !== undefined ? `EPSG:${t.crs.epsg}` : (t.crs.wkt ?? 'no CRS'))
+    sameCrs(crsOfRaster(r.crs, 'a band'), crsOfRaster(t.crs, 'the target grid'))
   );
 }
 

@@ -3,7 +3,7 @@ import { InvalidParamsError } from '../domain/errors.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
 import type { ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
-import { crsFromEpsg, crsTransform } from '../raster/crs.js';
+import { type Crs, crsFromEpsg, crsOfRaster, crsTransform } from '../raster/crs.js';
 import type { GeoTransform } from '../raster/index.js';
 import { COG_CONTENT_TYPE } from './cog-mosaic.js';
 import { type DerivedWrite, type DerivedWriteResult, writeDerivedOutput } from './derived-output.js';
@@ -12,7 +12,8 @@ import { type DerivedWrite, type DerivedWriteResult, writeDerivedOutput } from '
  * The STAC Item that describes a scene's output, written create-only beside
  * its mosaic (outputKeys.stacItem). STAC 1.0.0 (what GDAL, QGIS, pystac and
  * every STAC API read today) with two extensions:
- * - projection v2.0.0: `proj:code` (`EPSG:n`; v2 dropped `proj:epsg`), `proj:shape`,
+ * - projection v2.0.0: `proj:code` (`EPSG:n`; v2 dropped `proj:epsg`; null with `proj:wkt2` for a CRS
+ *   without an EPSG code), `proj:shape`,
  *   `proj:transform`, `proj:bbox`, on the item's properties (every asset shares the target grid);
  * - raster v1.1.0: `raster:bands` on each raster asset (nodata, data_type, spatial_resolution).
  * test/unit/stac-output.test.ts validates items against those versions' JSON Schemas (test/data/stac-schemas/).
@@ -28,9 +29,11 @@ export const STAC_ITEM_CONTENT_TYPE = 'application/geo+json';
  */
 export const TILE_VERSIONS_PROPERTY = 'tessera:tile_versions';
 
-/** The grid every output asset is on (the scene manifest's `target`). */
+/** The grid every output asset is on (the scene manifest's `target`): its CRS is an EPSG code, or else its WKT2. */
 export interface StacTargetGrid {
-  readonly epsg: number;
+  readonly epsg?: number | undefined;
+  /** A CRS without an EPSG code, as WKT2 (written as `proj:wkt2`, with `proj:code` null). */
+  readonly wkt2?: string | undefined;
   readonly geoTransform: GeoTransform;
   readonly width: number;
   readonly height: number;
@@ -80,7 +83,8 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\
  *
  * bbox and geometry are WGS84 (lon, lat) of the target grid's footprint, its
  * edges densified before reprojection (a UTM or Web Mercator edge is a curve
- * in lon/lat). Footprints across the antimeridian are not split (see docs/outputs.md).
+ * in lon/lat). A footprint across the antimeridian is a MultiPolygon split at 180 degrees, its bbox's minx
+ * greater than its maxx (see {@link footprint}); a grid on another body than Earth has geometry null.
  *
  * @example
  * const item = sceneStacItem({ sceneKey, itemKey: outputKeys.stacItem(sceneKey), target: manifest.target,
@@ -89,9 +93,9 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\
 export function sceneStacItem(input: SceneStacItemInput): StacItem {
   const { target } = input;
   validateGrid(input);
-  const { bbox, ring } = footprint(target);
+  const crs = targetCrs(target);
+  const where = footprint(target, crs);
   const gt = target.geoTransform;
-  const crs = crsFromEpsg(target.epsg);
   // raster: spatial_resolution is in metres: given for a CRS in metres; a lon/lat grid's cell is not one length.
   const metres = /\+units=m\b/.test(crs.proj4);
   const band = {
@@ -127,11 +131,12 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
     stac_version: STAC_VERSION,
     stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION],
     id: input.sceneKey,
-    bbox,
-    geometry: { type: 'Polygon', coordinates: [ring] },
+    // A grid on another body than Earth has no WGS 84 footprint: STAC's geometry is then null and bbox absent.
+    ...(where === undefined ? { geometry: null } : { bbox: where.bbox, geometry: where.geometry }),
     properties: {
       ...times(input),
-      'proj:code': `EPSG:${target.epsg}`,
+      'proj:code': crs.epsg === undefined ? null : `EPSG:${crs.epsg}`,
+      ...(crs.epsg === undefined ? { 'proj:wkt2': target.wkt2 } : {}),
       'proj:shape': [target.height, target.width],
       // STAC's affine order (rasterio's): [a, b, c, d, e, f] from GDAL's [c, a, b, f, d, e].
       'proj:transform': [gt[1], gt[2], gt[0], gt[4], gt[5], gt[3]],
@@ -258,13 +263,32 @@ function projBbox(target: StacTargetGrid): number[] {
   return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
 }
 
+/** The target's CRS: its EPSG code's, or the definition its WKT2 spells out. */
+function targetCrs(target: StacTargetGrid): Crs {
+  if (target.epsg !== undefined) return crsFromEpsg(target.epsg);
+  if (target.wkt2 === undefined) throw new InvalidParamsError('STAC output: the target grid has neither an EPSG code nor a WKT2 CRS');
+  return crsOfRaster({ wkt: target.wkt2 }, 'the STAC output grid');
+}
+
 /**
  * The footprint in WGS84: the grid's outline walked corner to corner with
- * EDGE_POINTS points per edge, reprojected, as a closed counter-clockwise ring
+ * EDGE_POINTS points per edge, reprojected, as closed counter-clockwise rings
  * (RFC 7946) and its bbox. A point outside the CRS's domain is dropped; a
- * footprint with no valid point is an error.
+ * footprint with no valid point is an error. Undefined for a CRS on another
+ * body than Earth.
+ *
+ * Across the antimeridian (RFC 7946 section 3.1.9, STAC's bbox rule from RFC 7946
+ * section 5.2): the outline is unwrapped as it is walked, cut at 180 degrees into a
+ * MultiPolygon of its western and eastern parts, and the bbox runs from the western
+ * part's west edge to the eastern part's east edge, so its minx is greater than its
+ * maxx. A footprint round a pole is closed along the pole's latitude and spans every
+ * longitude (bbox -180 to 180).
  */
-function footprint(target: StacTargetGrid): { bbox: number[]; ring: number[][] } {
+function footprint(
+  target: StacTargetGrid,
+  crs: Crs,
+): { bbox: number[]; geometry: { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] } } | undefined {
+  if (crs.body !== 'Earth') return undefined;
   const { width: w, height: h, geoTransform: gt } = target;
   const pixel: [number, number][] = [];
   const edge = (c0: number, r0: number, c1: number, r1: number) => {
@@ -279,31 +303,95 @@ function footprint(target: StacTargetGrid): { bbox: number[]; ring: number[][] }
   pixel.forEach(([c, r], i) => {
     [xs[i], ys[i]] = toCrs(gt, c, r);
   });
-  crsTransform(crsFromEpsg(target.epsg), crsFromEpsg(4326))(xs, ys);
+  crsTransform(crs, crsFromEpsg(4326))(xs, ys);
+  // Unwrapped: each longitude within 180 degrees of the one before it, so an outline across 180 stays one ring.
+  const raw: [number, number][] = [];
+  for (let i = 0; i < pixel.length; i++) {
+    let lon = xs[i] as number;
+    const lat = ys[i] as number;
+    if (!Number.isFinite(lon) || !Number.isFinite(lat)) continue;
+    const last = raw[raw.length - 1];
+    if (last !== undefined) lon += Math.round((last[0] - lon) / 360) * 360;
+    raw.push([lon, lat]);
+  }
+  const first = raw[0];
+  const end = raw[raw.length - 1];
+  if (raw.length < 3 || first === undefined || end === undefined) {
+    throw new InvalidParamsError(`the ${w}x${h} grid in ${crs.id} has no footprint in WGS84 (its corners are outside the CRS's domain)`);
+  }
+  // Closing the outline adds whole turns when it goes round a pole: close it along the pole instead.
+  const turns = Math.round((end[0] - first[0]) / 360);
+  let pole: number | undefined;
+  if (turns !== 0) {
+    pole = raw.reduce((sum, p) => sum + p[1], 0) > 0 ? 90 : -90;
+    raw.push([end[0], pole], [first[0], pole]);
+  }
+  // The unwrapped outline starts in [-180, 180); what lies east of 180 is the same ground 360 degrees west.
+  const west = Math.min(...raw.map((p) => p[0]));
+  const shift = Math.floor((west + 180) / 360) * 360;
+  const parts = [0, -360]
+    .map((k) => clipToWorld(raw.map(([x, y]) => [x - shift + k, y] as [number, number])))
+    .map(roundRing)
+    .filter((ring) => ring.length >= 3);
+  if (parts.length === 0) {
+    throw new InvalidParamsError(`the ${w}x${h} grid in ${crs.id} has no footprint in WGS84 (its corners are outside the CRS's domain)`);
+  }
+  const rings = parts.map((ring) => {
+    // Walked left edge down, bottom edge right, ...: counter-clockwise in lon/lat for a north-up grid; reverse otherwise.
+    if (signedArea(ring) < 0) ring.reverse();
+    ring.push([...(ring[0] as number[])]);
+    return ring;
+  });
+  const lats = rings.flat().map((p) => p[1] as number);
+  const lonsOf = (ring: number[][]) => ring.map((p) => p[0] as number);
+  const [west0, east0] = [rings[0] as number[][], rings[rings.length - 1] as number[][]];
+  const bbox =
+    pole !== undefined && rings.length > 1
+      ? [-180, Math.min(...lats), 180, Math.max(...lats)]
+      : [Math.min(...lonsOf(west0)), Math.min(...lats), Math.max(...lonsOf(east0)), Math.max(...lats)];
+  return {
+    bbox,
+    geometry:
+      rings.length === 1 ? { type: 'Polygon', coordinates: [rings[0] as number[][]] } : { type: 'MultiPolygon', coordinates: rings.map((r) => [r]) },
+  };
+}
+
+/** Degrees rounded to DEGREE_DECIMALS, consecutive repeats dropped (the ring is left open). */
+function roundRing(points: readonly (readonly [number, number])[]): number[][] {
   const round = (v: number) => {
     const r = Number(v.toFixed(DEGREE_DECIMALS));
     return Object.is(r, -0) ? 0 : r;
   };
   const ring: number[][] = [];
-  for (let i = 0; i < pixel.length; i++) {
-    const lon = xs[i] as number;
-    const lat = ys[i] as number;
-    if (!Number.isFinite(lon) || !Number.isFinite(lat)) continue;
-    const point = [round(lon), round(lat)];
+  for (const [x, y] of points) {
+    const point = [round(x), round(y)];
     const last = ring[ring.length - 1];
     if (last === undefined || last[0] !== point[0] || last[1] !== point[1]) ring.push(point);
   }
-  if (ring.length < 3) {
-    throw new InvalidParamsError(
-      `the ${w}x${h} grid in EPSG:${target.epsg} has no footprint in WGS84 (its corners are outside the CRS's domain)`,
-    );
-  }
-  // Walked left edge down, bottom edge right, ...: counter-clockwise in lon/lat for a north-up grid; reverse otherwise.
-  if (signedArea(ring) < 0) ring.reverse();
-  ring.push([...(ring[0] as number[])]);
-  const lons = ring.map((p) => p[0] as number);
-  const lats = ring.map((p) => p[1] as number);
-  return { bbox: [Math.min(...lons), Math.min(...lats), Math.max(...lons), Math.max(...lats)], ring };
+  while (ring.length > 1 && ring[0]?.[0] === ring[ring.length - 1]?.[0] && ring[0]?.[1] === ring[ring.length - 1]?.[1]) ring.pop();
+  return ring;
+}
+
+/** The part of an open ring between longitudes -180 and 180 (Sutherland-Hodgman against each meridian), open. */
+function clipToWorld(ring: readonly (readonly [number, number])[]): [number, number][] {
+  const clip = (points: readonly (readonly [number, number])[], inside: (x: number) => boolean, edge: number) => {
+    const out: [number, number][] = [];
+    for (let i = 0; i < points.length; i++) {
+      const cur = points[i] as readonly [number, number];
+      const prev = points[(i + points.length - 1) % points.length] as readonly [number, number];
+      const cross = (): [number, number] => [edge, prev[1] + ((cur[1] - prev[1]) * (edge - prev[0])) / (cur[0] - prev[0])];
+      if (inside(cur[0])) {
+        if (!inside(prev[0])) out.push(cross());
+        out.push([cur[0], cur[1]]);
+      } else if (inside(prev[0])) out.push(cross());
+    }
+    return out;
+  };
+  return clip(
+    clip(ring, (x) => x >= -180, -180),
+    (x) => x <= 180,
+    180,
+  );
 }
 
 /** Twice the signed area of an open ring (shoelace): positive when counter-clockwise. */

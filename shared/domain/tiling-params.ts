@@ -69,7 +69,11 @@ export type Resampling = (typeof RESAMPLINGS)[number];
  * and the tile matrix sets (shared/app/scene-grid.ts), which the domain does not import.
  */
 export interface TargetParams {
-  /** `EPSG:<n>`, normalised to upper case; absent: the source grid's CRS (or the tile matrix set's). */
+  /**
+   * `EPSG:<n>`, normalised to upper case, or the canonical PROJ string of a CRS without an EPSG code (`+proj=... +no_defs`,
+   * as shared/raster/crs.ts writes it; the app layer refuses any other spelling); absent: the source grid's CRS (or the
+   * tile matrix set's).
+   */
   readonly dstCrs?: string | undefined;
   /** Default `nearest`, gdalwarp's default. */
   readonly resampling: Resampling;
@@ -99,6 +103,8 @@ export const OUTPUT_LEVELS: Readonly<Record<Exclude<OutputCompression, 'NONE'>, 
 };
 const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'level', 'blocksize'] as const;
 const EPSG_CODE = /^EPSG:\d{4,6}$/i;
+/** The shape of a canonical PROJ string (`+key=value` tokens, single spaces); its content is checked where CRSs are known. */
+const PROJ_STRING = /^\+proj=[a-z]+(?: \+[A-Za-z_0-9]+(?:=[^\s=]+)?)*$/;
 const TMS_ID = /^[A-Za-z][A-Za-z0-9]{0,63}$/;
 /** Tile sizes a tile matrix set's tiles come in: the registry's 256, or 512 at half the cell size. */
 export const TMS_TILE_PX = [256, 512] as const;
@@ -221,8 +227,10 @@ function unscaleParams(
 
 function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: string) => never): TargetParams {
   const { dst_crs: dstCrs, resampling, tms, zoom } = params;
-  if (dstCrs !== undefined && (typeof dstCrs !== 'string' || !EPSG_CODE.test(dstCrs)))
-    fail(`dst_crs must be an EPSG code written EPSG:<number> (e.g. "EPSG:3857"), got ${JSON.stringify(dstCrs)}`);
+  if (dstCrs !== undefined && (typeof dstCrs !== 'string' || !(EPSG_CODE.test(dstCrs) || (dstCrs.length <= 1000 && PROJ_STRING.test(dstCrs)))))
+    fail(
+      `dst_crs must be an EPSG code written EPSG:<number> (e.g. "EPSG:3857") or a CRS's canonical PROJ string (tessera run --crs writes any WKT, PROJJSON or PROJ string so), got ${JSON.stringify(dstCrs)}`,
+    );
   if (resampling !== undefined && !(RESAMPLINGS as readonly unknown[]).includes(resampling))
     fail(`resampling ${JSON.stringify(resampling)} is not supported; use one of ${RESAMPLINGS.join(', ')}`);
   if ((tms === undefined) !== (zoom === undefined)) fail('tms and zoom go together: name a tile matrix set and a zoom level, or neither');
@@ -238,7 +246,7 @@ function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: stri
     set = { id: tms as string, zoom: zoom as number };
   }
   return {
-    ...(dstCrs === undefined ? {} : { dstCrs: (dstCrs as string).toUpperCase() }),
+    ...(dstCrs === undefined ? {} : { dstCrs: EPSG_CODE.test(dstCrs as string) ? (dstCrs as string).toUpperCase() : (dstCrs as string) }),
     resampling: (resampling as Resampling | undefined) ?? 'nearest',
     ...(set === undefined ? {} : { tms: set }),
   };

@@ -1,4 +1,6 @@
 import { RasterWithoutCrsError, UnsupportedRasterError } from '../domain/errors.js';
+import { crsFromDefinition, crsOfRaster, crsWkt2 } from './crs.js';
+import { definitionFromGeoKeys, geoKeysOfDefinition, geoKeyTags } from './crs-geokeys.js';
 import { GeoKey, ModelType, RasterType, USER_DEFINED } from './tiff-format.js';
 
 /** GDAL's affine geotransform: `[originX, pixelWidth, rowRotation, originY, columnRotation, pixelHeight]`. */
@@ -7,6 +9,9 @@ export type GeoTransform = readonly [number, number, number, number, number, num
 /**
  * A coordinate reference system as Tessera carries it: an EPSG code (what
  * GeoTIFF GeoKeys hold for nearly every real scene) and/or a WKT string.
+ * A CRS without an EPSG code (a GeoTIFF user-defined CRS, a WKT, PROJJSON or
+ * PROJ string target) is carried as the WKT2 Tessera writes for it
+ * (crs-wkt.ts), which reads back to the same definition.
  * `geographic` says the code names a geographic (lat/lon) CRS rather than a
  * projected one; when absent, writers infer it from the code or the WKT.
  */
@@ -57,8 +62,11 @@ export function parseGeoKeys(
 
 /**
  * The CRS of a GeoTIFF from its GeoKeys. Throws RasterWithoutCrsError when
- * there are none, UnsupportedRasterError for a user-defined CRS (GeoTIFF
- * spells it out key by key; Tessera only carries EPSG codes).
+ * there are none. A user-defined CRS (ProjectedCSTypeGeoKey or
+ * GeographicTypeGeoKey 32767: the method, its parameters, the ellipsoid,
+ * datum and units spelled out key by key) is built from its keys
+ * (crs-geokeys.ts) and carried as WKT2; one whose method, datum or unit
+ * Tessera does not model is UnsupportedRasterError, naming it.
  */
 export function crsFromGeoKeys(key: string, keys: ReadonlyMap<number, GeoKeyValue> | undefined): RasterCrs {
   const name = JSON.stringify(key);
@@ -71,26 +79,33 @@ export function crsFromGeoKeys(key: string, keys: ReadonlyMap<number, GeoKeyValu
   const model = keys.get(GeoKey.GTModelType);
   const projected = keys.get(GeoKey.ProjectedCSType);
   const geographic = keys.get(GeoKey.GeographicType);
-  const userDefined = (what: string) =>
-    new UnsupportedRasterError(
-      `${name} has a user-defined ${what} CRS (GeoKeys without an EPSG code); Tessera needs an EPSG code: ` +
-        'assign it with gdal_edit.py -a_srs EPSG:<code>',
-    );
+  const userDefined = (what: 'projected' | 'geographic'): RasterCrs => {
+    try {
+      const crs = crsFromDefinition(definitionFromGeoKeys(keys, what === 'projected'));
+      return { wkt: crsWkt2(crs), geographic: crs.geographic };
+    } catch (cause) {
+      throw new UnsupportedRasterError(
+        `${name} has a user-defined ${what} CRS (GeoKeys without an EPSG code) that Tessera cannot use: ${(cause as Error).message}; ` +
+          'rewrite it with a CRS Tessera models, or assign its EPSG code (gdal_edit.py -a_srs EPSG:<code>)',
+        { cause },
+      );
+    }
+  };
   if (model === ModelType.GEOCENTRIC) {
     throw new UnsupportedRasterError(
       `${name} uses a geocentric model (GTModelTypeGeoKey=3); Tessera reads projected or geographic rasters`,
     );
   }
   if (typeof projected === 'number' && model !== ModelType.GEOGRAPHIC) {
-    if (projected === USER_DEFINED || projected <= 0) throw userDefined('projected');
+    if (projected === USER_DEFINED || projected <= 0) return userDefined('projected');
     return { epsg: projected, geographic: false };
   }
-  if (model === ModelType.PROJECTED) throw userDefined('projected');
+  if (model === ModelType.PROJECTED) return userDefined('projected');
   if (typeof geographic === 'number') {
-    if (geographic === USER_DEFINED || geographic <= 0) throw userDefined('geographic');
+    if (geographic === USER_DEFINED || geographic <= 0) return userDefined('geographic');
     return { epsg: geographic, geographic: true };
   }
-  if (model === ModelType.GEOGRAPHIC) throw userDefined('geographic');
+  if (model === ModelType.GEOGRAPHIC) return userDefined('geographic');
   throw new RasterWithoutCrsError(
     `${name} has GeoKeys but neither ProjectedCSTypeGeoKey nor GeographicTypeGeoKey, so its CRS is unknown; ` +
       'assign one with gdal_edit.py -a_srs EPSG:<code>',
@@ -173,6 +188,19 @@ export function resolveCrsForWriting(crs: RasterCrs): { epsg: number; geographic
   }
   // EPSG keeps geographic 2D CRSs in 4000-4999 (4326, 4258, 4269, ...); pass `geographic` for the few newer ones outside it.
   return { epsg, geographic: geographic ?? (epsg >= 4000 && epsg <= 4999) };
+}
+
+/**
+ * The GeoTIFF tags of a CRS: for an EPSG code, the directory {@link geoKeyDirectory} writes; for a CRS without one
+ * (carried as WKT), its definition spelled out as GDAL writes a user-defined CRS (crs-geokeys.ts), with the
+ * GeoDoubleParams and GeoAsciiParams that holds.
+ */
+export function geoKeyTagsOf(crs: RasterCrs): { directory: number[]; doubles?: number[]; ascii?: string } {
+  const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
+  if (epsg !== undefined || crs.wkt === undefined) return { directory: geoKeyDirectory(crs) };
+  const parsed = crsOfRaster(crs, 'the CRS to write');
+  if (parsed.definition === undefined) return { directory: geoKeyDirectory({ epsg: parsed.epsg, geographic: parsed.geographic }) };
+  return geoKeyTags(geoKeysOfDefinition(parsed.definition, parsed.definition.names?.crs ?? 'unknown'));
 }
 
 /**

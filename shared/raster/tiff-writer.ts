@@ -8,7 +8,7 @@ import {
   ZSTD_MIN_LEVEL,
   zstdCompress,
 } from './codecs.js';
-import { type GeoTransform, geoKeyDirectory, geoTransformTags, type RasterCrs } from './georeferencing.js';
+import { type GeoTransform, geoKeyTagsOf, geoTransformTags, type RasterCrs } from './georeferencing.js';
 import {
   Compression,
   DATA_TYPES,
@@ -218,7 +218,11 @@ export function imageTags(spec: TiledImageSpec, offsets: ArrayLike<number>, byte
     if (scale) tags.push({ tag: Tag.ModelPixelScale, type: FieldType.DOUBLE, values: scale });
     if (tiepoint) tags.push({ tag: Tag.ModelTiepoint, type: FieldType.DOUBLE, values: tiepoint });
     if (transformation) tags.push({ tag: Tag.ModelTransformation, type: FieldType.DOUBLE, values: transformation });
-    tags.push({ tag: Tag.GeoKeyDirectory, type: FieldType.SHORT, values: geoKeyDirectory(spec.georeference.crs) });
+    // A CRS without an EPSG code is spelled out in GeoKeys, with its parameters in GeoDoubleParams and names in GeoAsciiParams.
+    const geoKeys = geoKeyTagsOf(spec.georeference.crs);
+    tags.push({ tag: Tag.GeoKeyDirectory, type: FieldType.SHORT, values: geoKeys.directory });
+    if (geoKeys.doubles) tags.push({ tag: Tag.GeoDoubleParams, type: FieldType.DOUBLE, values: geoKeys.doubles });
+    if (geoKeys.ascii !== undefined) tags.push({ tag: Tag.GeoAsciiParams, type: FieldType.ASCII, values: geoKeys.ascii });
   }
   if (spec.gdalMetadata !== undefined) tags.push({ tag: Tag.GdalMetadata, type: FieldType.ASCII, values: spec.gdalMetadata });
   if (spec.noData !== undefined) tags.push({ tag: Tag.GdalNoData, type: FieldType.ASCII, values: formatNoData(spec.noData) });

@@ -1,5 +1,5 @@
 import { InvalidParamsError } from '../domain/errors.js';
-import { type Crs, crsFromEpsg, crsTransform } from './crs.js';
+import { type Crs, crsFromEpsg, crsTransform, geographicOf, longitudeAxis } from './crs.js';
 import utmTemplate from './tms/UTM31WGS84Quad.json' with { type: 'json' };
 import webMercatorQuad from './tms/WebMercatorQuad.json' with { type: 'json' };
 import worldCrs84Quad from './tms/WorldCRS84Quad.json' with { type: 'json' };
@@ -155,57 +155,146 @@ export function tileRangeForBounds(
 }
 
 /**
- * The bounding box in `crs` of the footprint of `grid` (any CRS): its edges, 21 points each, transformed
- * (as gdalwarp bounds a reprojected grid). Undefined when no point transforms.
+ * The bounding box in `crs` of the footprint of `grid` (any CRS): its outline, 21 points an edge walked in order
+ * around the grid, transformed (as gdalwarp bounds a reprojected grid). Undefined when no point transforms.
+ *
+ * Where `crs` wraps at the antimeridian (geographic, Mercator, equidistant cylindrical: {@link longitudeAxis}), the
+ * outline is unwrapped as it is walked, so a footprint across 180 degrees gets the box across it (minX < 180 < maxX,
+ * maxX past the CRS's eastern edge) instead of a box around the whole world; and a footprint holding a pole (its
+ * outline goes round it) spans every longitude and reaches the pole (y infinite on Mercator: a tile matrix set
+ * clamps it at its edge, e.g. 85.0511 degrees on WebMercatorQuad).
  */
 export function footprintBounds(grid: RasterGrid, crs: Crs): { minX: number; minY: number; maxX: number; maxY: number } | undefined {
-  const [x0, dx, , y0, , dy] = grid.geoTransform;
+  const [x0, dx, rx, y0, ry, dy] = grid.geoTransform;
   const steps = 20;
-  const xs = new Float64Array(4 * (steps + 1));
-  const ys = new Float64Array(4 * (steps + 1));
-  for (let k = 0; k <= steps; k++) {
-    const t = k / steps;
-    const edges: [number, number][] = [
-      [t * grid.width, 0],
-      [t * grid.width, grid.height],
-      [0, t * grid.height],
-      [grid.width, t * grid.height],
-    ];
-    edges.forEach(([px, py], e) => {
-      xs[e * (steps + 1) + k] = x0 + px * dx;
-      ys[e * (steps + 1) + k] = y0 + py * dy;
-    });
+  const n = 4 * steps;
+  const xs = new Float64Array(n);
+  const ys = new Float64Array(n);
+  // Clockwise from the top-left corner: top edge, right edge, bottom edge, left edge (each without its last corner).
+  // The points are k / steps of an edge for integer k, the same values whichever way an edge is walked.
+  for (let i = 0; i < n; i++) {
+    const edge = Math.floor(i / steps);
+    const k = i % steps;
+    const [px, py] =
+      edge === 0
+        ? [(k / steps) * grid.width, 0]
+        : edge === 1
+          ? [grid.width, (k / steps) * grid.height]
+          : edge === 2
+            ? [((steps - k) / steps) * grid.width, grid.height]
+            : [0, ((steps - k) / steps) * grid.height];
+    xs[i] = x0 + px * dx + py * rx;
+    ys[i] = y0 + px * ry + py * dy;
   }
   crsTransform(grid.crs, crs)(xs, ys);
+  const axis = longitudeAxis(crs);
   let minX = Infinity;
   let minY = Infinity;
   let maxX = -Infinity;
   let maxY = -Infinity;
-  for (let k = 0; k < xs.length; k++) {
-    const x = xs[k] as number;
+  let previous: number | undefined;
+  for (let k = 0; k < n; k++) {
+    let x = xs[k] as number;
     const y = ys[k] as number;
     if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+    if (axis !== undefined && previous !== undefined) {
+      // A step of more than half the world is the outline crossing the antimeridian, not a jump across the map.
+      x += Math.round((previous - x) / axis.period) * axis.period;
+    }
+    previous = x;
     minX = Math.min(minX, x);
     maxX = Math.max(maxX, x);
     minY = Math.min(minY, y);
     maxY = Math.max(maxY, y);
   }
-  return Number.isFinite(minX) ? { minX, minY, maxX, maxY } : undefined;
+  if (!Number.isFinite(minX)) return undefined;
+  if (axis === undefined) return { minX, minY, maxX, maxY };
+  const west = axis.center - axis.period / 2;
+  // The unwrapped box starts in the CRS's own longitude range; it may end past its eastern edge.
+  const shift = Math.floor((minX - west) / axis.period + 1e-12) * axis.period;
+  minX -= shift;
+  maxX -= shift;
+  const poles = polesInside(grid, crs);
+  if (poles.north || poles.south || maxX - minX >= axis.period) {
+    minX = west;
+    maxX = west + axis.period;
+  }
+  if (poles.north || poles.south) {
+    const px = Float64Array.of(0, 0);
+    const py = Float64Array.of(poles.north ? 90 : -90, poles.south ? -90 : 90);
+    crsTransform(geographicOf(crs), crs)(px, py);
+    // Mercator has no finite y at a pole: the footprint is unbounded there.
+    if (poles.north) maxY = Number.isFinite(py[0] as number) ? Math.max(maxY, py[0] as number) : Infinity;
+    if (poles.south) minY = Number.isFinite(py[1] as number) ? Math.min(minY, py[1] as number) : -Infinity;
+  }
+  return { minX, minY, maxX, maxY };
+}
+
+/** Which poles lie inside `grid`'s footprint: each pole, from `crs`'s geographic CRS into the grid's pixels. */
+function polesInside(grid: RasterGrid, crs: Crs): { north: boolean; south: boolean } {
+  const xs = Float64Array.of(0, 0);
+  const ys = Float64Array.of(90, -90);
+  crsTransform(geographicOf(crs), grid.crs)(xs, ys);
+  const [gx, dx, rx, gy, ry, dy] = grid.geoTransform;
+  const det = dx * dy - rx * ry;
+  const inside = (k: number) => {
+    const x = (xs[k] as number) - gx;
+    const y = (ys[k] as number) - gy;
+    const col = (dy * x - rx * y) / det;
+    const row = (dx * y - ry * x) / det;
+    return col >= 0 && col <= grid.width && row >= 0 && row <= grid.height;
+  };
+  return { north: inside(0), south: inside(1) };
+}
+
+/** True when a set's matrices span the whole longitude period of its CRS (WebMercatorQuad, WorldCRS84Quad): its columns wrap. */
+export function wrapsAtAntimeridian(set: TileMatrixSet, zoom: number): boolean {
+  const axis = longitudeAxis(set.crs);
+  if (axis === undefined) return false;
+  const m = tileMatrix(set, zoom);
+  return Math.abs(m.matrixWidth * m.tileWidth * m.cellSize - axis.period) <= 1e-9 * axis.period;
 }
 
 /**
- * The tiles of zoom `zoom` covering the footprint of `grid` (any CRS): its {@link footprintBounds} in
- * the set's CRS. Undefined when the footprint misses the matrix or does not transform.
+ * The tiles of zoom `zoom` covering the footprint of `grid` (any CRS): its {@link footprintBounds} in the set's CRS.
+ * On a set that wraps at the antimeridian a footprint across it gives one contiguous span that runs past the last
+ * column (maxCol >= matrixWidth: column c is tile c mod matrixWidth), never the stripe of every column between its
+ * two halves; {@link splitTileRange} gives the two ranges in the matrix, {@link tilesOf} the tiles. Rows are clamped
+ * to the matrix (a polar footprint stops at WebMercatorQuad's 85.0511 degrees). Undefined when the footprint misses
+ * the matrix or does not transform.
  */
 export function tileRangeForGrid(set: TileMatrixSet, zoom: number, grid: RasterGrid): TileRange | undefined {
   const bounds = footprintBounds(grid, set.crs);
-  return bounds === undefined ? undefined : tileRangeForBounds(set, zoom, bounds);
+  if (bounds === undefined) return undefined;
+  const m = tileMatrix(set, zoom);
+  const [ox] = m.pointOfOrigin;
+  const span = m.cellSize * m.tileWidth;
+  if (!wrapsAtAntimeridian(set, zoom) || bounds.maxX <= ox + m.matrixWidth * span) return tileRangeForBounds(set, zoom, bounds);
+  const rows = tileRangeForBounds(set, zoom, { ...bounds, minX: ox, maxX: ox + span });
+  if (rows === undefined) return undefined;
+  const minCol = Math.max(0, Math.floor((bounds.minX - ox) / span));
+  const maxCol = Math.min(minCol + m.matrixWidth - 1, Math.max(minCol, Math.ceil((bounds.maxX - ox) / span) - 1));
+  return { ...rows, minCol, maxCol };
 }
 
-/** Every tile of a range, row by row. */
-export function* tilesOf(range: TileRange): Generator<{ zoom: number; col: number; row: number }> {
+/**
+ * A range as the set's matrix holds it: itself, or, for a span past the last column (across the antimeridian), the
+ * part up to the last column and the part from column 0.
+ */
+export function splitTileRange(set: TileMatrixSet, range: TileRange): TileRange[] {
+  const width = tileMatrix(set, range.zoom).matrixWidth;
+  if (range.maxCol < width) return [range];
+  return [
+    { ...range, maxCol: width - 1 },
+    { ...range, minCol: 0, maxCol: range.maxCol - width },
+  ];
+}
+
+/** Every tile of a range, row by row; with the set, a span past the last column wraps to column 0 (see {@link tileRangeForGrid}). */
+export function* tilesOf(range: TileRange, set?: TileMatrixSet): Generator<{ zoom: number; col: number; row: number }> {
+  const width = set === undefined ? Infinity : tileMatrix(set, range.zoom).matrixWidth;
   for (let row = range.minRow; row <= range.maxRow; row++) {
-    for (let col = range.minCol; col <= range.maxCol; col++) yield { zoom: range.zoom, col, row };
+    for (let col = range.minCol; col <= range.maxCol; col++) yield { zoom: range.zoom, col: col % width, row };
   }
 }
 

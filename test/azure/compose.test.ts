@@ -130,7 +130,7 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     });
   });
 
-  it('registers scene, tile and ingest on the queues and connection infra/ deploys, mosaic, cleanup and reconcile on timers', () => {
+  it('registers scene, tile, ingest and stream on the queues and connection infra/ deploys, mosaic, cleanup and reconcile on timers', () => {
     const seen: { kind: string; name: string; options: Record<string, unknown> }[] = [];
     const record =
       (kind: string) =>
@@ -145,6 +145,7 @@ describe('Azure wiring (compose.ts, host.json)', () => {
       ['timer', 'cleanup'],
       ['storageQueue', AZURE_FUNCTION_NAMES.ingest],
       ['timer', AZURE_FUNCTION_NAMES.reconcile],
+      ['storageQueue', AZURE_FUNCTION_NAMES.stream],
     ]);
     expect(seen[0]?.options).toMatchObject({ queueName: AZURE_QUEUES.scene, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[1]?.options).toMatchObject({ queueName: `%${ENV.tileQueue}%`, connection: AZURE_TRIGGER_CONNECTION });
@@ -155,6 +156,8 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     // Ingestion: requests on the ingest queue infra/ creates; the manifest reconcile weekly on a timer.
     expect(seen[4]?.options).toMatchObject({ queueName: AZURE_QUEUES.ingest, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[5]?.options).toMatchObject({ schedule: RECONCILE_SCHEDULE });
+    // Feature streams: BlobCreated events of batch objects under streams/, on their own queue (docs/streams.md).
+    expect(seen[6]?.options).toMatchObject({ queueName: AZURE_QUEUES.stream, connection: AZURE_TRIGGER_CONNECTION });
     expect(TRIGGER_CONNECTION).toBe(AZURE_TRIGGER_CONNECTION);
     for (const s of seen) expect(typeof s.options.handler).toBe('function');
   });

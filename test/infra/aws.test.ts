@@ -657,6 +657,10 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     );
     // A scene prefix that holds staging/ would start scenes from half-validated downloads.
     expect(await refusal(STACK, { ...BASE, 'tessera:sourcePrefix': 'staging/scenes/' })).toContain('overlaps the ingest staging prefix');
+    // Nor one that holds, or is held by, streams/: a batch object would start a scene (and S3 refuses overlapping notifications).
+    for (const prefix of [streamKeys.batch('ais/'), 'str']) {
+      expect(await refusal(STACK, { ...BASE, 'tessera:sourcePrefix': prefix }), prefix).toContain("overlaps the feature streams' prefix");
+    }
   });
 
   it('refuses a lease at or below the Lambda ceiling at preview, saying what to set', async () => {

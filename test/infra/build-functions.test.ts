@@ -48,6 +48,7 @@ const GOOD: Record<string, string> = {
   [HANDLER_ENTRIES.aws.mosaic]: 'export async function handler() { return { assembled: [] }; }\n',
   [HANDLER_ENTRIES.aws.ingest]: 'export const handler = async () => ({ batchItemFailures: [] });\n',
   [HANDLER_ENTRIES.aws.reconcile]: 'export async function handler() { return { objectsWithoutRow: [] }; }\n',
+  [HANDLER_ENTRIES.aws.stream]: 'export const handler = async () => ({ batchItemFailures: [] });\n',
   [HANDLER_ENTRIES.gcp]: [
     "import { cloudEvent, http } from '@google-cloud/functions-framework';",
     `cloudEvent('${GCP_ENTRY_POINTS.scene}', async () => {});`,
@@ -55,6 +56,7 @@ const GOOD: Record<string, string> = {
     `http('${GCP_ENTRY_POINTS.mosaic}', (_req, res) => { res.send('{}'); });`,
     `cloudEvent('${GCP_ENTRY_POINTS.ingest}', async () => {});`,
     `http('${GCP_ENTRY_POINTS.reconcile}', (_req, res) => { res.send('{}'); });`,
+    `cloudEvent('${GCP_ENTRY_POINTS.stream}', async () => {});`,
     '',
   ].join('\n'),
   [HANDLER_ENTRIES.azure]: [
@@ -65,6 +67,7 @@ const GOOD: Record<string, string> = {
     "app.timer('cleanup', { schedule: '0 7 * * * *', handler: async () => {} });",
     `app.storageQueue('ingest', { queueName: '${AZURE_QUEUES.ingest}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
     "app.timer('reconcile', { schedule: '0 0 3 * * 1', handler: async () => {} });",
+    `app.storageQueue('stream', { queueName: '${AZURE_QUEUES.stream}', connection: 'TESSERA_STORAGE', handler: async () => {} });`,
     '',
   ].join('\n'),
   [HANDLER_ENTRIES.azureHostJson]: '{ "version": "2.0", "functionTimeout": "00:10:00" }\n',
@@ -202,7 +205,7 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
 
   it('checks the ingest and reconcile entry points as it checks the tiling ones, on every cloud', async () => {
     // AWS: one archive per function, each exporting handler.
-    expect(Object.keys(ARCHIVES.aws).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'tile']);
+    expect(Object.keys(ARCHIVES.aws).sort()).toEqual(['ingest', 'mosaic', 'reconcile', 'scene', 'stream', 'tile']);
     const noIngest = await buildError(fakeRoot({ ...GOOD, [HANDLER_ENTRIES.aws.ingest]: 'export const ingest = 1;\n' }), ['aws']);
     expect(noIngest).toContain(`${HANDLER_ENTRIES.aws.ingest} must export a function named handler`);
     // GCP: ingest is a Pub/Sub push (cloudEvent), reconcile a Cloud Scheduler call (http).

@@ -104,9 +104,11 @@ export function applicableKinds(backend: BackendName, enabled: readonly FaultKin
  * its schedule): the random draws make most of them, and this schedule makes the rest at fixed points of
  * the seed's plan.
  *
- * - Event kinds (everything but `delivery`) are forced onto the first events of the run, one kind per
- *   event, in an order shuffled by the seed: event i carries `forcedEvent(i)`, and is made of the kind
- *   of event that kind needs.
+ * - Event kinds (everything but `delivery`) are forced onto the first events of the run, in an order
+ *   shuffled by the seed: event i carries `forcedEvent(i)`, a few kinds of one scope that can ride one
+ *   event together (never two backfill policies, never both band re-uploads), and is made of the kind of
+ *   event they need. A short run makes few events (a chunked scene alone is a few dozen deliveries), so
+ *   the kinds share them.
  * - Delivery kinds are forced from delivery {@link FORCE_DELIVERIES_FROM} on: a delivery the draw left
  *   without a fault takes the first kind, in the seed's order, that has not fired yet and that this
  *   delivery can carry. A kind stays pending until it has really taken effect (a lost answer whose
@@ -116,15 +118,17 @@ export function applicableKinds(backend: BackendName, enabled: readonly FaultKin
  */
 export class FaultSchedule {
   readonly kinds: readonly FaultKind[];
-  readonly #events: FaultKind[];
+  readonly #events: FaultKind[][];
   readonly #deliveryOrder: FaultKind[];
   readonly #fired = new Map<FaultKind, number>();
 
   constructor(kinds: readonly FaultKind[], rnd: () => number) {
     this.kinds = kinds;
-    this.#events = shuffle(
-      kinds.filter((k) => FAULT_SCOPE[k] !== 'delivery'),
-      rnd,
+    this.#events = groups(
+      shuffle(
+        kinds.filter((k) => FAULT_SCOPE[k] !== 'delivery'),
+        rnd,
+      ),
     );
     this.#deliveryOrder = shuffle(
       kinds.filter((k) => FAULT_SCOPE[k] === 'delivery'),
@@ -132,9 +136,9 @@ export class FaultSchedule {
     );
   }
 
-  /** The kind event number `index` (0-based) of the run must carry, if any. */
-  forcedEvent(index: number): FaultKind | undefined {
-    return this.#events[index];
+  /** The kinds event number `index` (0-based) of the run must carry (all of one scope; none past the schedule). */
+  forcedEvent(index: number): readonly FaultKind[] {
+    return this.#events[index] ?? [];
   }
 
   /** The delivery kinds not fired yet, in the order they are forced. */
@@ -159,6 +163,33 @@ export class FaultSchedule {
 
 /** Deliveries before the schedule starts forcing delivery kinds: the first scenes' messages are on the queue by then. */
 export const FORCE_DELIVERIES_FROM = 8;
+
+/** Kinds that cannot ride one event together: one backfill per scene, one re-upload of a band per Item. */
+const EXCLUSIVE: readonly (readonly FaultKind[])[] = [
+  ['backfill-skip', 'backfill-new-key', 'backfill-overwrite'],
+  ['band-reupload', 'band-reupload-expired'],
+];
+/** Kinds one event carries at most. */
+const PER_EVENT = 3;
+
+/** The kinds, in order, cut into events: each takes the next kind and up to two later ones of its scope it can carry. */
+function groups(kinds: readonly FaultKind[]): FaultKind[][] {
+  const left = [...kinds];
+  const out: FaultKind[][] = [];
+  while (left.length > 0) {
+    const group = [left.shift() as FaultKind];
+    for (let i = 0; i < left.length && group.length < PER_EVENT; ) {
+      const k = left[i] as FaultKind;
+      const clash = EXCLUSIVE.some((set) => set.includes(k) && group.some((g) => set.includes(g)));
+      if (FAULT_SCOPE[k] === FAULT_SCOPE[group[0] as FaultKind] && !clash) {
+        group.push(k);
+        left.splice(i, 1);
+      } else i++;
+    }
+    out.push(group);
+  }
+  return out;
+}
 
 function shuffle<T>(items: readonly T[], rnd: () => number): T[] {
   const out = [...items];

@@ -18,9 +18,11 @@ export function reproduceCommand(
   deliveries: Readonly<Record<BackendName, number>>,
   backends: readonly BackendName[],
   faults: string,
+  /** The kinds of event, when narrowed (`--events`); all by default. */
+  events?: string | undefined,
 ): string {
   const sizes = backends.map((b) => `${b}=${deliveries[b]}`).join(',');
-  return `npm run soak -- --seed ${seed} --deliveries ${sizes} --backends ${backends.join(',')} --faults ${faults}`;
+  return `npm run soak -- --seed ${seed} --deliveries ${sizes} --backends ${backends.join(',')} --faults ${faults}${events === undefined ? '' : ` --events ${events}`}`;
 }
 
 const COLUMNS: readonly (keyof SoakBackendReport)[] = [
@@ -99,9 +101,7 @@ export function renderSoakMarkdown(
   lines.push(
     '',
     `Every fault kind is scheduled in every run; one that never fired is an anomaly: ${
-      names
-        .flatMap((b) => (report.backends[b] as SoakBackendReport).unfiredFaultKinds.map((k) => `${b} ${k}`))
-        .join(', ') || 'none'
+      names.flatMap((b) => (report.backends[b] as SoakBackendReport).unfiredFaultKinds.map((k) => `${b} ${k}`)).join(', ') || 'none'
     }.`,
   );
   if (run.gdal !== undefined && run.gdal.length > 0) {

@@ -36,7 +36,13 @@ import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import { FAN_OUT_CHUNK, type FanOutResult, isFanOutChunkBody, toChunkMessage } from '../../shared/app/fan-out.js';
 import { claimIdOf } from '../../shared/app/process-tile.js';
 import { azureHostSchedule, localSchedule, pubSubSchedule, type RedeliverySchedule, sqsSchedule } from '../../shared/app/redelivery.js';
-import { isSceneSuperseded, manifestPins, readSceneManifest, type SceneManifest, sceneLifecycleKeys } from '../../shared/app/scene-manifest.js';
+import {
+  isSceneSuperseded,
+  manifestPins,
+  readSceneManifest,
+  type SceneManifest,
+  sceneLifecycleKeys,
+} from '../../shared/app/scene-manifest.js';
 import { fanOutStacSceneEvent, itemPinId } from '../../shared/app/stac-scene.js';
 import { makeTileJob, parseTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../../shared/app/tile-job.js';
 import type { BackfillPolicy } from '../../shared/domain/backfill-policy.js';
@@ -63,7 +69,7 @@ import type { EmulatorEndpoints } from '../support/emulators/types.js';
 import { asRole } from '../support/function-role.js';
 import type { IamRun } from '../support/iam/run.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { applicableKinds, FAULT_KINDS, FAULT_SCOPE, FaultSchedule, type FaultKind, FORCE_DELIVERIES_FROM } from './fault-schedule.js';
+import { applicableKinds, FAULT_KINDS, FAULT_SCOPE, type FaultKind, FaultSchedule, FORCE_DELIVERIES_FROM } from './fault-schedule.js';
 import { compareWithGdal, type GdalSample } from './gdal-check.js';
 import type { WorkerOrder } from './local-worker.js';
 import type { ReferenceAnswer, ReferenceRequest } from './reference-render.js';
@@ -506,7 +512,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
 
   /** A synthetic scene's parameters, with the shared render bug of the GDAL check's own test where it is asked for. */
   function withBug(params: ProcessingParams): ProcessingParams {
-    return options.sharedRenderBug === 'swapped-bands' ? { ...params, bands: { B04: SYNTHETIC_LAYOUT.B08, B08: SYNTHETIC_LAYOUT.B04 } } : params;
+    return options.sharedRenderBug === 'swapped-bands'
+      ? { ...params, bands: { B04: SYNTHETIC_LAYOUT.B08, B08: SYNTHETIC_LAYOUT.B04 } }
+      : params;
   }
 
   /** Stage bytes under `key` (an upload): the version the store gave them is remembered with them. */
@@ -540,10 +548,10 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   /** The scene version a fan-out made, from its manifest (the objects at the versions it pinned). */
   async function addScene(label: string, kind: SceneKind, sceneKey: string, layout: SceneVersion['layout']): Promise<SceneVersion> {
     const m = await readSceneManifest(ctx.backend.outputs, sceneKey);
-    const keys = [
-      [m.source.key, m.source.versionToken],
-      ...Object.values(m.source.assets ?? {}).map((a) => [a.key, a.versionToken]),
-    ] as [string, string][];
+    const keys = [[m.source.key, m.source.versionToken], ...Object.values(m.source.assets ?? {}).map((a) => [a.key, a.versionToken])] as [
+      string,
+      string,
+    ][];
     const objects = [...new Map(keys.map(([k, v]) => [k, { key: k, bytes: bytesOf(k, v) }])).values()];
     const s: SceneVersion = { label, kind, sceneKey, source: m.source, params: m.params, grid: m.grid, objects, layout };
     ctx.registerScene(label, m.source, m.params, m.grid);
@@ -558,7 +566,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   async function newEvent(): Promise<void> {
     const forced = schedule.forcedEvent(eventSeq++);
     const r = ++sceneSeq;
-    const scope = forced === undefined ? undefined : FAULT_SCOPE[forced];
+    const scope = forced[0] === undefined ? undefined : FAULT_SCOPE[forced[0]];
     const allowed = options.events ?? SOAK_EVENTS;
     // The kinds of event that can carry the forced kind, weighted; or any kind, as drawn.
     const weights: [SoakEvent, number][] =
@@ -585,7 +593,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       acc += w / total;
       return roll < acc;
     }) ?? (choices.at(-1) as [SoakEvent, number]))[0];
-    const want = (k: FaultKind, p: number): boolean => on(k) && (forced === k || plan() < p);
+    const want = (k: FaultKind, p: number): boolean => on(k) && (forced.includes(k) || plan() < p);
     switch (kind) {
       case 'single':
       case 'chunked':
@@ -647,7 +655,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         const n = Math.ceil(fan.grid.count / chunkWindows);
         const i = int(plan, 0, n - 1);
         const first = i * chunkWindows;
-        const chunk = { v: 1 as const, kind: FAN_OUT_CHUNK, sceneKey: fan.sceneKey, first, count: Math.min(chunkWindows, fan.grid.count - first) };
+        const chunk = {
+          v: 1 as const,
+          kind: 'fan-out-chunk' as const,
+          sceneKey: fan.sceneKey,
+          first,
+          count: Math.min(chunkWindows, fan.grid.count - first),
+        };
         delayed.push({ at: deliveries + int(plan, 0, 30), bodies: [toChunkMessage(chunk).body] });
         count('duplicate-chunk');
       }
@@ -669,7 +683,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
           const next = await reupload(key, newBytes, true);
           const fan2 = await sceneEvent(() => ctx.fanOut(`${label}v2`, { source: next, params, chunkWindows }));
           await addScene(`${label}v2`, kind, fan2.sceneKey, layout);
-          if (chunkWindows !== undefined) chunked.set(fan2.sceneKey, { label: `${label}v2`, chunkWindows, windows: fan2.grid.count, sent: fan2.chunks });
+          if (chunkWindows !== undefined)
+            chunked.set(fan2.sceneKey, { label: `${label}v2`, chunkWindows, windows: fan2.grid.count, sent: fan2.chunks });
           count('source-overwritten');
         },
       });
@@ -750,7 +765,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     const id = `${item.key}\n${item.versionToken}`;
     const rec = items.get(id) ?? { label, item, bandKeys: Object.values(layout).map((l) => l.key), events: [] };
     items.set(id, rec);
-    const config = { selection: STAC_SELECTION, params, platform: 'local', functionTimeoutSec: 900, sourcePrefix: PARITY_SOURCE_PREFIX } as const;
+    const config = {
+      selection: STAC_SELECTION,
+      params,
+      platform: 'local',
+      functionTimeoutSec: 900,
+      sourcePrefix: PARITY_SOURCE_PREFIX,
+    } as const;
     for (let attempt = 1; ; attempt++) {
       ctx.clock.advance(1);
       try {
@@ -838,6 +859,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
           if (head) expected.set(`${w.row}_${w.col}`, head.version);
         }
         if (expected.size === 0) {
+          // A superseded scene with no tile has nothing to repair, ever: the operator repairs the newest live scene instead.
+          if (await isSceneSuperseded(ctx.backend.outputs, scene)) {
+            for (const other of [...scenes].reverse()) {
+              if (other.sceneKey === scene || (await isSceneSuperseded(ctx.backend.outputs, other.sceneKey))) continue;
+              return backfill(policy, other.label, other.sceneKey, tries + 1);
+            }
+          }
           // Nothing to repair yet (the scene's jobs are still queued): the operator comes back later.
           if (tries < 40) {
             planned.push({
@@ -939,7 +967,10 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     }
   }
 
-  async function deliverOnce(d: Delivery, armed: { kind: FaultKind; shot: { readonly hits: number }; disarm: () => void }[]): Promise<void> {
+  async function deliverOnce(
+    d: Delivery,
+    armed: { kind: FaultKind; shot: { readonly hits: number }; disarm: () => void }[],
+  ): Promise<void> {
     const due = dueAt.get(d.deliveryId);
     // The transport's gap runs on the FakeClock: the message is not seen before it.
     if (due !== undefined && due > ctx.clock.now()) ctx.clock.advance(due - ctx.clock.now());
@@ -1087,7 +1118,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       };
     }
     const crashAfter =
-      fault === 'crash-after-claim' ? 'claim' : fault === 'crash-after-write' ? 'write' : fault === 'crash-after-feature' ? 'feature' : undefined;
+      fault === 'crash-after-claim'
+        ? 'claim'
+        : fault === 'crash-after-write'
+          ? 'write'
+          : fault === 'crash-after-feature'
+            ? 'feature'
+            : undefined;
     if (processes && jobId !== undefined && (crashAfter !== undefined || fault === 'crash-after-commit')) {
       const died = await processes.crash({
         body: d.body,
@@ -1103,7 +1140,15 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       if (died !== undefined) {
         count('worker-sigkilled');
         // What took effect is where it died: a job that stopped early (a duplicate at its claim) died before its ack.
-        count(died === 'claim' ? 'crash-after-claim' : died === 'write' ? 'crash-after-write' : died === 'feature' ? 'crash-after-feature' : 'crash-after-commit');
+        count(
+          died === 'claim'
+            ? 'crash-after-claim'
+            : died === 'write'
+              ? 'crash-after-write'
+              : died === 'feature'
+                ? 'crash-after-feature'
+                : 'crash-after-commit',
+        );
         return release(transport.crashGapMs);
       }
     }
@@ -1225,41 +1270,20 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     return fired;
   }
 
-  // The run: events keep coming until the deliveries are made, then everything drains.
-  let sceneDue = 0;
-  let empty = 0;
-  for (;;) {
-    // A new event while the deliveries made, plus one per message still out, fall short of the size;
-    // if the drain ends short of it after all (retries are extra deliveries, not extra messages), more come.
-    if (deliveries >= sceneDue && deliveries + (sent - finished) < options.deliveries) {
-      await newEvent();
-      sceneDue = deliveries + int(plan, 4, 16);
-    }
-    await fireDue(false);
-    const batch = await ctx.queue.receive(10, RECEIVE_VISIBILITY_MS);
-    if (batch.length === 0) {
-      if (deliveries < options.deliveries) {
-        sceneDue = deliveries;
-        continue;
-      }
-      if (await fireDue(true)) {
-        empty = 0;
-        continue;
-      }
-      // Messages given back may take the emulator a moment to hand out again.
-      if (++empty >= 8) break;
-      await sleep(250);
-      continue;
-    }
-    empty = 0;
-    for (const d of batch) await handle(d);
-    if (deliveries % 200 < batch.length) say(`${name}: ${deliveries} deliveries, ${scenes.length} scene versions`);
+  let judged: Omit<SoakBackendReport, 'iamFindings'>;
+  let gdal: string[];
+  try {
+    await run();
+    // Past every lease and skew margin: a CLAIMED row now is wedged unless explained.
+    ctx.clock.advance(LEASE_MS + 2 * SKEW_MARGIN_MS + 1);
+    await processes?.close();
+    ({ report: judged, gdal } = await judge());
+  } catch (error) {
+    // The run itself broke: let go of what it holds (worker processes, HTTP origins, pools), or the process cannot end.
+    await Promise.allSettled([processes?.close(), ingest.close(), features.close(), pb.close()]);
+    rmSync(tmp, { recursive: true, force: true });
+    throw error;
   }
-  // Past every lease and skew margin: a CLAIMED row now is wedged unless explained.
-  ctx.clock.advance(LEASE_MS + 2 * SKEW_MARGIN_MS + 1);
-
-  await processes?.close();
-  const { report: judged, gdal } = await judge();
   await ingest.close();
   await features.close();
   // After the oracle: its mosaics are the mosaic function's work, checked like the rest.
@@ -1277,6 +1301,40 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       ? undefined
       : `${name}: ${iamCheck.tally.requests} requests checked, ${iamCheck.tally.denials().length} denied access(es), ${iamCheck.tally.unrecognised().length} unclassified`;
   return { report, anomalies, iam, gdal };
+
+  /** The run: events keep coming until the deliveries are made, then everything drains. */
+  async function run(): Promise<void> {
+    let sceneDue = 0;
+    let empty = 0;
+    for (;;) {
+      // A new event while the deliveries made, plus one per message still out, fall short of the size;
+      // if the drain ends short of it after all (retries are extra deliveries, not extra messages), more come.
+      // The events that carry the schedule's kinds come close together, so that a short run has room for all of them.
+      if (deliveries >= sceneDue && deliveries + (sent - finished) < options.deliveries) {
+        await newEvent();
+        sceneDue = deliveries + (schedule.forcedEvent(eventSeq).length > 0 ? int(plan, 1, 4) : int(plan, 4, 16));
+      }
+      await fireDue(false);
+      const batch = await ctx.queue.receive(10, RECEIVE_VISIBILITY_MS);
+      if (batch.length === 0) {
+        if (deliveries < options.deliveries) {
+          sceneDue = deliveries;
+          continue;
+        }
+        if (await fireDue(true)) {
+          empty = 0;
+          continue;
+        }
+        // Messages given back may take the emulator a moment to hand out again.
+        if (++empty >= 8) break;
+        await sleep(250);
+        continue;
+      }
+      empty = 0;
+      for (const d of batch) await handle(d);
+      if (deliveries % 200 < batch.length) say(`${name}: ${deliveries} deliveries, ${scenes.length} scene versions`);
+    }
+  }
 
   /** The oracle, after the drain. */
   async function judge(): Promise<{ report: Omit<SoakBackendReport, 'iamFindings'>; gdal: string[] }> {
@@ -1514,7 +1572,11 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       manifests.set(id, [...(manifests.get(id) ?? []), m.sceneKey]);
     }
     for (const [id, keys] of manifests)
-      if (keys.length > 1) flag('stac', `${id.split('\n')[0]}: ${keys.length} manifests for one item version (${keys.map((k) => ctx.sceneLabel(k)).join(', ')})`);
+      if (keys.length > 1)
+        flag(
+          'stac',
+          `${id.split('\n')[0]}: ${keys.length} manifests for one item version (${keys.map((k) => ctx.sceneLabel(k)).join(', ')})`,
+        );
     for (const rec of items.values()) {
       if (rec.sceneKey === undefined) continue;
       const pins = itemPinKeys.record(itemPinId(rec.item, [...rec.bandKeys].sort()));
@@ -1649,7 +1711,7 @@ class WorkerProcesses {
 /**
  * The sample of reference tiles the oracle compares with GDAL: one tile of each of up to GDAL_SAMPLE kinds of
  * scene version (single-file, chunked, STAC on the band files' grid, STAC reprojected, ingested), the scene
- * and its window drawn by the seed (a full-size window where the grid has one).
+ * and its window drawn by the seed (a full-size window inside the grid where it has one).
  */
 function gdalSample(scenes: readonly SceneVersion[], rnd: () => number): Map<string, string> {
   const byKind = new Map<string, SceneVersion[]>();
@@ -1665,7 +1727,9 @@ function gdalSample(scenes: readonly SceneVersion[], rnd: () => number): Map<str
     const tilePx = tilingParams(s.params).tilePx;
     const all = [...windows(s.grid)];
     const full = all.filter((w) => w.width === tilePx && w.height === tilePx);
-    const w = pick(rnd, full.length > 0 ? full : all);
+    // Inside the grid where it can be: a reprojected scene's edge windows are partly outside its source.
+    const inner = full.filter((w) => w.row > 0 && w.col > 0 && w.row < s.grid.rows - 1 && w.col < s.grid.cols - 1);
+    const w = pick(rnd, inner.length > 0 ? inner : full.length > 0 ? full : all);
     chosen.set(s.sceneKey, `${w.row}_${w.col}`);
   }
   return chosen;

@@ -1,5 +1,5 @@
-import { PostgisFeatureSink } from '../../functions/postgres/postgis-feature-sink.js';
 import { postgresPool } from '../../functions/postgres/connection.js';
+import { PostgisFeatureSink } from '../../functions/postgres/postgis-feature-sink.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import type { ParityFeatures } from '../parity/feature-sink.js';
 import type { PostgresEndpoints } from '../support/emulators/types.js';
@@ -74,8 +74,9 @@ export class SoakFeatures {
     const before = anomalies.length;
     const pool = this.#features.pool;
     const raw = new Map<string, number>();
-    for (const r of (await pool.query<{ scene_key: string; n: string }>('SELECT scene_key, count(*) AS n FROM tile_features GROUP BY scene_key'))
-      .rows)
+    for (const r of (
+      await pool.query<{ scene_key: string; n: string }>('SELECT scene_key, count(*) AS n FROM tile_features GROUP BY scene_key')
+    ).rows)
       raw.set(r.scene_key, Number(r.n));
     const states = new Map<string, { rows: number; complete: boolean; reason: string | null; by: string | null }>();
     for (const s of (
@@ -85,9 +86,7 @@ export class SoakFeatures {
         complete: boolean;
         retired_reason: string | null;
         superseded_by: string | null;
-      }>(
-        'SELECT scene_key, rows_present, completed_at IS NOT NULL AS complete, retired_reason, superseded_by FROM tile_feature_scenes',
-      )
+      }>('SELECT scene_key, rows_present, completed_at IS NOT NULL AS complete, retired_reason, superseded_by FROM tile_feature_scenes')
     ).rows)
       states.set(s.scene_key, { rows: s.rows_present, complete: s.complete, reason: s.retired_reason, by: s.superseded_by });
     const current = new Map<string, { rows: number; windows: number; scenes: string[]; area: number }>();
@@ -116,7 +115,8 @@ export class SoakFeatures {
       const newestLive = live.at(-1);
       // A superseded scene whose every row landed before its source changed, newer than every live complete one.
       const lateComplete = byAge.filter(
-        (s) => s.superseded && (raw.get(s.sceneKey) ?? 0) === s.windowCount && (newestLive === undefined || s.createdAt > newestLive.createdAt),
+        (s) =>
+          s.superseded && (raw.get(s.sceneKey) ?? 0) === s.windowCount && (newestLive === undefined || s.createdAt > newestLive.createdAt),
       );
       const view = current.get(g);
       const shown = view?.scenes ?? [];
@@ -131,18 +131,23 @@ export class SoakFeatures {
         );
       } else if (view !== undefined && x !== undefined) {
         if (view.rows !== x.windowCount || view.windows !== x.windowCount)
-          anomalies.push(`postgis ${name}: ${view.rows} current rows over ${view.windows} windows, not one per each of ${x.label}'s ${x.windowCount}`);
+          anomalies.push(
+            `postgis ${name}: ${view.rows} current rows over ${view.windows} windows, not one per each of ${x.label}'s ${x.windowCount}`,
+          );
         if (!(Math.abs(view.area - x.area) <= 1e-9 * Math.max(Math.abs(view.area), Math.abs(x.area))))
           anomalies.push(`postgis ${name}: ST_Area over the view is ${view.area}, not ${x.area} (a clean run of ${x.label})`);
         const st = states.get(x.sceneKey);
-        if (!st?.complete || st.reason !== null) anomalies.push(`postgis ${name}: ${x.label} is in the view but its scene row says ${JSON.stringify(st)}`);
+        if (!st?.complete || st.reason !== null)
+          anomalies.push(`postgis ${name}: ${x.label} is in the view but its scene row says ${JSON.stringify(st)}`);
       }
       for (const s of members) {
         const rows = raw.get(s.sceneKey) ?? 0;
         const st = states.get(s.sceneKey);
         if (rows > s.tilesPresent) anomalies.push(`postgis ${s.label}: ${rows} rows for ${s.tilesPresent} tiles written`);
-        if (!s.superseded && rows !== s.tilesPresent) anomalies.push(`postgis ${s.label}: ${rows} rows for ${s.tilesPresent} tiles committed`);
-        if (rows > 0 && st?.rows !== rows) anomalies.push(`postgis ${s.label}: its scene row counts ${st?.rows ?? 'nothing'}, the table holds ${rows}`);
+        if (!s.superseded && rows !== s.tilesPresent)
+          anomalies.push(`postgis ${s.label}: ${rows} rows for ${s.tilesPresent} tiles committed`);
+        if (rows > 0 && st?.rows !== rows)
+          anomalies.push(`postgis ${s.label}: its scene row counts ${st?.rows ?? 'nothing'}, the table holds ${rows}`);
         if (rows === 0 || s === x) continue;
         // History: kept only for a superseded scene, and retired for a reason that holds.
         if (st?.reason === 'newer-scene') {

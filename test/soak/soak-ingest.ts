@@ -15,7 +15,7 @@ import { reconcileManifest } from '../../shared/app/ingest-reconcile.js';
 import { areaPrefix } from '../../shared/domain/key-layout.js';
 import { PARITY_MAX_RECEIVE_COUNT, PARITY_SOURCE_PREFIX } from '../parity/backends.js';
 import { deferred, type ScenarioContext } from '../parity/harness.js';
-import { asRole } from '../support/function-role.js';
+import { asOperator, asRole } from '../support/function-role.js';
 import type { FaultKind } from './fault-schedule.js';
 
 /**
@@ -41,7 +41,13 @@ const PRIVATE_UPLOAD = `${areaPrefix('uploads')}soak-private.tif`;
 const SETTINGS = { publishedPrefix: PUBLISHED, allowPrivateAddresses: ['127.0.0.1'], allowedHosts: ['127.0.0.1'] } as const;
 
 /** The ingest crash points, in the order the `ingest-crash` fault takes them (the orphan-making one first). */
-const CRASH_POINTS = ['afterCopy', 'afterStage', 'afterValidate', 'afterCommit', 'beforeFetch'] as const satisfies readonly (keyof IngestHooks)[];
+const CRASH_POINTS = [
+  'afterCopy',
+  'afterStage',
+  'afterValidate',
+  'afterCommit',
+  'beforeFetch',
+] as const satisfies readonly (keyof IngestHooks)[];
 
 /** The hostile remote Items, in the order `remote-hostile-item` takes them. */
 const HOSTILE = ['object-href', 'other-host', 'file-href', 'redirect-to-private'] as const;
@@ -210,12 +216,22 @@ export class SoakIngest {
     const v = await this.#attempt(body, 1, undefined);
     const code = v.kind === 'poison' ? (v.error as { code?: string }).code : undefined;
     if (v.kind !== 'poison' || code !== 'HREF_REFUSED')
-      this.#hooks.anomaly('remote-stac', `remote ${id} (${variant}): ${v.kind}${code ? ` ${code}` : ''}, not poison HREF_REFUSED at its first delivery`);
+      this.#hooks.anomaly(
+        'remote-stac',
+        `remote ${id} (${variant}): ${v.kind}${code ? ` ${code}` : ''}, not poison HREF_REFUSED at its first delivery`,
+      );
   }
 
   #expect(label: string, source: string, externalId: string, asset: string, bytes: Uint8Array): void {
     const checksum = sha256(bytes);
-    this.#artefacts.push({ label, source, externalId, checksum, key: ingestKeys.published(PUBLISHED, source, externalId, checksum, asset), bytes });
+    this.#artefacts.push({
+      label,
+      source,
+      externalId,
+      checksum,
+      key: ingestKeys.published(PUBLISHED, source, externalId, checksum, asset),
+      bytes,
+    });
   }
 
   /** Deliver a message until the trigger settles it (ack or poison), with its first delivery's faults. */
@@ -228,9 +244,12 @@ export class SoakIngest {
         // Two deliveries of one message at once (a redelivery while the first still runs): one publishes.
         const [a, b] = await Promise.all([this.#attempt(body, 1, crashAt), this.#attempt(body, 1, undefined)]);
         this.#hooks.fired('ingest-race');
+        if (a.kind === 'crashed') this.#hooks.fired('ingest-crash');
         v = a.kind === 'ack' || a.kind === 'poison' ? a : b;
-      } else v = await this.#attempt(body, n, n === 1 ? crashAt : undefined);
-      if (v.kind === 'crashed' && n === 1) this.#hooks.fired('ingest-crash');
+      } else {
+        v = await this.#attempt(body, n, n === 1 ? crashAt : undefined);
+        if (v.kind === 'crashed') this.#hooks.fired('ingest-crash');
+      }
       await this.#announce(label);
       if (v.kind === 'ack') return this.#checkAck(label, path, v, false);
       if (v.kind === 'poison') return this.#hooks.anomaly(path, `ingest ${label}: a valid request was poison: ${v.error.message}`);
@@ -253,14 +272,21 @@ export class SoakIngest {
     for (const o of v.outcomes) {
       const want = this.#artefacts.find((a) => a.source === o.source && a.externalId === o.externalId);
       if (want === undefined || o.key !== want.key)
-        this.#hooks.anomaly(path, `ingest ${label}: ${o.externalId} published under ${o.key ?? 'nothing'}, not ${want?.key ?? '(not asked for)'}`);
+        this.#hooks.anomaly(
+          path,
+          `ingest ${label}: ${o.externalId} published under ${o.key ?? 'nothing'}, not ${want?.key ?? '(not asked for)'}`,
+        );
       if (duplicate && o.reason !== 'already-published')
         this.#hooks.anomaly(path, `ingest ${label}: a duplicate of a settled request answered ${o.reason} for ${o.externalId}`);
     }
   }
 
   /** One delivery; `crashAt`: the ingest dies at that step (nothing after it ever runs, as a killed function). */
-  async #attempt(body: string, receiveCount: number, crashAt: keyof IngestHooks | undefined): Promise<IngestVerdict | { readonly kind: 'crashed' }> {
+  async #attempt(
+    body: string,
+    receiveCount: number,
+    crashAt: keyof IngestHooks | undefined,
+  ): Promise<IngestVerdict | { readonly kind: 'crashed' }> {
     this.deliveries++;
     const died = deferred<{ readonly kind: 'crashed' }>();
     const hooks: IngestHooks =
@@ -286,7 +312,12 @@ export class SoakIngest {
       const head = await this.#ctx.backend.sources.head(a.key);
       if (head === undefined) continue;
       this.#announced.add(a.key);
-      await this.#hooks.published(`${label}${a.externalId.includes('/') ? a.externalId.slice(a.externalId.indexOf('/') + 1) : ''}`, a.key, head.version, a.bytes);
+      await this.#hooks.published(
+        `${label}${a.externalId.includes('/') ? a.externalId.slice(a.externalId.indexOf('/') + 1) : ''}`,
+        a.key,
+        head.version,
+        a.bytes,
+      );
     }
   }
 
@@ -347,7 +378,10 @@ export class SoakIngest {
         flag(`ingest ${a.label}: ${a.key} does not hold the artefact its checksum names`, path);
     }
     const r = await asRole('reconcile', () =>
-      reconcileManifest({ store: this.#ctx.backend.sources, manifest: this.#ctx.manifest, telemetry: this.#ctx.backend.telemetry }, SETTINGS),
+      reconcileManifest(
+        { store: this.#ctx.backend.sources, manifest: this.#ctx.manifest, telemetry: this.#ctx.backend.telemetry },
+        SETTINGS,
+      ),
     );
     for (const k of r.objectsWithoutRow) flag(`ingest: after reconcile, an orphan object ${k}`);
     for (const x of r.rowsWithoutObject) flag(`ingest: after reconcile, a row without its object ${x.key}`);
@@ -360,8 +394,7 @@ export class SoakIngest {
       for await (const o of this.#ctx.backend.sources.list(`${PUBLISHED}${REMOTE_SOURCE}/${keySegment(`${h.id}/`)}`))
         flag(`remote ${h.id} (${h.variant}): ${o.key} was published`, 'remote-stac');
     }
-    if (this.#internal.hits.length > 0)
-      flag(`remote: the internal address was reached (${this.#internal.hits.join(', ')})`, 'remote-stac');
+    if (this.#internal.hits.length > 0) flag(`remote: the internal address was reached (${this.#internal.hits.join(', ')})`, 'remote-stac');
   }
 }
 
@@ -384,7 +417,8 @@ function betweenListings(race: () => Promise<void>): <T extends object>(port: T)
               yield* inner;
               if (!fired) {
                 fired = true;
-                await race();
+                // The live work is its own function's (and the soak's bookkeeping the operator's), never the reconcile's.
+                await asOperator(race);
               }
             },
           };

@@ -151,6 +151,9 @@ def main():
     p.add_argument('--unscale', action='store_true', help='gdal_translate -unscale -ot Float32 each warped band')
     p.add_argument('--src-mask', action='store_true',
                    help="the source's validity is its mask band, not its nodata value (gdalwarp -srcnodata None)")
+    p.add_argument('--dst-srs',
+                   help="the target CRS as given to tessera run --crs (WKT, PROJJSON, PROJ): GDAL's own reading of the text the "
+                        "user gave, rather than of the mosaic's SRS, which Tessera wrote (issue 29)")
     p.add_argument('--scale-offset', action='append', default=[],
                    help='NAME=SCALE,OFFSET: the scale and offset --unscale applies to band NAME instead of its file\'s')
     args = p.parse_args()
@@ -204,6 +207,10 @@ def main():
     # 2. gdalwarp of each band onto that grid.
     warped, valid, sources, chunks = {}, {}, {}, {}
     dst_wkt = srs.ExportToWkt()
+    if args.dst_srs:
+        given = osr.SpatialReference()
+        given.SetFromUserInput(args.dst_srs)
+        dst_wkt = given.ExportToWkt()
     chunk_options = {} if args.gdal_chunking else {'warpOptions': ['SRC_FILL_RATIO_HEURISTICS=NO'], 'warpMemoryLimit': 2048}
     kernel_calls = []
 

@@ -149,7 +149,7 @@ describe('sceneStacItem', () => {
       const gt = target.geoTransform;
       const xs = [gt[0], gt[0] + target.width * gt[1]];
       const ys = [gt[3], gt[3] + target.height * gt[5]];
-      const gdal = gdalBounds(target.epsg, [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)]);
+      const gdal = gdalBounds(target.epsg as number, [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)]);
       // 1e-6 degrees is about 0.1 m, a hundredth of a 10 m pixel.
       item.bbox.forEach((v, i) => {
         expect(Math.abs(v - (gdal[i] as number))).toBeLessThan(1e-6);

@@ -1,9 +1,10 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import { DEFAULT_PARAMS, ENV } from '../../../shared/domain/runtime-config.js';
 import { tilingParams } from '../../../shared/domain/tiling-params.js';
+import { canonicalCrsText } from '../../../shared/raster/crs.js';
 import { parsePostgresUrl } from '../../postgres/connection.js';
 import type { CliIo } from '../cli.js';
 import { type MainJobSummary, runMainJob, type TileProfile } from '../main-job.js';
@@ -38,7 +39,10 @@ Scene (default: a synthetic 2-band B04/B08 scene, EPSG:32631, bands B04=1 B08=2)
                       to it is written as the next float32 above it, never as nodata
 
 Target grid (default: the scene's own grid; with several band files, the finest band's):
-  --crs EPSG:N        reproject onto this CRS (any EPSG code, offline: docs/reprojection.md)
+  --crs CRS           reproject onto this CRS: EPSG:N (any EPSG code, offline), WKT (1 or 2), PROJJSON,
+                      a PROJ string ('+proj=laea +lat_0=52 +lon_0=10 +ellps=GRS80'), or a file holding
+                      one; a CRS without an EPSG code is keyed by its canonical PROJ string
+                      (docs/reprojection.md)
   --resampling R      any gdalwarp -r method (default nearest, as gdalwarp): nearest, bilinear, cubic,
                       cubicspline, lanczos; average, rms, mode, max, min, med, q1, q3, sum (over each
                       target pixel's footprint); nodata pixels are skipped by all of them
@@ -127,7 +131,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   if ((values.tms === undefined) !== (values.zoom === undefined)) throw new InvalidParamsError('--tms and --zoom go together');
   const grid: Record<string, unknown> = {
     ...(values.expression === undefined ? {} : { expression: values.expression }),
-    ...(values.crs === undefined ? {} : { dst_crs: values.crs }),
+    ...(values.crs === undefined ? {} : { dst_crs: crsOption(io.cwd, values.crs) }),
     ...(values.resampling === undefined ? {} : { resampling: values.resampling }),
     ...(values.tms === undefined ? {} : { tms: values.tms, zoom: intOption('zoom', values.zoom, 0, 0, 30) }),
     ...(values.mosaic === undefined ? {} : { mosaic: values.mosaic }),
@@ -173,6 +177,17 @@ function withDstNoData(output: Readonly<Record<string, unknown>> | undefined, ra
   const withNoData = { ...(output ?? (DEFAULT_PARAMS.output as Readonly<Record<string, unknown>>)), nodata: value };
   tilingParams({ ...DEFAULT_PARAMS, output: withNoData });
   return withNoData;
+}
+
+/**
+ * `--crs`: EPSG:N, WKT, PROJJSON, a PROJ string, or a file holding one (as gdalwarp's -t_srs takes them), written in the
+ * canonical form the job key holds (EPSG:N, or the canonical PROJ string of a CRS without a code).
+ */
+function crsOption(cwd: string, raw: string): string {
+  const text = raw.trim();
+  const looksLikeCrs = /^(?:EPSG:|\+|proj=|\{|[A-Za-z_]+\s*[[(])/i.test(text);
+  const path = resolve(cwd, text);
+  return canonicalCrsText(!looksLikeCrs && existsSync(path) ? readFileSync(path, 'utf8') : text);
 }
 
 /** A local Item path is resolved against the working directory; anything else is a source-store key. */

@@ -12,6 +12,7 @@ import {
   readPositionRecord,
 } from '../../../shared/domain/feature-batch.js';
 import { sceneKey } from '../../../shared/domain/job-key.js';
+import { accessOf, areaOfKey, FUNCTION_ROLES, ROLE_ACCESS, streamKeys } from '../../../shared/domain/key-layout.js';
 
 const SOURCE = { bucket: 'landing', key: 'streams/ais/part-0001.ndjson', versionToken: '3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY' };
 const read = (text: string): PositionRecord | RecordReject => readPositionRecord(text, 7, 'ais-positions');
@@ -73,9 +74,9 @@ describe('readPositionRecord', () => {
     expect(position('{"id":"r-1","vessel":2,"time":"2025-06-02T12:00:00Z","lon":5,"lat":56}').recordId).toBe(named.recordId);
     expect(position('{"id":7,"vessel":2,"time":"2025-06-02T12:00:00Z","lon":5,"lat":56}').givenId).toBe('7');
     // Namespaced by the pipeline.
-    expect((readPositionRecord('{"id":"r-1","vessel":1,"time":1748779200000,"lon":0,"lat":0}', 1, 'other') as PositionRecord).recordId).not.toBe(
-      named.recordId,
-    );
+    expect(
+      (readPositionRecord('{"id":"r-1","vessel":1,"time":1748779200000,"lon":0,"lat":0}', 1, 'other') as PositionRecord).recordId,
+    ).not.toBe(named.recordId);
   });
 
   it.each([
@@ -104,5 +105,17 @@ describe('readPositionRecord', () => {
   it('keeps at most 200 characters of a rejected line', () => {
     const r = read(`x${'y'.repeat(500)}`) as RecordReject;
     expect(r.excerpt).toHaveLength(203);
+  });
+});
+
+describe('the streams area of the key layout', () => {
+  it('holds batch objects in the source store, read by the stream role alone, written by no function (the producer lands them)', () => {
+    const key = streamKeys.batch('ais/2025/06/01/12/part-0001.ndjson');
+    expect(areaOfKey('sources', key)).toBe('streams');
+    expect(FUNCTION_ROLES.filter((r) => accessOf(r, 'streams').length > 0)).toEqual(['stream']);
+    expect(accessOf('stream', 'streams')).toEqual(['read']);
+    // The stream role touches nothing else: not the scenes, not the outputs.
+    expect(ROLE_ACCESS.stream.map((g) => g.area)).toEqual(['streams']);
+    expect(areaOfKey('sources', key, 'scenes/')).toBe('streams');
   });
 });
