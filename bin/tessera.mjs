@@ -13,7 +13,7 @@ if (node !== process.execPath) {
   process.exit(child.status ?? 1);
 }
 register();
-const { main } = await import('../functions/local/cli.ts');
+const { main } = await import('../cli/main.ts');
 process.exitCode = await main(process.argv.slice(2), {
   stdout: (s) => process.stdout.write(s),
   stderr: (s) => process.stderr.write(s),

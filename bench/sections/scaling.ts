@@ -34,14 +34,14 @@ const COMPARED = 3;
 const DEFLATE_LEVEL = tilingParams(DEFAULT_PARAMS).level;
 
 const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-const CLI = join(REPO_ROOT, 'functions/local/cli.ts');
+const CLI = join(REPO_ROOT, 'cli/main.ts');
 
 /**
  * `tessera run` on a scene, as a user runs it: worker processes (`--workers`),
  * every gate in place (claims, create-only writes, commits, the manifest and
- * the mosaic). `--profile` turns off the injected duplicates and stalled
- * worker (they are hazards for the demo, not work a scene needs) and reports
- * the tile phase's time.
+ * the mosaic), no fault injected (duplicates and the stalled worker are
+ * `--demo`'s hazards, not work a scene needs). `--profile` reports the tile
+ * phase's time.
  */
 function tesseraCommand(scene: string, tilePx: number, workers: number, dir: string): string[] {
   return [

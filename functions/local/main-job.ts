@@ -5,6 +5,7 @@ import { assembleMosaic, sceneGeoref } from '../../shared/app/assemble-mosaic.js
 import { deliveryOwner } from '../../shared/app/deliveries.js';
 import { fanOutScene } from '../../shared/app/fan-out.js';
 import { processTile } from '../../shared/app/process-tile.js';
+import { checkStacCrs } from '../../shared/app/scene-grid.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { makeTileJob, parseTileJob, type TileJob, toJobMessage } from '../../shared/app/tile-job.js';
@@ -108,8 +109,9 @@ export interface LastRun {
 
 /**
  * The main job on the local backend: a scene in, a mosaic of NDVI COG tiles
- * out, with the at-least-once hazards of the cloud injected on purpose:
- * duplicate deliveries and a worker that stalls past its lease.
+ * out. On request (`tessera run --demo`: `duplicateRate`, `injectSteal`) the
+ * at-least-once hazards of the cloud are injected on purpose: duplicate
+ * deliveries and a worker that stalls past its lease.
  */
 export async function runMainJob(options: MainJobOptions): Promise<MainJobSummary> {
   const started = performance.now();
@@ -123,6 +125,12 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     // --stac --unscale: the Item's raster:bands scale and offset, as the cloud's scene trigger takes them.
     const params = staged.stacBands === undefined ? withBands : withStacScaleOffsets(withBands, staged.stacBands, staged.source.key);
     const source = staged.source;
+    // --stac: the Item's proj: CRS against each band file's own, as the cloud's scene trigger checks it.
+    if (staged.stacBands !== undefined) {
+      const versions = new Map(Object.values(source.assets ?? {}).map((a) => [a.key, a.versionToken]));
+      const unchecked = await checkStacCrs(backend.sources, source.key, staged.stacBands, (key) => versions.get(key) as string);
+      if (unchecked.length > 0) telemetry.log('WARN', 'stac-crs-unchecked', { item: source.key, bands: unchecked });
+    }
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
 
     options.progress.phase('fan-out');

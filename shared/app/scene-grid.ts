@@ -1,5 +1,6 @@
 import { InvalidEventError, InvalidParamsError } from '../domain/errors.js';
 import { type AssetRef, type SourceRef, type TmsTileIndex, validAssets } from '../domain/job-key.js';
+import type { ResolvedStacAsset } from '../domain/stac-item.js';
 import type { GridTarget, Window } from '../domain/tile-grid.js';
 import type { Resampling, TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
@@ -258,6 +259,46 @@ function projCrsOf(crs: RasterCrs, what: string): Crs {
 export function bandGrid(band: OpenedBand): RasterGrid {
   const r = band.raster;
   return { crs: projCrsOf(r.crs, band.key), geoTransform: r.geoTransform, width: r.width, height: r.height };
+}
+
+/**
+ * Issue 29: the CRS a STAC Item declares for each band's asset (`proj:code`, `proj:epsg`, `proj:wkt2`,
+ * `proj:projjson`) against the CRS of the file itself (its GeoKeys), which is what Tessera computes with. An item
+ * that says one CRS for a file in another is refused as it is (InvalidEventError, poison: the same bytes fail every
+ * time), before any claim, naming both; so is a proj: field of the wrong type. A declaration Tessera cannot read (a
+ * non-EPSG authority such as IAU, a method it does not model) cannot be checked: its bands are returned, for the
+ * caller to log. Each file's header is read pinned to `versionOf(key)`, through the raster cache fan-out reads it from.
+ */
+export async function checkStacCrs(
+  sources: ObjectStore,
+  itemKey: string,
+  resolved: Readonly<Record<string, ResolvedStacAsset>>,
+  versionOf: (key: string) => string,
+): Promise<string[]> {
+  const unreadable: string[] = [];
+  for (const [band, r] of Object.entries(resolved)) {
+    const declared = r.crs;
+    if (declared === undefined) continue;
+    if ('problem' in declared) {
+      throw new InvalidEventError(`STAC item ${JSON.stringify(itemKey)} has ${declared.problem}; fix the item's projection extension fields`);
+    }
+    let crs: Crs;
+    try {
+      crs = parseCrs(declared.text);
+    } catch {
+      unreadable.push(band);
+      continue;
+    }
+    const raster = await openSourceCached(sources, r.key, await sources.pin(r.key, versionOf(r.key)));
+    const actual = crsOfRaster(raster.crs, r.key);
+    if (!sameCrs(crs, actual)) {
+      throw new InvalidEventError(
+        `STAC item ${JSON.stringify(itemKey)} declares asset ${JSON.stringify(r.asset)} (band ${band}) in ${crs.id}, but its file ` +
+          `${JSON.stringify(r.key)} is in ${actual.id}; fix the item's proj: fields or the file's georeferencing (gdal_edit.py -a_srs)`,
+      );
+    }
+  }
+  return unreadable;
 }
 
 /** The target as a warp grid. */

@@ -324,7 +324,9 @@ function footprint(
   let pole: number | undefined;
   if (turns !== 0) {
     pole = raw.reduce((sum, p) => sum + p[1], 0) > 0 ? 90 : -90;
-    raw.push([end[0], pole], [first[0], pole]);
+    // Round to the first point again (a whole turn on), up to the pole, back along it, down to the first point.
+    const again = first[0] + turns * 360;
+    raw.push([again, first[1]], [again, pole], [first[0], pole]);
   }
   // The unwrapped outline starts in [-180, 180); what lies east of 180 is the same ground 360 degrees west.
   const west = Math.min(...raw.map((p) => p[0]));
@@ -332,7 +334,8 @@ function footprint(
   const parts = [0, -360]
     .map((k) => clipToWorld(raw.map(([x, y]) => [x - shift + k, y] as [number, number])))
     .map(roundRing)
-    .filter((ring) => ring.length >= 3);
+    // A piece with no area (the outline touching 180 degrees from one side) is no part of the footprint.
+    .filter((ring) => ring.length >= 3 && signedArea(ring) !== 0);
   if (parts.length === 0) {
     throw new InvalidParamsError(`the ${w}x${h} grid in ${crs.id} has no footprint in WGS84 (its corners are outside the CRS's domain)`);
   }

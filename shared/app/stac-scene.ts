@@ -7,6 +7,7 @@ import type { RuntimeConfig } from '../domain/runtime-config.js';
 import { MAX_STAC_ITEM_BYTES, readStacItem, resolveStacAssets, withStacScaleOffsets } from '../domain/stac-item.js';
 import type { Backend } from './backend.js';
 import { fanOutPlan, fanOutScene, fanOutSceneEvent, type SceneEventFanOut } from './fan-out.js';
+import { checkStacCrs } from './scene-grid.js';
 
 /**
  * How long after its item's event a multi-file scene may stay incomplete
@@ -140,6 +141,9 @@ export async function fanOutStacSceneEvent(
 
   const plan = fanOutPlan(config.platform, config.functionTimeoutSec);
   try {
+    // The item's proj: CRS against each band file's own, before any claim (issue 29; scene-grid.ts).
+    const unchecked = await checkStacCrs(backend.sources, item.key, resolved, (key) => pins.versions[key] as string);
+    if (unchecked.length > 0) backend.telemetry.log('WARN', 'stac-crs-unchecked', { item: item.key, bands: unchecked });
     return {
       kind: 'fanned-out',
       result: await fanOutScene(backend, { source, params, chunkWindows: plan.chunkWindows, maxWindows: plan.maxWindows }),

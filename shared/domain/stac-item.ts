@@ -39,7 +39,18 @@ export interface StacAsset {
    * applies for that band instead of the file's own metadata.
    */
   readonly scaleOffsets?: readonly (StacScaleOffset | undefined)[];
+  /**
+   * The CRS the item declares for this asset (projection extension: the asset's own `proj:code`, `proj:epsg`,
+   * `proj:wkt2` or `proj:projjson`, else the item's properties'), checked against the file's own GeoKeys at fan-out.
+   */
+  readonly crs?: StacCrs;
 }
+
+/**
+ * A CRS an item declares (projection extension 1.x and 2.0): its text as the CRS readers take it (`EPSG:<n>`, WKT2,
+ * or PROJJSON as JSON text), or why the fields cannot be read. The domain keeps the text; shared/raster/crs.ts reads it.
+ */
+export type StacCrs = { readonly text: string } | { readonly problem: string };
 
 /** A band's raster-extension scale and offset, or why they cannot be used (refused only when `unscale` needs them). */
 export type StacScaleOffset = ScaleOffset | { readonly problem: string };
@@ -73,6 +84,8 @@ export interface ResolvedStacAsset {
   readonly asset: string;
   /** The band's scale and offset from the item's raster extension, when it gives them (see StacAsset.scaleOffsets). */
   readonly scaleOffset?: StacScaleOffset;
+  /** The CRS the item declares for the asset (see StacAsset.crs). */
+  readonly crs?: StacCrs;
 }
 
 /** A STAC Item is a few tens of KB; anything this large is not one, and would only cost memory. */
@@ -170,8 +183,12 @@ export function parseStacItem(json: unknown, itemKey: string): StacItemInput {
     fail('has no assets; a scene needs the band files its "assets" object names');
   }
   const assets: Record<string, StacAsset> = {};
+  const itemCrs = declaredCrs(props, 'properties');
   for (const [name, raw] of Object.entries(rawAssets as Json)) {
-    Object.defineProperty(assets, name, { value: parseAsset(name, raw, fail), enumerable: true });
+    const asset = parseAsset(name, raw, fail);
+    // The projection extension: an asset's own proj: fields override the item's.
+    const crs = (isObject(raw) ? declaredCrs(raw, `asset ${quote(name)}`) : undefined) ?? itemCrs;
+    Object.defineProperty(assets, name, { value: crs === undefined ? asset : { ...asset, crs }, enumerable: true });
   }
 
   const metadata: StacItemMetadata = {
@@ -224,6 +241,36 @@ function parseAsset(name: string, raw: unknown, fail: (why: string) => never): S
     bands,
     ...(scaleOffsets === undefined ? {} : { scaleOffsets }),
   };
+}
+
+/**
+ * The CRS a set of projection-extension fields declares: `proj:code` (2.0, e.g. "EPSG:32631"), else `proj:epsg`
+ * (1.x), else `proj:wkt2`, else `proj:projjson`; a null field says "none in this form" and the next is tried.
+ * Undefined when the fields declare none. A field of the wrong type is kept as a problem: refused only where the
+ * CRS is checked, so an item with a malformed field we do not need still processes.
+ */
+function declaredCrs(fields: Json, where: string): StacCrs | undefined {
+  const has = ['proj:code', 'proj:epsg', 'proj:wkt2', 'proj:projjson'].some((k) => fields[k] !== undefined);
+  if (!has) return undefined;
+  const code = fields['proj:code'];
+  if (code !== undefined && code !== null) {
+    return typeof code === 'string' && code.trim() !== '' ? { text: code.trim() } : { problem: `${where} proj:code ${JSON.stringify(code)} is not a string` };
+  }
+  const epsg = fields['proj:epsg'];
+  if (epsg !== undefined && epsg !== null) {
+    return typeof epsg === 'number' && Number.isInteger(epsg) && epsg > 0
+      ? { text: `EPSG:${epsg}` }
+      : { problem: `${where} proj:epsg ${JSON.stringify(epsg)} is not a positive integer` };
+  }
+  const wkt2 = fields['proj:wkt2'];
+  if (wkt2 !== undefined && wkt2 !== null) {
+    return typeof wkt2 === 'string' && wkt2.trim() !== '' ? { text: wkt2 } : { problem: `${where} proj:wkt2 is not a WKT2 string` };
+  }
+  const projjson = fields['proj:projjson'];
+  if (projjson !== undefined && projjson !== null) {
+    return isObject(projjson) ? { text: JSON.stringify(projjson) } : { problem: `${where} proj:projjson is not a PROJJSON object` };
+  }
+  return undefined;
 }
 
 /**
@@ -418,6 +465,7 @@ export function resolveStacAssets(
         index: choice.index,
         asset: asset.name,
         ...(scaleOffset === undefined ? {} : { scaleOffset }),
+        ...(asset.crs === undefined ? {} : { crs: asset.crs }),
       },
       enumerable: true,
     });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { main } from '../../functions/local/cli.js';
+import { main } from '../../cli/main.js';
 import { requireEndpoints } from '../support/global-setup.js';
 import { freshPrefix } from '../support/ids.js';
 import { validArtefact } from '../support/ingest-fixtures.js';

@@ -2,8 +2,8 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { main } from '../../cli/main.js';
 import { FsObjectStore } from '../../functions/local/adapters/fs-object-store.js';
-import { main } from '../../functions/local/cli.js';
 import { type MainJobSummary, runMainJob } from '../../functions/local/main-job.js';
 import { silentProgress } from '../../functions/local/progress.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
@@ -92,6 +92,56 @@ describe('the main job on the local backend', () => {
       expect(last).toHaveProperty(field);
     }
     expect(last.manifestCount).toBe(16);
+  }, 120_000);
+
+  /** `tessera run` on a 512 px scene in 16 tiles, its JSON summary and its JSON-lines logs. */
+  async function cliRun(...extra: string[]): Promise<{ code: number; summary: MainJobSummary; errors: unknown[] }> {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-cli-'));
+    let out = '';
+    let err = '';
+    const args = ['run', '--size', '512', '--tile', '128', '--workers', '2', '--json', '--verbose', '--dir', dir, ...extra];
+    const code = await main(args, { stdout: (t) => (out += t), stderr: (t) => (err += t), cwd: dir });
+    const errors = err
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: string })
+      .filter((l) => l.level === 'ERROR');
+    return { code, summary: JSON.parse(out.trim().split('\n').at(-1) as string) as MainJobSummary, errors };
+  }
+
+  it('a plain `tessera run` injects no fault: no duplicate delivery, no lease taken over or stolen, no ERROR line', async () => {
+    const { code, summary, errors } = await cliRun();
+    expect(code).toBe(0);
+    expect(summary).toMatchObject({
+      tilesWritten: 16,
+      duplicatesDelivered: 0,
+      duplicatesStoppedAtClaim: 0,
+      duplicatesStoppedAtWrite: 0,
+      leasesTakenOver: 0,
+      leasesStolen: 0,
+      poison: 0,
+    });
+    expect(errors).toEqual([]);
+  }, 120_000);
+
+  it('`tessera run --demo` injects 10% duplicate deliveries and a stalled worker whose lease is stolen (logged ERROR)', async () => {
+    const { code, summary, errors } = await cliRun('--demo');
+    expect(code).toBe(0);
+    // ceil(16 x 0.1) = 2 duplicates, and the stalled worker's job is delivered again to the worker that takes it over.
+    expect(summary).toMatchObject({ tilesWritten: 16, manifestCount: 16, duplicatesDelivered: 2 + 1, leasesTakenOver: 1, leasesStolen: 1 });
+    expect(errors).toEqual([expect.objectContaining({ event: 'lease-stolen' })]);
+  }, 120_000);
+
+  it('`--demo-duplicates R` alone injects the duplicates only; --profile refuses the demo faults', async () => {
+    const { code, summary, errors } = await cliRun('--demo-duplicates', '0.5');
+    expect(code).toBe(0);
+    expect(summary).toMatchObject({ tilesWritten: 16, duplicatesDelivered: 8, leasesTakenOver: 0, leasesStolen: 0 });
+    expect(summary.duplicatesStoppedAtClaim + summary.duplicatesStoppedAtWrite).toBeGreaterThanOrEqual(8);
+    expect(errors).toEqual([]);
+    let err = '';
+    const refused = await main(['run', '--profile', '--demo'], { stdout: () => {}, stderr: (t) => (err += t), cwd: tmpdir() });
+    expect(refused).toBe(1);
+    expect(err).toContain('--profile measures tiles one at a time with no fault injected');
   }, 120_000);
 
   it('`tessera run --help` documents --workers: worker processes, defaulting to the cores this process may use', async () => {

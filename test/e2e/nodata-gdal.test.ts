@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../functions/local/cli.js';
+import { main } from '../../cli/main.js';
 import type { MainJobSummary } from '../../functions/local/main-job.js';
 
 /**
@@ -61,7 +61,7 @@ async function tesseraRun(args: string[]): Promise<MainJobSummary> {
   dirs.push(dir);
   let out = '';
   let err = '';
-  const code = await main(['run', ...args, '--workers', '1', '--duplicates', '0', '--no-steal', '--json', '--dir', dir], {
+  const code = await main(['run', ...args, '--workers', '1', '--json', '--dir', dir], {
     stdout: (t) => {
       out += t;
     },

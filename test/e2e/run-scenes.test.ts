@@ -2,9 +2,9 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runHelp } from '../../cli/commands/run.js';
+import { main } from '../../cli/main.js';
 import { FsObjectStore } from '../../functions/local/adapters/fs-object-store.js';
-import { main } from '../../functions/local/cli.js';
-import { runHelp } from '../../functions/local/commands/run.js';
 import type { MainJobSummary } from '../../functions/local/main-job.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 
@@ -116,7 +116,7 @@ describe('tessera run on band files and STAC Items', () => {
   });
 
   it('documents every option in --help', async () => {
-    const source = readFileSync('functions/local/commands/run.ts', 'utf8');
+    const source = readFileSync('cli/commands/run.ts', 'utf8');
     const block = source.slice(source.indexOf('options: {'), source.indexOf('},\n  });'));
     const options = [...block.matchAll(/^\s+'?([a-z][a-z-]*)'?: \{ type:/gm)].map((m) => m[1] as string);
     expect(options.length).toBeGreaterThan(20);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { main } from '../../functions/local/cli.js';
+import { main } from '../../cli/main.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { requireEndpoints } from '../support/global-setup.js';
 
@@ -50,8 +50,8 @@ async function runWithSink(extra: readonly string[]) {
 
 describe('tessera run --sink postgis://...', () => {
   it('writes one feature row per tile despite duplicates and a stolen lease; the roll-up equals a clean single run', async () => {
-    const clean = await runWithSink(['--workers', '1', '--duplicates', '0', '--no-steal']);
-    const storm = await runWithSink(['--workers', '2', '--duplicates', '0.5']);
+    const clean = await runWithSink(['--workers', '1']);
+    const storm = await runWithSink(['--workers', '2', '--demo', '--demo-duplicates', '0.5']);
     expect(storm.summary.windows).toBe(16);
     expect(storm.summary.duplicatesDelivered).toBeGreaterThanOrEqual(8);
     expect(storm.summary.leasesStolen).toBe(1);

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import avro from 'avsc';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { main } from '../../cli/main.js';
 import { aisBatchLines } from '../../functions/local/ais-batches.js';
-import { main } from '../../functions/local/cli.js';
 import type { StreamRunSummary } from '../../functions/local/stream-runtime.js';
 import { requireEndpoints } from '../support/global-setup.js';
 

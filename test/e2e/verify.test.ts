@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { afterAll, afterEach, beforeEach, describe, expect, inject, it, vi } from 'vitest';
+import { main } from '../../cli/main.js';
 import { createMosaicHandler } from '../../functions/aws/handlers/mosaic.handler.js';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
@@ -14,7 +15,6 @@ import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js'
 import { createMosaicHandler as createGcpMosaicHandler } from '../../functions/gcp/handlers/mosaic.handler.js';
 import { createSceneHandler as createGcpSceneHandler, type StorageObjectData } from '../../functions/gcp/handlers/scene.handler.js';
 import { createTileHandler as createGcpTileHandler } from '../../functions/gcp/handlers/tile.handler.js';
-import { main } from '../../functions/local/cli.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { LIVE_SCENARIOS, type VerifyReport } from '../../shared/app/verify/verify-stack.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';

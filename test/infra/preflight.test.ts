@@ -2,8 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from '../../functions/local/cli.js';
-import { type PreflightReport, preflightCommand } from '../../functions/local/commands/preflight.js';
+import { type PreflightReport, preflightCommand } from '../../cli/commands/preflight.js';
+import { main } from '../../cli/main.js';
 import { EXAMPLE_STACK_FILES, loadStackFile } from './stack-files.js';
 
 /**

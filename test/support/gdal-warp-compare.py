@@ -247,7 +247,11 @@ def main():
             fail(f'gdalwarp -te {warp_te} -tr {tr} made {ds.RasterXSize}x{ds.RasterYSize}, not {warp_size[0]}x{warp_size[1]}')
         b = ds.GetRasterBand(1)
         x0 = crop[0]
-        valid[name] = b.GetMaskBand().ReadAsArray(x0, 0, width, height) != 0
+        # With -dstalpha the alpha band (band 2) says which pixels the source covers. GDAL's mask band would too for a
+        # Byte or UInt16 band, but a Float32 band's alpha is also Float32, and GDAL then reports every pixel valid
+        # (GMF_ALL_VALID): a float source without nodata would count its pixels outside the footprint as data.
+        mask = ds.GetRasterBand(2) if 'dstAlpha' in coverage else b.GetMaskBand()
+        valid[name] = mask.ReadAsArray(x0, 0, width, height) != 0
         if args.unscale:
             raw = one.GetRasterBand(1)
             scale, offset = explicit.get(name, (raw.GetScale() or 1.0, raw.GetOffset() or 0.0))

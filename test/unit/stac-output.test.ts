@@ -18,6 +18,7 @@ import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { InvalidParamsError, OutputOccupiedError } from '../../shared/domain/errors.js';
 import { outputKeys } from '../../shared/domain/job-key.js';
 import { parseStacItem } from '../../shared/domain/stac-item.js';
+import { crsWkt2, parseCrs } from '../../shared/raster/crs.js';
 import { MemoryObjectStore } from '../support/memory-object-store.js';
 
 /**
@@ -294,5 +295,62 @@ describe('relativeHref', () => {
     ['item.json', 'x/y.tif', './x/y.tif'],
   ])('from %s to %s is %s', (from, to, href) => {
     expect(relativeHref(from, to)).toBe(href);
+  });
+});
+
+describe('sceneStacItem footprints across the antimeridian, round a pole, off Earth (issue 29)', () => {
+  /** 233 km of UTM 60N across 180 degrees at 52 N (test/unit/app/antimeridian.test.ts's scene). */
+  const across: SceneStacItemInput = {
+    ...UTM,
+    target: { epsg: 32660, geoTransform: [587_200, 100, 0, 5_873_100, 0, -100], width: 2330, height: 2330 },
+  };
+
+  it('is a MultiPolygon cut at 180 degrees, its bbox running west edge > east edge (RFC 7946 5.2)', () => {
+    const item = sceneStacItem(across) as { bbox: number[]; geometry: { type: string; coordinates: number[][][][] } };
+    expect(schemaErrors(item)).toEqual([]);
+    expect(item.geometry.type).toBe('MultiPolygon');
+    const [west, east] = item.geometry.coordinates.map((polygon) => (polygon[0] as number[][]).map((p) => p[0] as number));
+    expect(Math.max(...(west as number[]))).toBe(180);
+    expect(Math.min(...(east as number[]))).toBe(-180);
+    expect(Math.min(...(west as number[]))).toBeGreaterThan(178);
+    expect(Math.max(...(east as number[]))).toBeLessThan(-178);
+    const [minx, miny, maxx, maxy] = item.bbox as [number, number, number, number];
+    expect(minx).toBe(Math.min(...(west as number[])));
+    expect(maxx).toBe(Math.max(...(east as number[])));
+    expect(minx).toBeGreaterThan(maxx);
+    // The same latitudes as GDAL's bounds of the grid (its longitudes run the short way round, past 180).
+    const gt = across.target.geoTransform;
+    const gdal = gdalBounds(32660, [gt[0], gt[3] - 2330 * 100, gt[0] + 2330 * 100, gt[3]]);
+    expect(miny).toBeCloseTo(gdal[1] as number, 6);
+    expect(maxy).toBeCloseTo(gdal[3] as number, 6);
+  });
+
+  it('closes a footprint round the north pole along the pole, spanning every longitude', () => {
+    const polar: SceneStacItemInput = { ...UTM, target: { epsg: 3413, geoTransform: [-1_000_000, 10_000, 0, 1_000_000, 0, -10_000], width: 200, height: 200 } };
+    const item = sceneStacItem(polar) as { bbox: number[]; geometry: { type: string } };
+    expect(schemaErrors(item)).toEqual([]);
+    expect(item.bbox[0]).toBe(-180);
+    expect(item.bbox[2]).toBe(180);
+    expect(item.bbox[3]).toBe(90);
+    // The corners, 1,414 km from the pole, are the southernmost points: 77.0 N.
+    expect(item.bbox[1]).toBeCloseTo(76.9988, 3);
+  });
+
+  it('describes a CRS without an EPSG code as proj:wkt2 with proj:code null', () => {
+    const laea = parseCrs('+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 +units=m +no_defs');
+    const item = sceneStacItem({ ...UTM, target: { wkt2: crsWkt2(laea), geoTransform: [4_000_000, 100, 0, 3_000_000, 0, -100], width: 100, height: 100 } });
+    expect(schemaErrors(item)).toEqual([]);
+    const properties = item.properties as Record<string, unknown>;
+    expect(properties['proj:code']).toBeNull();
+    expect(properties['proj:wkt2']).toBe(crsWkt2(laea));
+    expect((item.bbox as number[])[0]).toBeGreaterThan(5);
+  });
+
+  it('gives a grid on Mars no Earth footprint: geometry null, no bbox', () => {
+    const mars = parseCrs('+proj=eqc +lat_ts=0 +lat_0=0 +lon_0=0 +x_0=0 +y_0=0 +R=3396190 +units=m +no_defs');
+    const item = sceneStacItem({ ...UTM, target: { wkt2: crsWkt2(mars), geoTransform: [0, 1000, 0, 0, 0, -1000], width: 100, height: 100 } });
+    expect(schemaErrors(item)).toEqual([]);
+    expect(item.geometry).toBeNull();
+    expect(item).not.toHaveProperty('bbox');
   });
 });

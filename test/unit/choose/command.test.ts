@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { chooseCommand, chooseHelp } from '../../../functions/local/commands/choose.js';
+import { chooseCommand, chooseHelp } from '../../../cli/commands/choose.js';
 
 interface Run {
   code: number;

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chooseCommand } from '../../../functions/local/commands/choose.js';
+import { chooseCommand } from '../../../cli/commands/choose.js';
 import { ALL_REGIONS } from '../../../shared/placement/catalog/index.js';
 import { geoAreaOf } from '../../../shared/placement/cost-model.js';
 import { PriceTableError, parsePriceTable } from '../../../shared/placement/price-table.js';

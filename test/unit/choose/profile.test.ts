@@ -2,8 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chooseCommand } from '../../../functions/local/commands/choose.js';
-import { runCommand } from '../../../functions/local/commands/run.js';
+import { chooseCommand } from '../../../cli/commands/choose.js';
+import { runCommand } from '../../../cli/commands/run.js';
 
 // `tessera run --profile` measures what `tessera choose` needs: seconds and peak memory per tile.
 
@@ -48,7 +48,7 @@ describe('tessera run --profile', () => {
   });
 
   it('adds no profile to a plain run', async () => {
-    const { stdout } = await run('--size', '256', '--tile', '128', '--dir', 'p3', '--fresh', '--no-steal', '--json');
+    const { stdout } = await run('--size', '256', '--tile', '128', '--dir', 'p3', '--fresh', '--json');
     expect(JSON.parse(stdout.trim().split('\n').pop() as string).profile).toBeUndefined();
   });
 });

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { chooseCommand } from '../../../functions/local/commands/choose.js';
+import { chooseCommand } from '../../../cli/commands/choose.js';
 
 /** A stack file written by `tessera choose --write-stack`. */
 export interface WrittenStack {

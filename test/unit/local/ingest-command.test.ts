@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../../functions/local/cli.js';
+import { main } from '../../../cli/main.js';
 import { createLocalBackend } from '../../../functions/local/compose.js';
 import { notARaster, validArtefact } from '../../support/ingest-fixtures.js';
 import type { IngestCrashArgs, IngestCrashPoint } from '../../support/workers/ingest-crash-child.js';
@@ -85,9 +85,6 @@ describe('tessera ingest', () => {
       '32',
       '--workers',
       '1',
-      '--duplicates',
-      '0',
-      '--no-steal',
       '--json',
     );
     expect(run.code, run.err).toBe(0);

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../../../functions/local/cli.js';
+import { main } from '../../../cli/main.js';
 import { createLocalBackend } from '../../../functions/local/compose.js';
 import { validArtefact } from '../../support/ingest-fixtures.js';
 

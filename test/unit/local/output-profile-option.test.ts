@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { outputProfileOption } from '../../../functions/local/commands/options.js';
+import { outputProfileOption } from '../../../cli/commands/options.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
 import { tilingParams } from '../../../shared/domain/tiling-params.js';

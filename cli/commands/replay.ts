@@ -1,11 +1,11 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { readSceneManifest } from '../../../shared/app/scene-manifest.js';
-import { makeTileJob, toJobMessage } from '../../../shared/app/tile-job.js';
-import { resolveLease } from '../../../shared/domain/ceilings.js';
-import { windowAt } from '../../../shared/domain/tile-grid.js';
-import type { CliIo } from '../cli.js';
-import { runWorkerProcesses } from '../worker-process.js';
+import { runWorkerProcesses } from '../../functions/local/worker-process.js';
+import { readSceneManifest } from '../../shared/app/scene-manifest.js';
+import { makeTileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { resolveLease } from '../../shared/domain/ceilings.js';
+import { windowAt } from '../../shared/domain/tile-grid.js';
+import type { CliIo } from '../io.js';
 import { loadLastRun, openBackend, parseWindowId } from './last-run.js';
 import { DEFAULT_DIR } from './options.js';
 

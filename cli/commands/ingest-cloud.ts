@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { type IngestRequest, parseHref, toIngestMessage } from '../../../shared/app/ingest.js';
-import { INGEST_CLOUDS, type IngestCloud, IngestOutputsError, parseIngestOutputs } from '../../../shared/app/ingest-outputs.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { ingestEnqueuerOf } from '../../verify/ingest-targets.js';
-import type { CliIo } from '../cli.js';
+import { ingestEnqueuerOf } from '../../functions/verify/ingest-targets.js';
+import { type IngestRequest, parseHref, toIngestMessage } from '../../shared/app/ingest.js';
+import { INGEST_CLOUDS, type IngestCloud, IngestOutputsError, parseIngestOutputs } from '../../shared/app/ingest-outputs.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import type { CliIo } from '../io.js';
 
 /** The `--cloud` part of `tessera ingest` (its help text is in ingest.ts, with the rest). */
 export interface CloudIngestOptions {

@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { reconcileManifest } from '../../../shared/app/ingest-reconcile.js';
-import { reconcile } from '../../../shared/app/reconcile.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import type { CliIo } from '../cli.js';
+import { reconcileManifest } from '../../shared/app/ingest-reconcile.js';
+import { reconcile } from '../../shared/app/reconcile.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import type { CliIo } from '../io.js';
 import { openManifest } from '../manifest-option.js';
 import { loadLastRun, openBackend } from './last-run.js';
 import { DEFAULT_DIR } from './options.js';

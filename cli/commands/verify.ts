@@ -5,10 +5,10 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseStackOutputs, type StackOutputs, StackOutputsError } from '../../../shared/app/verify/stack-outputs.js';
-import { formatMatrix, type VerifyReport, verifyPassed, verifyStack } from '../../../shared/app/verify/verify-stack.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../../shared/raster/index.js';
+import { parseStackOutputs, type StackOutputs, StackOutputsError } from '../../shared/app/verify/stack-outputs.js';
+import { formatMatrix, type VerifyReport, verifyPassed, verifyStack } from '../../shared/app/verify/verify-stack.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
 import { numberOption } from './options.js';
 
 /** Output streams and the directory relative paths are read from. */
@@ -105,7 +105,7 @@ export async function verifyCommand(argv: string[], io: VerifyIo): Promise<numbe
   const reports: VerifyReport[] = [];
   for (const { stack, outputs } of targets) {
     // Loaded here, not at the top: only verify needs the clouds' SDKs (functions/verify/targets.ts).
-    const { verifyTargetOf } = await import('../../verify/targets.js');
+    const { verifyTargetOf } = await import('../../functions/verify/targets.js');
     const target = await verifyTargetOf(stack, outputs, { quietMs: opts.quietMs });
     const runId = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     io.stderr(`tessera verify: ${stack} (${outputs.cloud}, ${outputs.region}), run ${runId}\n`);

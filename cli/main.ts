@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { TesseraError } from '../../shared/domain/errors.js';
+import { TesseraError } from '../shared/domain/errors.js';
 import { backfillCommand, backfillHelp } from './commands/backfill.js';
 import { chooseCommand, chooseHelp } from './commands/choose.js';
 import { ingestCommand, ingestHelp } from './commands/ingest.js';
@@ -10,12 +10,7 @@ import { replayCommand, replayHelp } from './commands/replay.js';
 import { runCommand, runHelp } from './commands/run.js';
 import { streamCommand, streamHelp } from './commands/stream.js';
 import { verifyCommand, verifyHelp } from './commands/verify.js';
-
-export interface CliIo {
-  stdout: (s: string) => void;
-  stderr: (s: string) => void;
-  cwd: string;
-}
+import type { CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { JsonTelemetry } from '../../../shared/app/telemetry.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { createLocalBackend, type LocalBackend } from '../compose.js';
-import { LAST_RUN_FILE, type LastRun } from '../main-job.js';
+import { createLocalBackend, type LocalBackend } from '../../functions/local/compose.js';
+import { LAST_RUN_FILE, type LastRun } from '../../functions/local/main-job.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
 
 export function loadLastRun(dir: string): LastRun {
   const file = join(dir, LAST_RUN_FILE);

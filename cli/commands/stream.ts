@@ -1,14 +1,14 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { JsonTelemetry } from '../../../shared/app/telemetry.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { DEFAULT_BATCH_PARAMS, featureBatchParams } from '../../../shared/domain/feature-batch.js';
-import { ENV } from '../../../shared/domain/runtime-config.js';
-import { writeAisBatches } from '../ais-batches.js';
-import type { CliIo } from '../cli.js';
-import { createLocalBackend } from '../compose.js';
-import { terminalProgress } from '../progress.js';
-import { runStreamFolder, type StreamRunSummary } from '../stream-runtime.js';
+import { writeAisBatches } from '../../functions/local/ais-batches.js';
+import { createLocalBackend } from '../../functions/local/compose.js';
+import { runStreamFolder, type StreamRunSummary } from '../../functions/local/stream-runtime.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { DEFAULT_BATCH_PARAMS, featureBatchParams } from '../../shared/domain/feature-batch.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
+import type { CliIo } from '../io.js';
+import { terminalProgress } from '../terminal-progress.js';
 import { DEFAULT_DIR, intOption } from './options.js';
 
 export const streamHelp = `tessera stream: every batch file in a folder into PostGIS, exactly once

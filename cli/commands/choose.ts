@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
-import { TesseraError } from '../../../shared/domain/errors.js';
+import { TesseraError } from '../../shared/domain/errors.js';
 import {
   ALL_REGIONS,
   CLOUDS,
@@ -14,7 +14,7 @@ import {
   parseDuration,
   parseMemory,
   type Region,
-} from '../../../shared/placement/catalog/index.js';
+} from '../../shared/placement/catalog/index.js';
 import {
   type Choice,
   type ChooseResult,
@@ -24,8 +24,8 @@ import {
   describeRequest,
   renderStackFile,
   stackFileName,
-} from '../../../shared/placement/choose-provider.js';
-import type { CostLine } from '../../../shared/placement/cost-model.js';
+} from '../../shared/placement/choose-provider.js';
+import type { CostLine } from '../../shared/placement/cost-model.js';
 import {
   DTYPE_BYTES,
   type Dtype,
@@ -34,7 +34,7 @@ import {
   type SceneGrid,
   type Workload,
   type WorkloadInput,
-} from '../../../shared/placement/workload.js';
+} from '../../shared/placement/workload.js';
 
 /** What a command may touch: output streams and the directory stack files go to. */
 export interface ChooseIo {

@@ -1,7 +1,7 @@
-import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
-import { parsePostgresUrl, postgresPool } from '../postgres/connection.js';
-import { PostgresManifestStore } from '../postgres/postgres-manifest-store.js';
-import type { LocalBackend } from './compose.js';
+import type { LocalBackend } from '../functions/local/compose.js';
+import { parsePostgresUrl, postgresPool } from '../functions/postgres/connection.js';
+import { PostgresManifestStore } from '../functions/postgres/postgres-manifest-store.js';
+import type { ManifestStore } from '../shared/ports/manifest-store.port.js';
 
 /** The manifest a local command uses, and how to let it go. */
 export interface OpenedManifest {

@@ -1,24 +1,24 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { DEFAULT_PARAMS, ENV } from '../../../shared/domain/runtime-config.js';
-import { tilingParams } from '../../../shared/domain/tiling-params.js';
-import { canonicalCrsText } from '../../../shared/raster/crs.js';
-import { parsePostgresUrl } from '../../postgres/connection.js';
-import type { CliIo } from '../cli.js';
-import { type MainJobSummary, runMainJob, type TileProfile } from '../main-job.js';
-import { terminalProgress } from '../progress.js';
-import { parseAssetSpecs, parseBandSpecs } from '../scene-input.js';
-import { defaultWorkers } from '../worker-process.js';
+import { type MainJobSummary, runMainJob, type TileProfile } from '../../functions/local/main-job.js';
+import { parseAssetSpecs, parseBandSpecs } from '../../functions/local/scene-input.js';
+import { defaultWorkers } from '../../functions/local/worker-process.js';
+import { parsePostgresUrl } from '../../functions/postgres/connection.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { DEFAULT_PARAMS, ENV } from '../../shared/domain/runtime-config.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
+import { canonicalCrsText } from '../../shared/raster/crs.js';
+import type { CliIo } from '../io.js';
+import { terminalProgress } from '../terminal-progress.js';
 import { DEFAULT_DIR, intOption, numberOption, outputProfileOption } from './options.js';
 
 export const runHelp = `tessera run: the main job on the local backend
 
 Generates (or takes) a multi-band scene, fans it out to tile jobs, runs them on
-worker processes while injecting duplicate deliveries and one worker that
-stalls past its lease, writes NDVI Cloud Optimized GeoTIFF tiles create-only,
-assembles a VRT mosaic and prints a summary.
+worker processes, writes NDVI Cloud Optimized GeoTIFF tiles create-only,
+assembles a VRT mosaic and prints a summary. Nothing is injected unless asked:
+--demo adds the cloud's at-least-once hazards (npm start passes it).
 
 Scene (default: a synthetic 2-band B04/B08 scene, EPSG:32631, bands B04=1 B08=2):
   --scene PATH        a GeoTIFF to process (any layout GDAL writes: docs/geotiff.md)
@@ -64,8 +64,6 @@ Run:
   --workers N         worker processes, each with its own SQLite connections, pulling from the
                       queue (default: the cores this process may use, os.availableParallelism(): %CORES%
                       here); a worker killed mid-job (even kill -9) is survived by the others
-  --duplicates R      fraction of jobs delivered twice (default 0.1)
-  --no-steal          do not inject the stalled worker whose lease is stolen
   --seed N            seed for the synthetic scene and the duplicate choice (default 42)
   --dir PATH          backend directory (default .tessera)
   --fresh             forget the previous run first: claims, queue, outputs (npm start does this;
@@ -79,6 +77,14 @@ Run:
                       docs/postgis.md). Workers get it as TESSERA_FEATURE_SINK
   --json              print the summary as one JSON object on the last line
   --verbose           print the structured logs (JSON lines) on stderr
+
+Demonstration (off by default: a plain run injects no fault):
+  --demo              inject the at-least-once hazards of the clouds: 10% of the jobs delivered twice
+                      and one worker that stalls past its lease (another takes the lapsed lease over;
+                      the stalled one's write is refused and its commit fails LeaseStolen, logged ERROR)
+  --demo-duplicates R fraction of jobs delivered twice, 0 to 1 (default 0.1 with --demo); alone, it
+                      injects the duplicates only
+  --demo-stall        inject the stalled worker; alone, it injects the stall only
 
 Exit status: 0 when the mosaic holds exactly grid-count tiles, 1 otherwise.`.replace('%CORES%', String(defaultWorkers()));
 
@@ -105,8 +111,9 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       compression: { type: 'string' },
       level: { type: 'string' },
       workers: { type: 'string' },
-      duplicates: { type: 'string' },
-      'no-steal': { type: 'boolean', default: false },
+      demo: { type: 'boolean', default: false },
+      'demo-duplicates': { type: 'string' },
+      'demo-stall': { type: 'boolean', default: false },
       seed: { type: 'string' },
       dir: { type: 'string', default: DEFAULT_DIR },
       fresh: { type: 'boolean', default: false },
@@ -152,8 +159,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     bandSpecs: parseBandSpecs(values.band, io.cwd),
     stac: values.stac === undefined ? undefined : { item: resolveStac(io.cwd, values.stac), assets: parseAssetSpecs(values.asset) },
     workers: intOption('workers', values.workers, profile ? 1 : defaultWorkers(), 1, 64),
-    duplicateRate: numberOption('duplicates', values.duplicates, profile ? 0 : 0.1, 0, 1),
-    injectSteal: !values['no-steal'] && !profile,
+    ...demoFaults(values),
     profile,
     seed: intOption('seed', values.seed, 42, 0, 2 ** 31),
     fresh: values.fresh,
@@ -162,6 +168,22 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   });
   io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary) + formatProfile(summary.profile));
   return summary.ok ? 0 : 1;
+}
+
+/**
+ * The faults `--demo` and its knobs inject: none without them. `--profile` measures tiles one at a time on a quiet
+ * machine, so it takes none.
+ */
+function demoFaults(values: { demo: boolean; 'demo-duplicates'?: string | undefined; 'demo-stall': boolean; profile: boolean }) {
+  const asked = values.demo || values['demo-duplicates'] !== undefined || values['demo-stall'];
+  if (asked && values.profile)
+    throw new InvalidParamsError(
+      '--profile measures tiles one at a time with no fault injected: drop --demo, --demo-duplicates and --demo-stall',
+    );
+  return {
+    duplicateRate: numberOption('demo-duplicates', values['demo-duplicates'], values.demo ? 0.1 : 0, 0, 1),
+    injectSteal: values.demo || values['demo-stall'],
+  };
 }
 
 /**

@@ -1,14 +1,14 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type IngestOutcome, type IngestRequest, ingest, validateIngestRequest } from '../../../shared/app/ingest.js';
-import { sweepStaging } from '../../../shared/app/ingest-reconcile.js';
-import { JsonTelemetry } from '../../../shared/app/telemetry.js';
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { addressPatternProblem, parseHostPatterns, splitList } from '../../../shared/domain/remote-hosts.js';
-import type { CliIo } from '../cli.js';
-import { createLocalBackend, localIngestDeps } from '../compose.js';
+import { createLocalBackend, localIngestDeps } from '../../functions/local/compose.js';
+import { type IngestOutcome, type IngestRequest, ingest, validateIngestRequest } from '../../shared/app/ingest.js';
+import { sweepStaging } from '../../shared/app/ingest-reconcile.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { addressPatternProblem, parseHostPatterns, splitList } from '../../shared/domain/remote-hosts.js';
+import type { CliIo } from '../io.js';
 import { openManifest } from '../manifest-option.js';
-import { terminalProgress } from '../progress.js';
+import { terminalProgress } from '../terminal-progress.js';
 import { ingestOnCloud } from './ingest-cloud.js';
 import { DEFAULT_DIR, intOption } from './options.js';
 

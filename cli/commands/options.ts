@@ -1,6 +1,6 @@
-import { InvalidParamsError } from '../../../shared/domain/errors.js';
-import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
-import { OUTPUT_COMPRESSIONS, OUTPUT_LEVELS, tilingParams } from '../../../shared/domain/tiling-params.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
+import { OUTPUT_COMPRESSIONS, OUTPUT_LEVELS, tilingParams } from '../../shared/domain/tiling-params.js';
 
 /** Strict integer option: `--workers 4.5` or `--workers four` is an error, not a rounding. */
 export function intOption(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {

@@ -2,8 +2,8 @@ import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Check, CheckLevel } from '../../../infra/preflight/checks.js';
-import type { Plan } from '../../../infra/preflight/plan.js';
+import type { Check, CheckLevel } from '../../infra/preflight/checks.js';
+import type { Plan } from '../../infra/preflight/plan.js';
 
 /** What the command may touch: output streams, the directory stack files are looked up in, and the day. */
 export interface PreflightIo {
@@ -67,9 +67,9 @@ export async function preflightCommand(argv: string[], io: PreflightIo): Promise
   }
   // Loaded here, not at the top: the other commands need neither the Pulumi SDK nor the infra program.
   const [{ REPO_ROOT, DEFAULT_ARCHIVE_DIR, ARCHIVES }, { loadStackFile, stackFileName }, { checkStack }] = await Promise.all([
-    import('../../../infra/common/packaging.js'),
-    import('../../../infra/preflight/stack-file.js'),
-    import('../../../infra/preflight/checks.js'),
+    import('../../infra/common/packaging.js'),
+    import('../../infra/preflight/stack-file.js'),
+    import('../../infra/preflight/checks.js'),
   ]);
   const name = stackFileName(opts.stack);
   const candidates = opts.dir === undefined ? [join(io.cwd, name), join(REPO_ROOT, name)] : [join(opts.dir, name)];
@@ -84,8 +84,8 @@ export async function preflightCommand(argv: string[], io: PreflightIo): Promise
   const result = checkStack({ stack: file.stack, config: file.config, defaultArchiveDir: DEFAULT_ARCHIVE_DIR, today: opts.today });
   let plan: Plan | undefined;
   if (opts.plan && result.config) {
-    const { runProgramUnderMocks } = await import('../../../infra/preflight/mock-run.js');
-    const { planOf } = await import('../../../infra/preflight/plan.js');
+    const { runProgramUnderMocks } = await import('../../infra/preflight/mock-run.js');
+    const { planOf } = await import('../../infra/preflight/plan.js');
     const config: Record<string, string> = { ...file.config };
     if (result.archivesMissing)
       config['tessera:archiveDir'] = placeholderArchives([...Object.values(ARCHIVES.aws), ARCHIVES.gcp, ARCHIVES.azure]);
@@ -159,7 +159,7 @@ async function renderReport(r: PreflightReport): Promise<string> {
     if (c.fix) lines.push(`  ${' '.repeat(16)} fix: ${c.fix}`);
   }
   if (r.plan) {
-    const { renderPlan } = await import('../../../infra/preflight/plan.js');
+    const { renderPlan } = await import('../../infra/preflight/plan.js');
     lines.push('', renderPlan(r.plan));
   }
   lines.push(
