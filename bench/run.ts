@@ -27,8 +27,9 @@ import { type ScaleConfig, scale } from './sections/scale.js';
 import { type ScalingConfig, scaling } from './sections/scaling.js';
 import { type StreamsConfig, streams } from './sections/streams.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
+import { type TracingConfig, tracing } from './sections/tracing.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -40,6 +41,7 @@ interface Plan {
   readonly scaling: ScalingConfig;
   readonly reproject: ReprojectConfig;
   readonly streams: StreamsConfig;
+  readonly tracing: TracingConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -55,6 +57,7 @@ const FULL: Plan = {
   reproject: { sceneSize: 4096, tiles: 16, reps: 3, zoom: 13, resamplings: ['nearest', 'bilinear', 'cubic'] },
   // 100,000 records in batch objects of 1,000 (the issue's one claim per thousand); the baseline's rate over 10,000.
   streams: { batches: 100, recordsPerBatch: 1000, baselineBatches: 10, reps: 3, concurrency: 2 },
+  tracing: { sceneSize: 4096, pairs: 24, noopSpans: 200_000 },
   expected: 'about 8 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -68,6 +71,7 @@ const SMOKE: Plan = {
   scaling: { scalingScene: 1024, scalingTilePx: 256, scalingReps: 1, wholeScene: 1280, wholeTilePx: 256, wholeReps: 1 },
   reproject: { sceneSize: 1024, tiles: 2, reps: 1, zoom: 13, resamplings: ['bilinear'] },
   streams: { batches: 4, recordsPerBatch: 250, baselineBatches: 2, reps: 1, concurrency: 2 },
+  tracing: { sceneSize: 1024, pairs: 2, noopSpans: 10_000 },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -127,6 +131,8 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
       return reproject(plan.reproject, gdal, log);
     case 'streams':
       return streams(plan.streams, log);
+    case 'tracing':
+      return tracing(plan.tracing, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);

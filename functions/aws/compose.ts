@@ -13,6 +13,7 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
@@ -44,6 +45,8 @@ export interface AwsRuntime {
    * when the stack has none (tessera:featureSinkUrl). Opens its pool on first use only.
    */
   readonly batches?: FeatureBatchSink | undefined;
+  /** The OpenTelemetry SDK when OTEL_* variables ask for it (docs/telemetry.md): a handler flushes it before it answers. */
+  readonly otel?: OtelSdk | undefined;
 }
 
 export interface ComposeAwsOptions {
@@ -78,12 +81,15 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
   };
   const clock = options.clock ?? systemClock;
   const owner = options.owner ?? env.AWS_LAMBDA_LOG_STREAM_NAME ?? `${hostname()}:${process.pid}`;
-  const telemetry =
+  const logs =
     options.telemetry ??
     new JsonTelemetry((line) => process.stdout.write(`${line}\n`), {
       clock,
       fields: { function: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera', worker: owner },
     });
+  // Off unless OTEL_* variables ask for it: with the ADOT collector layer, OTLP to localhost:4318 (docs/telemetry.md).
+  const otel = setUpOpenTelemetry(env, { serviceName: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera' });
+  const telemetry = otel ? otel.telemetry(logs) : logs;
   const outputs = new S3ObjectStore(clients.s3, config.outputBucket);
   // The PostGIS URL (tessera:featureSinkUrl): in Secrets Manager, docs/postgis.md. TESSERA_FEATURE_SINK itself is for
   // a runtime composed by hand (tests, a local run against these resources).
@@ -115,6 +121,7 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
     clients,
     manifest: config.manifestTable ? new DynamoDbManifestStore(clients.dynamodb, config.manifestTable) : undefined,
     batches: sinkUrl === undefined ? undefined : lazyBatchSink(typeof sinkUrl === 'function' ? sinkUrl : async () => sinkUrl),
+    otel,
   };
 }
 

@@ -21,6 +21,7 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
@@ -96,6 +97,8 @@ export interface AzureRuntime {
   readonly identityClientId?: string | undefined;
   /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
   readonly batches?: FeatureBatchSink | undefined;
+  /** The OpenTelemetry SDK when OTEL_* variables ask for it (docs/telemetry.md): a handler flushes it before it answers. */
+  readonly otel?: OtelSdk | undefined;
 }
 
 export interface HostSettings {
@@ -259,6 +262,9 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     }
   }
   const clock = options.clock ?? systemClock;
+  const logs = options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock });
+  // Off unless OTEL_* variables ask for it: OTLP to a collector, or Azure Monitor's exporter (docs/telemetry.md).
+  const otel = setUpOpenTelemetry(env, { serviceName: env.WEBSITE_SITE_NAME ?? 'tessera' });
   const backend: AzureBackend = {
     // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
     claims: withClockSkewMargin(new AzureTableClaimStore(clients.table(config.claimsTable)), clockSkewMarginMs(config)),
@@ -266,7 +272,7 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
     outputs: new AzureBlobObjectStore(clients.blob.getContainerClient(config.outputBucket)),
     queue: AzureQueueJobQueue.onAccount(clients.queue, config.tileQueue, host.maxDequeueCount),
     clock,
-    telemetry: options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock }),
+    telemetry: otel ? otel.telemetry(logs) : logs,
     // The optional PostGIS feature sink (a secret URL infra/ sets from tessera:featureSinkUrl): docs/postgis.md.
     sink: config.featureSinkUrl ? PostgisFeatureSink.fromUrl(config.featureSinkUrl) : undefined,
   };
@@ -285,6 +291,7 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
       (options.role === undefined || options.role === 'stream') && config.featureSinkUrl
         ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl)
         : undefined,
+    otel,
   };
 }
 

@@ -13,6 +13,7 @@ import type { Clock } from '../../shared/ports/clock.port.js';
 import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
@@ -95,6 +96,8 @@ export interface GcpRuntime {
   readonly manifest?: ManifestStore | undefined;
   /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
   readonly batches?: FeatureBatchSink | undefined;
+  /** The OpenTelemetry SDK when OTEL_* variables ask for it (docs/telemetry.md): a handler flushes it before it answers. */
+  readonly otel?: OtelSdk | undefined;
 }
 
 export interface ComposeGcpOptions {
@@ -146,12 +149,15 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
   };
   const clock = options.clock ?? systemClock;
   const owner = options.owner ?? `${env.K_REVISION ?? env.K_SERVICE ?? 'tessera'}/${randomUUID()}`;
-  const telemetry =
+  const logs =
     options.telemetry ??
     new JsonTelemetry((line) => process.stdout.write(`${line}\n`), {
       clock,
       fields: { function: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera', worker: owner },
     });
+  // Off unless OTEL_* variables ask for it: OTLP to Cloud Trace's endpoint or a collector sidecar (docs/telemetry.md).
+  const otel = setUpOpenTelemetry(env, { serviceName: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera' });
+  const telemetry = otel ? otel.telemetry(logs) : logs;
   const outputs = new GcsObjectStore(clients.storage.bucket(config.outputBucket));
   const backend: Backend = {
     // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
@@ -175,6 +181,7 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
     clients,
     manifest: config.manifestTable ? new FirestoreManifestStore(clients.firestore.collection(config.manifestTable)) : undefined,
     batches: options.role === 'stream' && config.featureSinkUrl ? PostgisFeatureBatchSink.fromUrl(config.featureSinkUrl) : undefined,
+    otel,
   };
 }
 

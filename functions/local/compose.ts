@@ -9,6 +9,7 @@ import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { setUpOpenTelemetry } from '../otel/otel-sdk.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FsArtefactFetcher } from './adapters/fs-artefact-fetcher.js';
 import { FsObjectStore } from './adapters/fs-object-store.js';
@@ -58,6 +59,9 @@ export function createLocalBackend(dir: string, options: LocalBackendOptions = {
   const queue = new SqliteJobQueue(join(root, 'queue.db'), { clock, maxReceiveCount: options.maxReceiveCount ?? 3 });
   const sinkUrl = options.featureSinkUrl ?? process.env[ENV.featureSink];
   const sink = sinkUrl ? PostgisFeatureSink.fromUrl(sinkUrl) : undefined;
+  // Off unless OTEL_* variables ask for it (docs/telemetry.md); worker processes inherit them and export their own spans.
+  const otel = setUpOpenTelemetry(process.env, { serviceName: 'tessera-local' });
+  const telemetry = options.telemetry ?? new JsonTelemetry();
   return {
     dir: root,
     claims,
@@ -66,11 +70,12 @@ export function createLocalBackend(dir: string, options: LocalBackendOptions = {
     queue,
     manifest,
     clock,
-    telemetry: options.telemetry ?? new JsonTelemetry(),
+    telemetry: otel ? otel.telemetry(telemetry) : telemetry,
     sink,
     close() {
       // The pool's sockets must not hold the process open; nothing waits on the ending.
       void sink?.close();
+      void otel?.flush();
       claims.close();
       queue.close();
       manifest.close();

@@ -14,10 +14,11 @@ import type { FeaturePutResult, FeatureSink, SceneRetireResult } from '../ports/
 import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
 import { keepLease } from './lease-keeper.js';
-import { type RenderedTile, renderTileWithPixels } from './render-tile.js';
+import { computeTilePixels, encodeTile, type RenderedTile, readTileBands } from './render-tile.js';
 import { markSceneSuperseded } from './scene-manifest.js';
 import { featureSceneOf, sceneFanOutTime, tileFeature } from './tile-feature.js';
 import type { TileJob } from './tile-job.js';
+import { inSpan, SPAN, SPAN_ATTR } from './tracing.js';
 
 export type TileOutcome =
   /**
@@ -103,14 +104,39 @@ export interface ProcessTileOptions {
  *
  * `claimOwner` is the owner written to the row (the delivery and the worker, see deliveries.ts).
  */
-export async function processTile(
+export function processTile(
   backend: Backend,
   settings: WorkerSettings,
   job: TileJob,
   claimOwner = settings.owner,
   options: ProcessTileOptions = {},
 ): Promise<TileOutcome> {
-  const { claims, outputs, clock, telemetry } = backend;
+  // One span per tile (docs/telemetry.md), its children the steps below; a no-op until an SDK is registered.
+  const attributes = {
+    [SPAN_ATTR.jobKey]: job.jobKey,
+    [SPAN_ATTR.claimId]: claimIdOf(job),
+    [SPAN_ATTR.claimOwner]: claimOwner,
+    [SPAN_ATTR.tile]: `${job.window.row}_${job.window.col}`,
+    [SPAN_ATTR.outputKey]: job.outputKey,
+  };
+  return inSpan(SPAN.tile, attributes, async (span) => {
+    const outcome = await runTile(backend, settings, job, claimOwner, options, (leaseUntil) =>
+      span.setAttribute(SPAN_ATTR.leaseDeadline, leaseUntil),
+    );
+    span.setAttribute(SPAN_ATTR.outcome, outcome.kind);
+    return outcome;
+  });
+}
+
+async function runTile(
+  backend: Backend,
+  settings: WorkerSettings,
+  job: TileJob,
+  claimOwner: string,
+  options: ProcessTileOptions,
+  onLease: (leaseUntil: number) => void,
+): Promise<TileOutcome> {
+  const { claims, clock, telemetry } = backend;
   const claimId = claimIdOf(job);
   const base = { jobKey: job.jobKey, outputKey: job.outputKey } as const;
   const fields = {
@@ -129,12 +155,16 @@ export async function processTile(
   const now = clock.now();
   const claim: ClaimResult =
     options.heldUntil === undefined
-      ? await claims.claim({
-          jobId: claimId,
-          owner: claimOwner,
-          now,
-          leaseUntil: now + settings.leaseMs,
-          expiresAt: now + settings.retentionMs,
+      ? await inSpan(SPAN.claim, {}, async (span) => {
+          const answer = await claims.claim({
+            jobId: claimId,
+            owner: claimOwner,
+            now,
+            leaseUntil: now + settings.leaseMs,
+            expiresAt: now + settings.retentionMs,
+          });
+          span.setAttribute(SPAN_ATTR.outcome, answer.kind);
+          return answer;
         })
       : // Already ours: the caller took its own message's stale lease over (deliveries.ts).
         {
@@ -151,6 +181,7 @@ export async function processTile(
   switch (claim.kind) {
     case 'claimed':
       leaseUntil = claim.row.leaseUntil;
+      onLease(leaseUntil);
       telemetry.count('claimed');
       if (claim.stolenFrom !== undefined && claim.stolenFrom !== claimOwner) {
         telemetry.count('lease-taken-over');
@@ -186,7 +217,12 @@ export async function processTile(
   let result: 'written' | 'already-present';
   let rendered: RenderedTile;
   try {
-    rendered = await renderTileWithPixels(backend.sources, job, tiling, expression);
+    // Read and render are the two halves of renderTileWithPixels (render-tile.ts), apart so each has its span.
+    const read = await inSpan(SPAN.read, {}, () => readTileBands(backend.sources, job, tiling));
+    rendered = await inSpan(SPAN.render, {}, async () => {
+      const pixels = computeTilePixels(job, tiling, expression, read);
+      return { cog: await encodeTile(job, tiling, read.georef, pixels), pixels, georef: read.georef };
+    });
     const { cog } = rendered;
 
     // Where the lease stands now decides the write. A create-only write is safe without it (the
@@ -200,55 +236,14 @@ export async function processTile(
     if (job.mode.kind === 'overwrite' && lease.kind === 'unconfirmed') {
       throw new LeaseUnconfirmedError(claims.name, claimId, claimOwner, lease.error);
     }
-
-    if (job.mode.kind === 'create') {
-      const put = await outputs.putIfAbsent(job.outputKey, cog, {
-        contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
-      });
-      result = put.kind;
-      if (put.kind === 'written') telemetry.count('written');
-      else if (!put.sameBytes) {
-        // A foreign, truncated or unverifiable object holds the key: committing would call it good for ever.
-        // Alarm, give the claim back (the catch below) and dead-letter the delivery for an operator.
-        const err = new OutputOccupiedError(outputs.name, job.outputKey, contentDigest(cog), put.current);
-        telemetry.count('write-occupied');
-        telemetry.log('ERROR', 'write-occupied', { ...fields, found: put.current?.version ?? '(vanished)', message: err.message });
-        throw err;
-      } else {
-        telemetry.count('write-already-present');
-        telemetry.log('INFO', 'write-already-present', fields);
-      }
-    } else if (await holdsBytes(outputs, job.outputKey, job.mode.expectedVersion, cog)) {
-      // The expected version already holds exactly this render: the repair's effect is in place, so
-      // nothing is written. A replacement would change only the modification time, and where the
-      // version is a content hash (S3's single-part ETag, the local store) an SDK's resend of it after
-      // a lost answer would pass If-Match again and replace the object a second time (soak seed 1).
-      result = 'already-present';
-      telemetry.count('write-already-present');
-      telemetry.log('INFO', 'repair-bytes-in-place', fields);
-    } else {
-      const put = await outputs.putIfMatch(job.outputKey, cog, job.mode.expectedVersion, {
-        contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
-      });
-      switch (put.kind) {
-        case 'written':
-          telemetry.count('written');
-          result = 'written';
-          break;
-        case 'version-mismatch':
-        case 'absent': {
-          // Someone else touched the object since the operator read its version.
-          // Release the repair claim so a corrected backfill can run, and report.
-          const current = put.kind === 'absent' ? undefined : put.current;
-          telemetry.count('version-mismatch');
-          telemetry.log('ERROR', 'version-mismatch', { ...fields, expected: job.mode.expectedVersion, current: current ?? '(absent)' });
-          await releaseClaim(backend, claimId, claimOwner);
-          return { kind: 'version-mismatch', expected: job.mode.expectedVersion, current, ...base };
-        }
-        default:
-          return assertNever(put, 'put result');
-      }
-    }
+    const mode = job.mode;
+    const written = await inSpan(SPAN.write, {}, async (span) => {
+      const w = await writeTile(backend, job, mode, cog, { claimId, claimOwner, fields, base });
+      span.setAttribute(SPAN_ATTR.outcome, w.kind === 'done' ? w.outcome.kind : w.result);
+      return w;
+    });
+    if (written.kind === 'done') return written.outcome;
+    result = written.result;
   } catch (error) {
     await keeper.stop();
     // A failure after the claim: give the claim back so the redelivery can
@@ -271,7 +266,11 @@ export async function processTile(
 
   let commit: CommitResult;
   try {
-    commit = await claims.commit({ jobId: claimId, owner: claimOwner, outputUri: job.outputKey, now: clock.now() });
+    commit = await inSpan(SPAN.commit, {}, async (span) => {
+      const answer = await claims.commit({ jobId: claimId, owner: claimOwner, outputUri: job.outputKey, now: clock.now() });
+      span.setAttribute(SPAN_ATTR.outcome, answer.kind);
+      return answer;
+    });
   } catch (error) {
     // The commit failed (throttling past the SDK's retries): give the claim back, as after every failure
     // past the claim, so the redelivery claims at once instead of spending a delivery of its transport's
@@ -298,6 +297,80 @@ export async function processTile(
     }
     default:
       return assertNever(commit, 'commit result');
+  }
+}
+
+/** What step 3 left: a result to commit, or the tile's outcome already (a repair whose object another hand changed). */
+type WriteStep =
+  | { readonly kind: 'wrote'; readonly result: 'written' | 'already-present' }
+  | { readonly kind: 'done'; readonly outcome: TileOutcome };
+
+/**
+ * Step 3: the create-only write (or a repair's conditional overwrite) of the rendered tile. A throw is handled
+ * by the caller's catch, which gives the claim back.
+ */
+async function writeTile(
+  backend: Backend,
+  job: TileJob,
+  mode: TileJob['mode'],
+  cog: Uint8Array,
+  at: {
+    readonly claimId: string;
+    readonly claimOwner: string;
+    readonly fields: Readonly<Record<string, unknown>>;
+    readonly base: { readonly jobKey: string; readonly outputKey: string };
+  },
+): Promise<WriteStep> {
+  const { outputs, telemetry } = backend;
+  const { claimId, claimOwner, fields, base } = at;
+  if (mode.kind === 'create') {
+    const put = await outputs.putIfAbsent(job.outputKey, cog, {
+      contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
+    });
+    if (put.kind === 'written') {
+      telemetry.count('written');
+      return { kind: 'wrote', result: 'written' };
+    }
+    if (!put.sameBytes) {
+      // A foreign, truncated or unverifiable object holds the key: committing would call it good for ever.
+      // Alarm, give the claim back (the caller's catch) and dead-letter the delivery for an operator.
+      const err = new OutputOccupiedError(outputs.name, job.outputKey, contentDigest(cog), put.current);
+      telemetry.count('write-occupied');
+      telemetry.log('ERROR', 'write-occupied', { ...fields, found: put.current?.version ?? '(vanished)', message: err.message });
+      throw err;
+    }
+    telemetry.count('write-already-present');
+    telemetry.log('INFO', 'write-already-present', fields);
+    return { kind: 'wrote', result: 'already-present' };
+  }
+  if (await holdsBytes(outputs, job.outputKey, mode.expectedVersion, cog)) {
+    // The expected version already holds exactly this render: the repair's effect is in place, so
+    // nothing is written. A replacement would change only the modification time, and where the
+    // version is a content hash (S3's single-part ETag, the local store) an SDK's resend of it after
+    // a lost answer would pass If-Match again and replace the object a second time (soak seed 1).
+    telemetry.count('write-already-present');
+    telemetry.log('INFO', 'repair-bytes-in-place', fields);
+    return { kind: 'wrote', result: 'already-present' };
+  }
+  const put = await outputs.putIfMatch(job.outputKey, cog, mode.expectedVersion, {
+    contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
+  });
+  switch (put.kind) {
+    case 'written':
+      telemetry.count('written');
+      return { kind: 'wrote', result: 'written' };
+    case 'version-mismatch':
+    case 'absent': {
+      // Someone else touched the object since the operator read its version.
+      // Release the repair claim so a corrected backfill can run, and report.
+      const current = put.kind === 'absent' ? undefined : put.current;
+      telemetry.count('version-mismatch');
+      telemetry.log('ERROR', 'version-mismatch', { ...fields, expected: mode.expectedVersion, current: current ?? '(absent)' });
+      await releaseClaim(backend, claimId, claimOwner);
+      return { kind: 'done', outcome: { kind: 'version-mismatch', expected: mode.expectedVersion, current, ...base } };
+    }
+    default:
+      return assertNever(put, 'put result');
   }
 }
 

@@ -5,7 +5,7 @@ import type { GridTarget, Window } from '../domain/tile-grid.js';
 import type { Resampling, TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { assertSameBody, type Crs, crsOfRaster, crsTransform, longitudeAxis, parseCrs, rasterCrsOf, sameCrs } from '../raster/crs.js';
-import { type GeoTransform, type RasterCrs, type RasterSource, windowGeoTransform } from '../raster/index.js';
+import { type GeoTransform, type RasterSource, windowGeoTransform } from '../raster/index.js';
 import { footprintBounds, tileMatrix, tileMatrixSet, tileRangeForGrid, tileGrid as tmsTileGrid } from '../raster/tile-matrix-set.js';
 import { type RasterGrid, roundToInteger, warpBand } from '../raster/warp.js';
 import { openSourceCached } from './raster-cache.js';
@@ -250,15 +250,10 @@ function edgePoints(grid: RasterGrid, x0: number, y0: number, x1: number, y1: nu
   return [xs, ys];
 }
 
-/** The proj4 CRS of a raster or target: its EPSG code's, or the definition its WKT spells out (crs.ts). */
-function projCrsOf(crs: RasterCrs, what: string): Crs {
-  return crsOfRaster(crs, what);
-}
-
 /** A band's raster as a warp grid. */
 export function bandGrid(band: OpenedBand): RasterGrid {
   const r = band.raster;
-  return { crs: projCrsOf(r.crs, band.key), geoTransform: r.geoTransform, width: r.width, height: r.height };
+  return { crs: crsOfRaster(r.crs, band.key), geoTransform: r.geoTransform, width: r.width, height: r.height };
 }
 
 /**
@@ -280,7 +275,9 @@ export async function checkStacCrs(
     const declared = r.crs;
     if (declared === undefined) continue;
     if ('problem' in declared) {
-      throw new InvalidEventError(`STAC item ${JSON.stringify(itemKey)} has ${declared.problem}; fix the item's projection extension fields`);
+      throw new InvalidEventError(
+        `STAC item ${JSON.stringify(itemKey)} has ${declared.problem}; fix the item's projection extension fields`,
+      );
     }
     let crs: Crs;
     try {
@@ -303,7 +300,7 @@ export async function checkStacCrs(
 
 /** The target as a warp grid. */
 export function targetGrid(target: SceneTarget): RasterGrid {
-  return { crs: projCrsOf(target.crs, 'the target grid'), geoTransform: target.geoTransform, width: target.width, height: target.height };
+  return { crs: crsOfRaster(target.crs, 'the target grid'), geoTransform: target.geoTransform, width: target.width, height: target.height };
 }
 
 /** The tile matrix set index of window (row, col) of a target on a tile matrix set. */
@@ -319,7 +316,11 @@ export function tmsTileOf(target: GridTarget | undefined, window: Pick<Window, '
  * The geotransform a tile's COG is written with: its window of the scene grid, except that a tile matrix set tile past
  * the antimeridian (a grid that runs past the last column) is placed where its index is, one matrix width west.
  */
-export function tileGeoTransform(target: GridTarget | undefined, scene: GeoTransform, window: Pick<Window, 'row' | 'col' | 'x' | 'y'>): GeoTransform {
+export function tileGeoTransform(
+  target: GridTarget | undefined,
+  scene: GeoTransform,
+  window: Pick<Window, 'row' | 'col' | 'x' | 'y'>,
+): GeoTransform {
   const gt = windowGeoTransform(scene, window);
   const tms = target?.tms;
   if (tms === undefined) return gt;

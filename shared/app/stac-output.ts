@@ -287,7 +287,9 @@ function targetCrs(target: StacTargetGrid): Crs {
 function footprint(
   target: StacTargetGrid,
   crs: Crs,
-): { bbox: number[]; geometry: { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] } } | undefined {
+):
+  | { bbox: number[]; geometry: { type: 'Polygon'; coordinates: number[][][] } | { type: 'MultiPolygon'; coordinates: number[][][][] } }
+  | undefined {
   if (crs.body !== 'Earth') return undefined;
   const { width: w, height: h, geoTransform: gt } = target;
   const pixel: [number, number][] = [];
@@ -355,7 +357,9 @@ function footprint(
   return {
     bbox,
     geometry:
-      rings.length === 1 ? { type: 'Polygon', coordinates: [rings[0] as number[][]] } : { type: 'MultiPolygon', coordinates: rings.map((r) => [r]) },
+      rings.length === 1
+        ? { type: 'Polygon', coordinates: [rings[0] as number[][]] }
+        : { type: 'MultiPolygon', coordinates: rings.map((r) => [r]) },
   };
 }
 

@@ -254,7 +254,9 @@ function declaredCrs(fields: Json, where: string): StacCrs | undefined {
   if (!has) return undefined;
   const code = fields['proj:code'];
   if (code !== undefined && code !== null) {
-    return typeof code === 'string' && code.trim() !== '' ? { text: code.trim() } : { problem: `${where} proj:code ${JSON.stringify(code)} is not a string` };
+    return typeof code === 'string' && code.trim() !== ''
+      ? { text: code.trim() }
+      : { problem: `${where} proj:code ${JSON.stringify(code)} is not a string` };
   }
   const epsg = fields['proj:epsg'];
   if (epsg !== undefined && epsg !== null) {

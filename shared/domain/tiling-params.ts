@@ -227,7 +227,10 @@ function unscaleParams(
 
 function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: string) => never): TargetParams {
   const { dst_crs: dstCrs, resampling, tms, zoom } = params;
-  if (dstCrs !== undefined && (typeof dstCrs !== 'string' || !(EPSG_CODE.test(dstCrs) || (dstCrs.length <= 1000 && PROJ_STRING.test(dstCrs)))))
+  if (
+    dstCrs !== undefined &&
+    (typeof dstCrs !== 'string' || !(EPSG_CODE.test(dstCrs) || (dstCrs.length <= 1000 && PROJ_STRING.test(dstCrs))))
+  )
     fail(
       `dst_crs must be an EPSG code written EPSG:<number> (e.g. "EPSG:3857") or a CRS's canonical PROJ string (tessera run --crs writes any WKT, PROJJSON or PROJ string so), got ${JSON.stringify(dstCrs)}`,
     );

@@ -250,7 +250,9 @@ export function isEarth(e: Ellipsoid): boolean {
 
 /** A key naming the body a definition is on: `Earth`, or the ellipsoid of another body. */
 export function bodyOf(def: CrsDefinition): string {
-  return isEarth(def.ellipsoid) ? 'Earth' : `a body of semi-major axis ${fmt(def.ellipsoid.a)} m, inverse flattening ${fmt(def.ellipsoid.rf)}`;
+  return isEarth(def.ellipsoid)
+    ? 'Earth'
+    : `a body of semi-major axis ${fmt(def.ellipsoid.a)} m, inverse flattening ${fmt(def.ellipsoid.rf)}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------------

@@ -104,7 +104,10 @@ const SCALE = [K.ProjScaleAtNatOrigin, K.ProjScaleAtCenter];
  */
 const READ: Readonly<Record<number, { method: ProjectionMethod; keys: Partial<Record<ProjParam | 'lat', readonly number[]>> }>> = {
   [CT.TransverseMercator]: { method: 'tmerc', keys: { lat_0: NAT_LAT, lon_0: NAT_LON, k_0: SCALE, x_0: EASTING, y_0: NORTHING } },
-  [CT.Mercator]: { method: 'merc', keys: { lat: NAT_LAT, lat_ts: [K.ProjStdParallel1], lon_0: NAT_LON, k_0: SCALE, x_0: EASTING, y_0: NORTHING } },
+  [CT.Mercator]: {
+    method: 'merc',
+    keys: { lat: NAT_LAT, lat_ts: [K.ProjStdParallel1], lon_0: NAT_LON, k_0: SCALE, x_0: EASTING, y_0: NORTHING },
+  },
   [CT.LambertConfConic_2SP]: {
     method: 'lcc',
     keys: {
@@ -126,7 +129,10 @@ const READ: Readonly<Record<number, { method: ProjectionMethod; keys: Partial<Re
     method: 'stere',
     keys: { lat: NAT_LAT, lon_0: [K.ProjStraightVertPoleLong, ...NAT_LON], k_0: SCALE, x_0: EASTING, y_0: NORTHING },
   },
-  [CT.Equirectangular]: { method: 'eqc', keys: { lat_0: CENTER_LAT, lon_0: CENTER_LON, lat_ts: [K.ProjStdParallel1], x_0: EASTING, y_0: NORTHING } },
+  [CT.Equirectangular]: {
+    method: 'eqc',
+    keys: { lat_0: CENTER_LAT, lon_0: CENTER_LON, lat_ts: [K.ProjStdParallel1], x_0: EASTING, y_0: NORTHING },
+  },
   [CT.Sinusoidal]: { method: 'sinu', keys: { lon_0: CENTER_LON, x_0: EASTING, y_0: NORTHING } },
 };
 
@@ -167,7 +173,10 @@ function firstOf(keys: ReadonlyMap<number, GeoKeyValue>, ids: readonly number[] 
 }
 
 /** The ellipsoid, datum shift and prime meridian of the GeoKeys' geographic CRS. */
-function geodeticPart(keys: ReadonlyMap<number, GeoKeyValue>, degrees: (v: number) => number): Omit<CrsDefinition, 'projection' | 'toMeter'> {
+function geodeticPart(
+  keys: ReadonlyMap<number, GeoKeyValue>,
+  degrees: (v: number) => number,
+): Omit<CrsDefinition, 'projection' | 'toMeter'> {
   const gcs = scalar(keys, K.GeographicType);
   const names = { datum: citationPart(keys.get(K.GeogCitation), 'Datum'), ellipsoid: citationPart(keys.get(K.GeogCitation), 'Ellipsoid') };
   if (gcs !== undefined && gcs !== USER_DEFINED && gcs > 0) {
@@ -296,7 +305,8 @@ export function definitionFromGeoKeys(keys: ReadonlyMap<number, GeoKeyValue>, pr
   }
   if (spec.method === 'merc') {
     const lat = firstOf(keys, spec.keys.lat);
-    if (lat !== undefined && lat !== 0) throw new UnsupportedCrsError(`a Mercator GeoKey latitude of origin of ${lat} is not EPSG's Mercator (0)`);
+    if (lat !== undefined && lat !== 0)
+      throw new UnsupportedCrsError(`a Mercator GeoKey latitude of origin of ${lat} is not EPSG's Mercator (0)`);
   }
   if (ct === CT.LambertConfConic_1SP) {
     p.lat_1 = p.lat_0 ?? 0;
@@ -343,7 +353,10 @@ function writeSpec(method: ProjectionMethod, variant: string): { ct: number; key
     case 'stere':
       return variant === 'B'
         ? { ct: CT.PolarStereographic, keys: { lat_ts: K.ProjNatOriginLat, lon_0: K.ProjStraightVertPoleLong } }
-        : { ct: CT.PolarStereographic, keys: { lat_0: K.ProjNatOriginLat, lon_0: K.ProjStraightVertPoleLong, k_0: K.ProjScaleAtNatOrigin } };
+        : {
+            ct: CT.PolarStereographic,
+            keys: { lat_0: K.ProjNatOriginLat, lon_0: K.ProjStraightVertPoleLong, k_0: K.ProjScaleAtNatOrigin },
+          };
     case 'eqc':
       return { ct: CT.Equirectangular, keys: { lat_ts: K.ProjStdParallel1, lat_0: K.ProjCenterLat, lon_0: K.ProjCenterLong } };
     case 'sinu':
@@ -365,7 +378,11 @@ export function geoKeysOfDefinition(def: CrsDefinition, citation: string): GeoKe
   const ascii: [number, string][] = [[K.GTCitation, citation]];
   const e = def.ellipsoid;
   const wgs84 =
-    e.a === WGS84_ELLIPSOID.a && e.rf === WGS84_ELLIPSOID.rf && def.primeMeridian === 0 && def.towgs84?.length === 3 && def.towgs84.every((v) => v === 0);
+    e.a === WGS84_ELLIPSOID.a &&
+    e.rf === WGS84_ELLIPSOID.rf &&
+    def.primeMeridian === 0 &&
+    def.towgs84?.length === 3 &&
+    def.towgs84.every((v) => v === 0);
   if (wgs84) shorts.push([K.GeographicType, 4326]);
   else {
     shorts.push([K.GeographicType, USER_DEFINED], [K.GeogGeodeticDatum, USER_DEFINED], [K.GeogEllipsoid, USER_DEFINED]);
@@ -382,7 +399,7 @@ export function geoKeysOfDefinition(def: CrsDefinition, citation: string): GeoKe
     const { method, params } = def.projection;
     const { ct, keys } = writeSpec(method, projectionVariant(method, params));
     shorts.push([K.ProjectedCSType, USER_DEFINED], [K.Projection, USER_DEFINED], [K.ProjCoordTrans, ct]);
-        // 1e-11: the canonical form keeps 12 digits of a unit (0.304800609601 for the US survey foot).
+    // 1e-11: the canonical form keeps 12 digits of a unit (0.304800609601 for the US survey foot).
     const unit = [...epsgUnits()].find(([, u]) => u.kind === 'length' && Math.abs(u.factor - def.toMeter) <= 1e-11 * def.toMeter);
     // Lengths are written in the EPSG unit's own factor, not the canonical form's 12 digits of it.
     const toMeter = unit?.[1].factor ?? def.toMeter;

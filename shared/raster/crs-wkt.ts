@@ -268,7 +268,9 @@ function wkt1Crs(root: WktNode): CrsDefinition {
   const methodName = nameOf(projection) ?? '';
   const method = WKT1_METHODS[norm(methodName)];
   if (method === undefined) {
-    throw new UnsupportedCrsError(`WKT PROJECTION["${methodName}"] is not a projection Tessera models; it models ${SUPPORTED_METHODS_TEXT}`);
+    throw new UnsupportedCrsError(
+      `WKT PROJECTION["${methodName}"] is not a projection Tessera models; it models ${SUPPORTED_METHODS_TEXT}`,
+    );
   }
   const unit = child(root, 'UNIT');
   const toMeter = unit === undefined ? 1 : numArg(unit, 1, 'the linear unit');
@@ -386,7 +388,13 @@ const METHODS: readonly MethodEntry[] = [
   { method: 'tmerc', variant: '', name: 'Transverse Mercator', code: 9807, params: [LAT_NAT, LON_NAT, K_NAT, FE, FN] },
   { method: 'aea', variant: '', name: 'Albers Equal Area', code: 9822, params: [LAT_FALSE, LON_FALSE, SP1, SP2, E_FALSE, N_FALSE] },
   { method: 'laea', variant: '', name: 'Lambert Azimuthal Equal Area', code: 9820, params: [LAT_NAT, LON_NAT, FE, FN] },
-  { method: 'laea', variant: 'spherical', name: 'Lambert Azimuthal Equal Area (Spherical)', code: 1027, params: [LAT_NAT, LON_NAT, FE, FN] },
+  {
+    method: 'laea',
+    variant: 'spherical',
+    name: 'Lambert Azimuthal Equal Area (Spherical)',
+    code: 1027,
+    params: [LAT_NAT, LON_NAT, FE, FN],
+  },
   { method: 'sinu', variant: '', name: 'Sinusoidal', params: [LON_NAT, FE, FN] },
   { method: 'stere', variant: 'A', name: 'Polar Stereographic (variant A)', code: 9810, params: [LAT_NAT, LON_NAT, K_NAT, FE, FN] },
   {
@@ -405,7 +413,13 @@ const METHODS: readonly MethodEntry[] = [
     params: [LAT_FALSE, LON_FALSE, SP1, SP2, E_FALSE, N_FALSE],
   },
   { method: 'eqc', variant: '', name: 'Equidistant Cylindrical', code: 1028, params: [SP1_TS, LAT_NAT, LON_NAT, FE, FN] },
-  { method: 'eqc', variant: 'spherical', name: 'Equidistant Cylindrical (Spherical)', code: 1029, params: [SP1_TS, LAT_NAT, LON_NAT, FE, FN] },
+  {
+    method: 'eqc',
+    variant: 'spherical',
+    name: 'Equidistant Cylindrical (Spherical)',
+    code: 1029,
+    params: [SP1_TS, LAT_NAT, LON_NAT, FE, FN],
+  },
   { method: 'merc', variant: 'A', name: 'Mercator (variant A)', code: 9804, params: [LAT_NAT, LON_NAT, K_NAT, FE, FN] },
   { method: 'merc', variant: 'B', name: 'Mercator (variant B)', code: 9805, params: [SP1_TS, LON_NAT, FE, FN] },
 ];
@@ -421,7 +435,10 @@ function methodEntry(name: string, code: number | undefined): MethodEntry {
 }
 
 /** The definition's parameters from (code, name, value in degrees / metres / unity) triples of a WKT2 CONVERSION or PROJJSON conversion. */
-function conversion(entry: MethodEntry, given: readonly { code?: number | undefined; name: string; value: number }[]): CrsDefinition['projection'] {
+function conversion(
+  entry: MethodEntry,
+  given: readonly { code?: number | undefined; name: string; value: number }[],
+): CrsDefinition['projection'] {
   const p: Partial<Record<ProjParam, number>> = {};
   for (const g of given) {
     const spec = entry.params.find((s) => (g.code !== undefined && s[0] === g.code) || norm(s[1]) === norm(g.name));
@@ -442,7 +459,8 @@ function conversion(entry: MethodEntry, given: readonly { code?: number | undefi
     p.lat_2 = p.lat_0 ?? 0;
   }
   if (entry.method === 'merc' && entry.variant === 'A') {
-    if ((p.lat_0 ?? 0) !== 0) throw new UnsupportedCrsError(`Mercator (variant A) has latitude of natural origin ${p.lat_0}; EPSG requires 0`);
+    if ((p.lat_0 ?? 0) !== 0)
+      throw new UnsupportedCrsError(`Mercator (variant A) has latitude of natural origin ${p.lat_0}; EPSG requires 0`);
     delete p.lat_0;
   }
   return { method: entry.method, params: normaliseProjection(entry.method, p) };
@@ -498,7 +516,12 @@ function wkt2Towgs84(root: WktNode): readonly number[] {
   if (t === undefined || method === undefined) throw new UnsupportedCrsError('WKT BOUNDCRS has no ABRIDGEDTRANSFORMATION with a METHOD');
   const params = children(t, 'PARAMETER').map((p) => {
     const unit = child(p, 'ANGLEUNIT', 'LENGTHUNIT', 'SCALEUNIT', 'UNIT');
-    return { code: epsgIdOf(p), name: nameOf(p) ?? '', value: numArg(p, 1, 'a transformation parameter'), unitFactor: unit === undefined ? undefined : numArg(unit, 1, 'unit') };
+    return {
+      code: epsgIdOf(p),
+      name: nameOf(p) ?? '',
+      value: numArg(p, 1, 'a transformation parameter'),
+      unitFactor: unit === undefined ? undefined : numArg(unit, 1, 'unit'),
+    };
   });
   return helmert(nameOf(method) ?? '', epsgIdOf(method), params, true);
 }
@@ -591,7 +614,9 @@ export function parseProjJson(json: unknown): ParsedCrsText {
   if (type === 'ProjectedCRS' || type === 'GeographicCRS' || type === 'GeodeticCRS') {
     return { epsg: jsonEpsg(json), definition: () => projJsonCrs(json) };
   }
-  throw new UnsupportedCrsError(`PROJJSON of type ${JSON.stringify(type)} is not a projected or geographic CRS (ProjectedCRS, GeographicCRS, BoundCRS)`);
+  throw new UnsupportedCrsError(
+    `PROJJSON of type ${JSON.stringify(type)} is not a projected or geographic CRS (ProjectedCRS, GeographicCRS, BoundCRS)`,
+  );
 }
 
 function projJsonGeodetic(geog: unknown): Omit<CrsDefinition, 'projection' | 'toMeter'> {
@@ -603,7 +628,8 @@ function projJsonGeodetic(geog: unknown): Omit<CrsDefinition, 'projection' | 'to
   const table = jsonEpsg(e) === undefined ? undefined : epsgEllipsoids().get(String(jsonEpsg(e)));
   let ellipsoid: Ellipsoid;
   if (table !== undefined) ellipsoid = { a: table.a, rf: table.rf };
-  else if (e.radius !== undefined) ellipsoid = { a: jsonNum(e.radius, 'ellipsoid radius') * jsonUnit(isJson(e.radius) ? e.radius.unit : undefined, 1), rf: 0 };
+  else if (e.radius !== undefined)
+    ellipsoid = { a: jsonNum(e.radius, 'ellipsoid radius') * jsonUnit(isJson(e.radius) ? e.radius.unit : undefined, 1), rf: 0 };
   else {
     const a = jsonNum(e.semi_major_axis, 'semi_major_axis') * jsonUnit(isJson(e.semi_major_axis) ? e.semi_major_axis.unit : undefined, 1);
     if (e.inverse_flattening !== undefined) ellipsoid = { a, rf: jsonNum(e.inverse_flattening, 'inverse_flattening') };
@@ -614,7 +640,8 @@ function projJsonGeodetic(geog: unknown): Omit<CrsDefinition, 'projection' | 'to
   }
   const pm = isJson(datum.prime_meridian) ? datum.prime_meridian : isJson(geog.prime_meridian) ? geog.prime_meridian : undefined;
   const pmLon = pm?.longitude;
-  const primeMeridian = pmLon === undefined ? 0 : toDegrees(jsonNum(pmLon, 'prime meridian'), jsonUnit(isJson(pmLon) ? pmLon.unit : undefined, RAD_PER_DEGREE));
+  const primeMeridian =
+    pmLon === undefined ? 0 : toDegrees(jsonNum(pmLon, 'prime meridian'), jsonUnit(isJson(pmLon) ? pmLon.unit : undefined, RAD_PER_DEGREE));
   const towgs84 = knownDatumShift(typeof datum.name === 'string' ? datum.name : undefined, jsonEpsg(datum), ellipsoid);
   return {
     ellipsoid,
@@ -635,7 +662,8 @@ function projJsonCrs(crs: unknown): CrsDefinition {
     const base = projJsonGeodetic(crs);
     return { ...base, names: { ...base.names, crs: name }, toMeter: 1 };
   }
-  if (crs.type !== 'ProjectedCRS') throw new UnsupportedCrsError(`PROJJSON ${JSON.stringify(crs.type)} is not a projected or geographic CRS`);
+  if (crs.type !== 'ProjectedCRS')
+    throw new UnsupportedCrsError(`PROJJSON ${JSON.stringify(crs.type)} is not a projected or geographic CRS`);
   const base = projJsonGeodetic(crs.base_crs);
   const conv = crs.conversion;
   if (!isJson(conv) || !isJson(conv.method)) throw new UnsupportedCrsError('PROJJSON ProjectedCRS has no conversion.method');
@@ -686,7 +714,8 @@ const METRE = 'LENGTHUNIT["metre",1]';
 function lengthUnitWkt(toMeter: number): string {
   if (toMeter === 1) return METRE;
   for (const [code, u] of epsgUnits()) {
-    if (u.kind === 'length' && Math.abs(u.factor - toMeter) <= 1e-11 * toMeter) return `LENGTHUNIT[${q(u.name)},${fmt(u.factor)},ID["EPSG",${code}]]`;
+    if (u.kind === 'length' && Math.abs(u.factor - toMeter) <= 1e-11 * toMeter)
+      return `LENGTHUNIT[${q(u.name)},${fmt(u.factor)},ID["EPSG",${code}]]`;
   }
   return `LENGTHUNIT["unknown",${fmt(toMeter)}]`;
 }
@@ -699,7 +728,9 @@ export function methodEntryOf(def: CrsDefinition): MethodEntry {
   const entry = METHODS.find((m) => m.method === projection.method && m.variant === variant);
   if (entry === undefined) throw new Error(`no WKT2 method for ${projection.method} ${variant}`);
   if (projection.method === 'lcc' && variant === '2SP' && projection.params.k_0 !== 1) {
-    throw new UnsupportedCrsError('a Lambert conformal conic with two standard parallels and a scale factor other than 1 has no EPSG method');
+    throw new UnsupportedCrsError(
+      'a Lambert conformal conic with two standard parallels and a scale factor other than 1 has no EPSG method',
+    );
   }
   return entry;
 }
@@ -716,7 +747,7 @@ export function definitionToWkt2(def: CrsDefinition): string {
   const sizes = [...epsgEllipsoids()].sort(([a], [b]) => Number(Number(a) < 7000) - Number(Number(b) < 7000) || Number(a) - Number(b));
   const known = sizes.map(([, k]) => k).find((k) => k.a === e.a && Math.abs(k.rf - e.rf) <= 1e-9 * Math.max(1, e.rf));
   const names = { ...def.names, ellipsoid: def.names?.ellipsoid ?? known?.name };
-  const wgs84Datum = def.towgs84 !== undefined && def.towgs84.every((v) => v === 0) && e.a === WGS84_ELLIPSOID.a && e.rf === WGS84_ELLIPSOID.rf;
+  const wgs84Datum = def.towgs84?.every((v) => v === 0) === true && e.a === WGS84_ELLIPSOID.a && e.rf === WGS84_ELLIPSOID.rf;
   const datum = wgs84Datum
     ? `DATUM["World Geodetic System 1984",ELLIPSOID["WGS 84",6378137,298.257223563,${METRE}],ID["EPSG",6326]]`
     : `DATUM[${q(names.datum ?? `Unknown based on ${names.ellipsoid ?? 'unknown'} ellipsoid`)},ELLIPSOID[${q(names.ellipsoid ?? 'unknown')},${fmt(e.a)},${fmt(e.rf)},${METRE}]]`;

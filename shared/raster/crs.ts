@@ -1,13 +1,6 @@
 import proj4 from 'proj4';
 import { InvalidParamsError, UnsupportedRasterError } from '../domain/errors.js';
-import {
-  bodyOf,
-  type CrsDefinition,
-  canonicalProjString,
-  epsgProj4Table,
-  parseProjString,
-  UnsupportedCrsError,
-} from './crs-definition.js';
+import { bodyOf, type CrsDefinition, canonicalProjString, epsgProj4Table, parseProjString, UnsupportedCrsError } from './crs-definition.js';
 import { definitionToWkt2, type ParsedCrsText, parseProjJson, parseWkt } from './crs-wkt.js';
 import type { RasterCrs } from './georeferencing.js';
 
@@ -125,14 +118,9 @@ export function crsTransform(from: Crs, to: Crs): PointTransform {
 export function assertSameBody(from: Crs, to: Crs): void {
   if (from.body === to.body) return;
   throw new CelestialBodyMismatchError(
-    `cannot transform between ${describeCrs(from)} (on ${from.body}) and ${describeCrs(to)} (on ${to.body}): they are on different ` +
+    `cannot transform between ${from.id} (on ${from.body}) and ${to.id} (on ${to.body}): they are on different ` +
       'celestial bodies; process the scene on its own grid (no --crs / --tms), or name a target CRS on the same body',
   );
-}
-
-/** A CRS as a message names it: its EPSG code, or its PROJ definition. */
-export function describeCrs(crs: Pick<Crs, 'id'>): string {
-  return crs.id;
 }
 
 /**
@@ -178,7 +166,7 @@ function parsedText(input: string | object): ParsedCrsText | { epsg: number } | 
   if (text.startsWith('+') || /^proj=/.test(text)) return { proj: text };
   if (/^[A-Za-z_]+\s*[[(]/.test(text)) return parseWkt(text);
   throw new UnsupportedCrsError(
-    `${JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}...` : text)} is not a CRS Tessera reads: give EPSG:<code>, WKT (1 or 2), PROJJSON or a PROJ string (+proj=...)`,
+    `${JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}...` : text)} is not a CRS Tessera reads: give EPSG:<number>, WKT (1 or 2), PROJJSON or a PROJ string (+proj=...)`,
   );
 }
 

@@ -93,7 +93,6 @@ function expectAgreement(label: string, a: Agreement, resampling: 'nearest' | 'b
 const source = (name: string) => join(dir, `${name}.tif`);
 const srsText = (name: string, format: 'wkt1' | 'wkt2' | 'projjson') =>
   execFileSync('gdalsrsinfo', ['-o', format, '--single-line', source(name)], { encoding: 'utf8' }).trim();
-const family = (id: string) => CRS_FAMILIES.find((f) => f.id === id) as CrsFamily;
 
 /** Mars polar stereographic: a target on the same body as the Mars family. */
 const MARS_POLAR = '+proj=stere +lat_0=90 +lon_0=0 +k=1 +x_0=0 +y_0=0 +R=3396190 +units=m +no_defs';

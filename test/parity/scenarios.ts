@@ -2,6 +2,7 @@ import type { Scenario } from './scenario-kit.js';
 import { BAND_SCENARIOS } from './scenarios-bands.js';
 import { CLAIM_SCENARIOS } from './scenarios-claims.js';
 import { CORE_SCENARIOS } from './scenarios-core.js';
+import { CRS_SCENARIOS } from './scenarios-crs.js';
 import { FEATURE_BATCH_SCENARIOS } from './scenarios-feature-batches.js';
 import { FEATURES_CURRENT_SCENARIOS } from './scenarios-features-current.js';
 import { INGEST_SCENARIOS } from './scenarios-ingest.js';
@@ -44,6 +45,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...ROUND3_SCENARIOS,
   ...INTEGRITY_SCENARIOS,
   ...RASTER_VALUE_SCENARIOS,
+  ...CRS_SCENARIOS,
 ].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.

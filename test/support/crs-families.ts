@@ -119,4 +119,3 @@ export const CRS_FAMILIES: readonly CrsFamily[] = [
     height: 30,
   },
 ];
-

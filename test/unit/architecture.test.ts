@@ -99,6 +99,11 @@ describe('architecture', () => {
   const infra = files('infra');
   const cli = files('cli');
 
+  it('the core imports OpenTelemetry through its API only: the SDK and exporters are wired in functions/ (docs/telemetry.md)', () => {
+    const bad = shared.flatMap(importsOf).filter((i) => i.spec.startsWith('@opentelemetry/') && i.spec !== '@opentelemetry/api');
+    expect(bad).toEqual([]);
+  });
+
   it('the core (shared/) imports no cloud SDK, no Pulumi, no SQLite', () => {
     const bad = shared.flatMap(importsOf).filter((i) => CLOUD_SDK.test(i.spec));
     expect(bad).toEqual([]);
@@ -146,8 +151,9 @@ describe('architecture', () => {
     // enqueue) to each cloud (loaded lazily, per stack); only the CLI (cli/) reaches it, never a backend.
     // And one shared adapter folder: functions/postgres/ (PostgreSQL manifest, PostGIS sink) serves the local
     // backend and every cloud alike, since a PostgreSQL server is reachable from each; it is checked below to
-    // import no backend itself.
-    const allowed = (from: string | undefined, to: string) => from === 'verify' || to === 'postgres';
+    // import no backend itself. So does functions/otel/ (the OpenTelemetry SDK every wiring file sets up when
+    // OTEL_* variables ask for it, docs/telemetry.md): it imports the core's telemetry port and nothing else here.
+    const allowed = (from: string | undefined, to: string) => from === 'verify' || to === 'postgres' || to === 'otel';
     const bad = functions.flatMap(importsOf).filter((i) => {
       const from = i.file.split('/')[1];
       const to = i.target?.startsWith('functions/') ? i.target.split('/')[1] : undefined;

@@ -326,7 +326,10 @@ describe('sceneStacItem footprints across the antimeridian, round a pole, off Ea
   });
 
   it('closes a footprint round the north pole along the pole, spanning every longitude', () => {
-    const polar: SceneStacItemInput = { ...UTM, target: { epsg: 3413, geoTransform: [-1_000_000, 10_000, 0, 1_000_000, 0, -10_000], width: 200, height: 200 } };
+    const polar: SceneStacItemInput = {
+      ...UTM,
+      target: { epsg: 3413, geoTransform: [-1_000_000, 10_000, 0, 1_000_000, 0, -10_000], width: 200, height: 200 },
+    };
     const item = sceneStacItem(polar) as { bbox: number[]; geometry: { type: string } };
     expect(schemaErrors(item)).toEqual([]);
     expect(item.bbox[0]).toBe(-180);
@@ -338,7 +341,10 @@ describe('sceneStacItem footprints across the antimeridian, round a pole, off Ea
 
   it('describes a CRS without an EPSG code as proj:wkt2 with proj:code null', () => {
     const laea = parseCrs('+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80 +units=m +no_defs');
-    const item = sceneStacItem({ ...UTM, target: { wkt2: crsWkt2(laea), geoTransform: [4_000_000, 100, 0, 3_000_000, 0, -100], width: 100, height: 100 } });
+    const item = sceneStacItem({
+      ...UTM,
+      target: { wkt2: crsWkt2(laea), geoTransform: [4_000_000, 100, 0, 3_000_000, 0, -100], width: 100, height: 100 },
+    });
     expect(schemaErrors(item)).toEqual([]);
     const properties = item.properties as Record<string, unknown>;
     expect(properties['proj:code']).toBeNull();
@@ -348,7 +354,10 @@ describe('sceneStacItem footprints across the antimeridian, round a pole, off Ea
 
   it('gives a grid on Mars no Earth footprint: geometry null, no bbox', () => {
     const mars = parseCrs('+proj=eqc +lat_ts=0 +lat_0=0 +lon_0=0 +x_0=0 +y_0=0 +R=3396190 +units=m +no_defs');
-    const item = sceneStacItem({ ...UTM, target: { wkt2: crsWkt2(mars), geoTransform: [0, 1000, 0, 0, 0, -1000], width: 100, height: 100 } });
+    const item = sceneStacItem({
+      ...UTM,
+      target: { wkt2: crsWkt2(mars), geoTransform: [0, 1000, 0, 0, 0, -1000], width: 100, height: 100 },
+    });
     expect(schemaErrors(item)).toEqual([]);
     expect(item.geometry).toBeNull();
     expect(item).not.toHaveProperty('bbox');

@@ -62,7 +62,10 @@ export function createTileHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
       }
     }
     if (handedBack > 0) backend.telemetry.log('WARN', 'records-handed-back', { count: handedBack, reason: 'invocation near its timeout' });
-    return batch.respond();
+    const response = await batch.respond();
+    // Lambda freezes the environment once the handler returns: the batch's spans must leave first.
+    await rt().otel?.flush();
+    return response;
   };
 }
 

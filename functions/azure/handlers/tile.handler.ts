@@ -84,6 +84,8 @@ export function makeTileHandler(rt: () => AzureRuntime = () => azureRuntime('til
       receiveCount,
       schedule: azureHostSchedule(runtime.host.maxDequeueCount, runtime.host.retryVisibilitySec * 1000),
     });
+    // The delivery's spans leave before the answer: a Consumption instance may be frozen once it is given.
+    await runtime.otel?.flush();
     switch (verdict.kind) {
       case 'ack':
         return verdict;

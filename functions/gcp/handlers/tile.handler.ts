@@ -109,6 +109,8 @@ export function createTileHandler(runtime: GcpRuntime | (() => GcpRuntime)) {
       telemetry.log('ERROR', 'poison-message', { deliveryId, error: err });
       verdict = { kind: 'poison', error: err };
     }
+    // The delivery's spans leave before the answer: Cloud Run throttles the CPU once it is sent.
+    await rt().otel?.flush();
     switch (verdict.kind) {
       case 'ack':
         return { kind: 'ack', outcome: verdict.outcome };

@@ -2,9 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { type OpenedBand, sceneTarget, tileGeoTransform, tmsTileOf } from '../../../shared/app/scene-grid.js';
 import { InvalidParamsError } from '../../../shared/domain/errors.js';
 import { DEFAULT_PARAMS } from '../../../shared/domain/runtime-config.js';
-import { type TileGrid, tileGrid as gridOf, windows } from '../../../shared/domain/tile-grid.js';
+import { tileGrid as gridOf, type TileGrid, windows } from '../../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../../shared/domain/tiling-params.js';
-import { CelestialBodyMismatchError, canonicalCrsText, type Crs, crsFromEpsg, crsTransform, parseCrs, rasterCrsOf } from '../../../shared/raster/crs.js';
+import {
+  CelestialBodyMismatchError,
+  type Crs,
+  canonicalCrsText,
+  crsFromEpsg,
+  crsTransform,
+  parseCrs,
+  rasterCrsOf,
+} from '../../../shared/raster/crs.js';
 import type { GeoTransform, RasterSource } from '../../../shared/raster/index.js';
 import {
   footprintBounds,
@@ -25,16 +33,31 @@ import {
  */
 
 /** UTM 60N (central meridian 177 E), 52 N: the scene runs from about 178.3 E to 178.2 W. */
-export const ANTIMERIDIAN_SCENE = { epsg: 32660, geoTransform: [587_200, 100, 0, 5_873_100, 0, -100] as GeoTransform, width: 2330, height: 2330 };
+const ANTIMERIDIAN_SCENE = {
+  epsg: 32660,
+  geoTransform: [587_200, 100, 0, 5_873_100, 0, -100] as GeoTransform,
+  width: 2330,
+  height: 2330,
+};
 /** NSIDC sea ice polar stereographic north (EPSG:3413): 2,000 km a side around the pole. */
-export const POLAR_SCENE = { epsg: 3413, geoTransform: [-1_000_000, 10_000, 0, 1_000_000, 0, -10_000] as GeoTransform, width: 200, height: 200 };
+const POLAR_SCENE = {
+  epsg: 3413,
+  geoTransform: [-1_000_000, 10_000, 0, 1_000_000, 0, -10_000] as GeoTransform,
+  width: 200,
+  height: 200,
+};
 
 function band(crs: Crs, geoTransform: GeoTransform, width: number, height: number, key = 'scene.tif'): OpenedBand {
   const raster = { crs: rasterCrsOf(crs), geoTransform, width, height, bandCount: 1 } as unknown as RasterSource;
   return { name: 'A', key, versionToken: 'v1', index: 1, raster };
 }
 
-const scene = band(crsFromEpsg(ANTIMERIDIAN_SCENE.epsg), ANTIMERIDIAN_SCENE.geoTransform, ANTIMERIDIAN_SCENE.width, ANTIMERIDIAN_SCENE.height);
+const scene = band(
+  crsFromEpsg(ANTIMERIDIAN_SCENE.epsg),
+  ANTIMERIDIAN_SCENE.geoTransform,
+  ANTIMERIDIAN_SCENE.width,
+  ANTIMERIDIAN_SCENE.height,
+);
 const tiling = (extra: Record<string, unknown>) =>
   tilingParams({ ...DEFAULT_PARAMS, tile_px: 256, bands: { A: 1 }, expression: 'A', ...extra });
 
@@ -60,8 +83,6 @@ function naiveBounds(crs: Crs) {
   crsTransform(crsFromEpsg(ANTIMERIDIAN_SCENE.epsg), crs)(X, Y);
   return { minX: Math.min(...X), minY: Math.min(...Y), maxX: Math.max(...X), maxY: Math.max(...Y) };
 }
-
-const count = (target: { width: number; height: number }, tilePx = 256) => Math.ceil(target.width / tilePx) * Math.ceil(target.height / tilePx);
 
 describe('a scene across the antimeridian', () => {
   it.each([

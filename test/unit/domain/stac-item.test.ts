@@ -242,9 +242,11 @@ describe('resolveStacAssets', () => {
     const s2 = sentinel2();
     // With each band's raster:bands scale and offset, which --unscale applies (issue 29).
     const scaleOffset = { scale: 0.0001, offset: 0 };
+    // And the item's proj:epsg, checked against each file's own CRS at fan-out (issue 29).
+    const crs = { text: 'EPSG:32707' };
     expect(resolveStacAssets(s2, S2_KEY, { B04: 'red', B08: 'nir' })).toEqual({
-      B04: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B04_10m.tif`, index: 1, asset: 'red', scaleOffset },
-      B08: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B08_10m.tif`, index: 1, asset: 'nir', scaleOffset },
+      B04: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B04_10m.tif`, index: 1, asset: 'red', scaleOffset, crs },
+      B08: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_B08_10m.tif`, index: 1, asset: 'nir', scaleOffset, crs },
     });
   });
 
@@ -252,9 +254,22 @@ describe('resolveStacAssets', () => {
     // `nir` names asset nir (one band) and nothing else
     // Landsat Collection 2 surface reflectance: scale 0.0000275, offset -0.2 in raster:bands.
     const scaleOffset = { scale: 0.0000275, offset: -0.2 };
+    const crs = { text: 'EPSG:32610' };
     expect(resolveStacAssets(landsat(), LANDSAT_KEY, { N: 'nir08', S: 'swir16' })).toEqual({
-      N: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B5.TIF', index: 1, asset: 'nir08', scaleOffset },
-      S: { key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B6.TIF', index: 1, asset: 'swir16', scaleOffset },
+      N: {
+        key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B5.TIF',
+        index: 1,
+        asset: 'nir08',
+        scaleOffset,
+        crs,
+      },
+      S: {
+        key: 'tests/data-files/oli-tirs/LC08_L2SP_047027_20201204_20210313_02_T1_SR_B6.TIF',
+        index: 1,
+        asset: 'swir16',
+        scaleOffset,
+        crs,
+      },
     });
   });
 
@@ -293,8 +308,8 @@ describe('resolveStacAssets', () => {
     const v11 = parse(doc, 'cs2/20201211_223832_CS2.json');
     // `nir` is carried by analytic (band 4) alone; a multi-band asset is then the only choice
     expect(resolveStacAssets(v11, v11.itemKey, { NIR: 'nir', R: 'analytic:3' })).toEqual({
-      NIR: { key: 'cs2/analytic.tif', index: 4, asset: 'analytic' },
-      R: { key: 'cs2/analytic.tif', index: 3, asset: 'analytic' },
+      NIR: { key: 'cs2/analytic.tif', index: 4, asset: 'analytic', crs: { text: 'EPSG:32659' } },
+      R: { key: 'cs2/analytic.tif', index: 3, asset: 'analytic', crs: { text: 'EPSG:32659' } },
     });
     // band name `band1` is analytic's band 1 and visual's band 3
     expect(() => resolveStacAssets(v11, v11.itemKey, { B: 'band1' })).toThrow(/"analytic:1", "visual:3" all hold it/);
@@ -313,7 +328,7 @@ describe('resolveStacAssets', () => {
       /asset "visual" holds 3 bands \(B04\/red, B03\/green, B02\/blue\); say which: "visual:1" \.\. "visual:3"/,
     );
     expect(resolveStacAssets(s2, S2_KEY, { G: 'visual:2' })).toEqual({
-      G: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_TCI_10m.tif`, index: 2, asset: 'visual' },
+      G: { key: `${S2_GRANULE}/R10m/T07HFE_20190212T192651_TCI_10m.tif`, index: 2, asset: 'visual', crs: { text: 'EPSG:32707' } },
     });
     expect(() => resolveStacAssets(s2, S2_KEY, { X: 'visual:4' })).toThrow(/lists 3 bands, so there is no band 4/);
   });

@@ -385,7 +385,12 @@ describe('openGeoTiff refuses what it cannot georeference or decode, with a type
     // now, and compared with GDAL in crs-definition.test.ts; a method Tessera does not model is still refused:
     [
       'a user-defined projection Tessera does not model (oblique Mercator)',
-      () => translate('omerc', ['-a_srs', '+proj=omerc +lat_0=4 +lonc=115 +alpha=53.31 +k=0.99984 +x_0=0 +y_0=0 +ellps=WGS84', join(PUBLIC, 'byte.tif')]),
+      () =>
+        translate('omerc', [
+          '-a_srs',
+          '+proj=omerc +lat_0=4 +lonc=115 +alpha=53.31 +k=0.99984 +x_0=0 +y_0=0 +ellps=WGS84',
+          join(PUBLIC, 'byte.tif'),
+        ]),
       UnsupportedRasterError,
       /user-defined projected CRS .* not one Tessera models/,
     ],
