@@ -439,6 +439,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   const crashesOf = new Map<string, number>();
   const deliveriesOfJob = new Map<string, number>();
   const sourceChanged = new Set<string>();
+  /** Windows (`scene\nindex`, row-major) of chunks that found their scene superseded: never enqueued, by design. */
+  const chunkSuperseded = new Set<string>();
   const poisonVerdicts: { body: string; error: string }[] = [];
   const anomalies: string[] = [];
   /** The bytes of every version the soak staged, by `key\nversion`: what each scene version's reference reads. */
@@ -561,14 +563,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
 
   /**
    * The next event of the plan: a single-file scene, a chunked one, a STAC Item, an ingest or a remote Item.
-   * The schedule forces the rare fault kinds onto the first events, each onto the kind of event it needs.
+   * The schedule forces the rare fault kinds onto the first events, a few of one scope per event, made of the kind of event they need.
    */
   async function newEvent(): Promise<void> {
     const forced = schedule.forcedEvent(eventSeq++);
     const r = ++sceneSeq;
     const scope = forced[0] === undefined ? undefined : FAULT_SCOPE[forced[0]];
     const allowed = options.events ?? SOAK_EVENTS;
-    // The kinds of event that can carry the forced kind, weighted; or any kind, as drawn.
+    // The kinds of event that can carry the forced kinds, weighted; or any kind, as drawn.
     const weights: [SoakEvent, number][] =
       scope === 'scene'
         ? [
@@ -1228,12 +1230,10 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       `verdict ${r.kind}${r.kind === 'ack' ? ` ${r.outcome.kind}${'reason' in r.outcome ? ` ${String(r.outcome.reason)}` : ''}` : ''}${r.kind === 'retry' || r.kind === 'poison' ? ` ${r.error.message}` : ''}`,
     );
     if (r.kind === 'poison') poisonVerdicts.push({ body: d.body, error: r.error.message });
-    if (r.kind === 'ack' && r.outcome.kind === 'source-changed') {
-      try {
-        sourceChanged.add(claimIdOf(parseTileJob(d.body)));
-      } catch {
-        // A fan-out chunk has no claim.
-      }
+    if (r.kind === 'ack' && r.outcome.kind === 'source-changed') sourceChanged.add(claimIdOf(parseTileJob(d.body)));
+    if (r.kind === 'ack' && r.outcome.kind === 'chunk-superseded') {
+      const { sceneKey, first, count } = r.outcome;
+      for (let i = first; i < first + count; i++) chunkSuperseded.add(`${sceneKey}\n${i}`);
     }
   }
 
@@ -1360,10 +1360,14 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         const head = await ctx.backend.outputs.head(key);
         const id = `${s.label}/${w.row}_${w.col}`;
         if (!head) {
-          if (superseded && sourceChanged.has(jobId)) continue;
+          // A superseded scene may lack the tile of a job that settled source-changed, or of a window whose chunk found
+          // the scene superseded and enqueued nothing.
+          if (superseded && (sourceChanged.has(jobId) || chunkSuperseded.has(`${s.sceneKey}\n${w.row * s.grid.cols + w.col}`))) continue;
           tilesExpected++;
           missingTiles++;
-          anomalies.push(`${id}: tile missing${superseded ? ' (scene superseded, but its job never settled source-changed)' : ''}`);
+          anomalies.push(
+            `${id}: tile missing${superseded ? ' (scene superseded, but its job never settled source-changed and its chunk was enqueued)' : ''}`,
+          );
           continue;
         }
         present++;

@@ -75,18 +75,7 @@ describe('tessera ingest', () => {
   it('the published key tiles as any scene does (run --source-key), and run --fresh keeps the manifest with the sources', async () => {
     const cwd = await workdir();
     const published = JSON.parse((await cli(cwd, 'ingest', ...ARGS, '--json')).out);
-    const run = await cli(
-      cwd,
-      'run',
-      '--fresh',
-      '--source-key',
-      published.key,
-      '--tile',
-      '32',
-      '--workers',
-      '1',
-      '--json',
-    );
+    const run = await cli(cwd, 'run', '--fresh', '--source-key', published.key, '--tile', '32', '--workers', '1', '--json');
     expect(run.code, run.err).toBe(0);
     expect(JSON.parse(run.out.trim().split('\n').pop() as string)).toMatchObject({ gridCount: 4 });
     expect((await state(cwd)).rows).toHaveLength(1);
