@@ -265,7 +265,10 @@ describe('PostgisFeatureSink', () => {
     } finally {
       await Promise.all(many.map((p) => p.end()));
     }
-    const r = await direct.query(`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'tile_features_pkey'`);
+    // This test's own table (the search path's): other suites keep tables of the same name in schemas of their own.
+    const r = await direct.query(
+      `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'tile_features_pkey' AND conrelid = to_regclass('tile_features')`,
+    );
     expect(r.rows).toEqual([{ def: 'PRIMARY KEY (job_id)' }]);
   });
 });

@@ -462,11 +462,12 @@ describe('openGeoTiff refuses what it cannot read, with the reason', () => {
     ['JPEG compression', async () => patchTag(await plain(), 259, 7), /JPEG compression/],
     ['YCbCr colour', async () => patchTag(await plain(), 262, 6), /YCbCr/],
     [
-      'a user-defined projected CRS',
+      // User-defined projections of the supported families are read (docs/reprojection.md); oblique Mercator is not one.
+      'a user-defined projected CRS of a method Tessera does not implement',
       () =>
         gdalGeoTiff(scratch.dir, 'userdef', [band], W, H, [
           '-a_srs',
-          '+proj=tmerc +lat_0=0 +lon_0=3.3 +k=0.9996 +x_0=500000 +y_0=0 +ellps=GRS80 +units=m +no_defs',
+          '+proj=omerc +lat_0=4 +lonc=115 +alpha=53.3 +gamma=53.1 +k=0.99984 +x_0=590476.87 +y_0=442857.65 +ellps=GRS80 +units=m +no_defs',
           '-a_ullr',
           '0',
           '300',
