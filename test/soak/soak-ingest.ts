@@ -329,7 +329,8 @@ export class SoakIngest {
     let ran = false;
     const wrap = betweenListings(async () => {
       ran = true;
-      await ingest();
+      // Another function's work, not the reconcile's: it starts outside the reconcile's role and takes its own.
+      await asOperator(ingest);
     });
     const r = await asRole('reconcile', () =>
       reconcileManifest(
