@@ -1,9 +1,8 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { handleIngestDelivery } from '../../../shared/app/ingest.js';
 import { cloudIngestDeps, cloudIngestSettings } from '../../../shared/app/ingest-trigger.js';
-import { assertNever } from '../../../shared/domain/claim.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
+import { settleSqsRecords } from './sqs-batch.js';
 
 /** The ingest dependencies of an AWS runtime: the source bucket (staging + promoted keys) and the DynamoDB manifest. */
 /**
@@ -30,40 +29,24 @@ export function createIngestHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   const rt = typeof runtime === 'function' ? runtime : () => runtime;
   return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
     const r = rt();
-    const { backend, clients, config } = r;
+    const { backend, config } = r;
     const deps = cloudIngestDeps(r.backend, r.manifest);
     const settings = cloudIngestSettings(config);
-    const batch = new SqsBatch(clients.sqs, backend.telemetry);
-    for (const record of event.Records ?? []) {
-      if (outOfTime(context)) {
-        batch.fail(record, 0);
-        continue;
-      }
-      const receiveCount = receiveCountOf(record);
-      const verdict = await handleIngestDelivery(deps, { body: record.body, deliveryId: record.messageId, receiveCount }, settings);
-      switch (verdict.kind) {
-        case 'ack':
-          for (const o of verdict.outcomes)
-            backend.telemetry.log('INFO', 'ingest-settled', {
-              deliveryId: record.messageId,
-              reason: o.reason,
-              key: o.key,
-              checksum: o.checksum,
-            });
-          break;
-        case 'poison':
-          // Settled at once (shared/app/poison.ts): into the ingest DLQ by this handler, then acked.
-          if ((await settlePoisonRecord(r, record, verdict.error)).kind === 'dead-lettered') break;
-          batch.fail(record, 0);
-          break;
-        case 'retry':
-          batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
-          break;
-        default:
-          assertNever(verdict, 'ingest verdict');
-      }
-    }
-    return batch.respond();
+    return settleSqsRecords(
+      r,
+      event.Records ?? [],
+      context,
+      (record, receiveCount) => handleIngestDelivery(deps, { body: record.body, deliveryId: record.messageId, receiveCount }, settings),
+      (record, verdict) => {
+        for (const o of verdict.outcomes)
+          backend.telemetry.log('INFO', 'ingest-settled', {
+            deliveryId: record.messageId,
+            reason: o.reason,
+            key: o.key,
+            checksum: o.checksum,
+          });
+      },
+    );
   };
 }
 

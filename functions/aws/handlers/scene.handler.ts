@@ -12,7 +12,7 @@ import type { SourceRef } from '../../../shared/domain/job-key.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
 import { ENV } from '../../../shared/domain/runtime-config.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { deadLetterSinkOf, outOfTime, queueUrlOf, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
+import { deadLetterSinkOf, queueUrlOf, receiveCountOf, requeueDelaySeconds, settleSqsRecords } from './sqs-batch.js';
 
 /** What the scene handler did with one S3 notification record. */
 export type SceneRecordOutcome =
@@ -160,31 +160,8 @@ export function createSceneHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   ): Promise<SQSBatchResponse | { outcomes: SceneRecordOutcome[] }> {
     const records: readonly unknown[] = Array.isArray(event?.Records) ? event.Records : [];
     if (records.length > 0 && (records[0] as { eventSource?: string }).eventSource === 'aws:sqs') {
-      const { clients, backend } = rt();
-      const batch = new SqsBatch(clients.sqs, backend.telemetry);
-      for (const record of records as SQSRecord[]) {
-        if (outOfTime(context)) {
-          // Hand back, visible at once, the scenes there is no time left to fan out.
-          batch.fail(record, 0);
-          continue;
-        }
-        const verdict = await handleSqsRecord(record);
-        switch (verdict.kind) {
-          case 'ack':
-            break;
-          case 'poison':
-            // Settled at once (shared/app/poison.ts): into the DLQ by this handler, then acked.
-            if ((await settlePoisonRecord(rt(), record, verdict.error)).kind === 'dead-lettered') break;
-            batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
-            break;
-          case 'retry':
-            batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
-            break;
-          default:
-            assertNever(verdict, 'scene verdict');
-        }
-      }
-      return batch.respond();
+      // Scenes there is no time left to fan out are handed back; poison is settled at once into the DLQ.
+      return settleSqsRecords(rt(), records as SQSRecord[], context, (record) => handleSqsRecord(record));
     }
     // Direct invocation: Lambda retries a failed asynchronous invocation twice, then hands the
     // event to the function's on-failure destination. So every record is tried, and any failure

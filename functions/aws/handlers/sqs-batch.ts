@@ -138,3 +138,48 @@ export const END_OF_INVOCATION_MARGIN_MS = 30_000;
 export function outOfTime(context: Pick<Context, 'getRemainingTimeInMillis'> | undefined, marginMs = END_OF_INVOCATION_MARGIN_MS): boolean {
   return context !== undefined && typeof context.getRemainingTimeInMillis === 'function' && context.getRemainingTimeInMillis() < marginMs;
 }
+
+/** What a handler decided for one record: acked, retried later, or poison (any ack payload is the handler's own). */
+export type RecordVerdict = { readonly kind: 'ack' } | Exclude<DeliveryVerdict, { kind: 'ack' }>;
+
+/**
+ * The one settle loop of every SQS-triggered handler (scene, tile, ingest, stream): records there is no time left
+ * to start are handed back visible at once; an acked record is left out of batchItemFailures; poison is settled at
+ * once into the function's DLQ ({@link settlePoisonRecord}) and failed only if that copy could not be made; a retry
+ * is failed with its delay ({@link requeueDelaySeconds}). Returns Lambda's SQSBatchResponse.
+ */
+export async function settleSqsRecords<V extends RecordVerdict>(
+  rt: Pick<AwsRuntime, 'config' | 'clients' | 'backend'>,
+  records: readonly SQSRecord[],
+  context: Pick<Context, 'getRemainingTimeInMillis'> | undefined,
+  handle: (record: SQSRecord, receiveCount: number) => Promise<V>,
+  onAck?: (record: SQSRecord, verdict: Extract<V, { kind: 'ack' }>) => void,
+): Promise<{ batchItemFailures: SQSBatchItemFailure[] }> {
+  const batch = new SqsBatch(rt.clients.sqs, rt.backend.telemetry);
+  let handedBack = 0;
+  for (const record of records) {
+    if (outOfTime(context)) {
+      batch.fail(record, 0);
+      handedBack++;
+      continue;
+    }
+    const receiveCount = receiveCountOf(record);
+    const verdict = await handle(record, receiveCount);
+    switch (verdict.kind) {
+      case 'ack':
+        onAck?.(record, verdict as Extract<V, { kind: 'ack' }>);
+        break;
+      case 'poison':
+        if ((await settlePoisonRecord(rt, record, verdict.error)).kind === 'dead-lettered') break;
+        batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
+        break;
+      case 'retry':
+        batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
+        break;
+      default:
+        assertNever(verdict as never, 'record verdict');
+    }
+  }
+  if (handedBack > 0) rt.backend.telemetry.log('WARN', 'records-handed-back', { count: handedBack, reason: 'invocation near its timeout' });
+  return batch.respond();
+}

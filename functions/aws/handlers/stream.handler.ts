@@ -5,13 +5,12 @@ import { acceptBatchObject, handleBatchDelivery, requireBatchSink, streamSetting
 import { poisonReason } from '../../../shared/app/poison.js';
 import { type RecordFailure, settleRecords } from '../../../shared/app/record-batch.js';
 import { SQS_DEFAULT_MAX_RECEIVE_COUNT, sqsSchedule } from '../../../shared/app/redelivery.js';
-import { assertNever } from '../../../shared/domain/claim.js';
 import { InvalidEventError } from '../../../shared/domain/errors.js';
 import { decodeEventKey } from '../../../shared/domain/object-key.js';
 import { ENV } from '../../../shared/domain/runtime-config.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
 import { notificationOf, versionTokenOf } from './scene.handler.js';
-import { deadLetterSinkOf, outOfTime, queueUrlOf, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
+import { deadLetterSinkOf, queueUrlOf, receiveCountOf, requeueDelaySeconds, settleSqsRecords } from './sqs-batch.js';
 
 /**
  * The stream function (docs/streams.md): S3 -> SQS -> Lambda, one SQS record per batch object that Amazon Data
@@ -117,30 +116,8 @@ export function createStreamHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   }
 
   return async function streamHandler(event: SQSEvent, context?: Context): Promise<SQSBatchResponse> {
-    const { clients, backend } = rt();
-    const batch = new SqsBatch(clients.sqs, backend.telemetry);
-    for (const record of event.Records ?? []) {
-      if (outOfTime(context)) {
-        batch.fail(record, 0);
-        continue;
-      }
-      const verdict = await handleSqsRecord(record);
-      switch (verdict.kind) {
-        case 'ack':
-          break;
-        case 'poison':
-          // Settled at once (shared/app/poison.ts): into the stream queue's DLQ by this handler, then acked.
-          if ((await settlePoisonRecord(rt(), record, verdict.error)).kind === 'dead-lettered') break;
-          batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
-          break;
-        case 'retry':
-          batch.fail(record, requeueDelaySeconds(verdict, receiveCountOf(record)));
-          break;
-        default:
-          assertNever(verdict, 'stream verdict');
-      }
-    }
-    return batch.respond();
+    // Poison is settled at once into the stream queue's DLQ (shared/app/poison.ts), then acked.
+    return settleSqsRecords(rt(), event.Records ?? [], context, (record) => handleSqsRecord(record));
   };
 }
 

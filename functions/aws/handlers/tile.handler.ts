@@ -1,9 +1,8 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { handleQueueDelivery } from '../../../shared/app/queue-delivery.js';
 import { SQS_DEFAULT_MAX_RECEIVE_COUNT, sqsSchedule } from '../../../shared/app/redelivery.js';
-import { assertNever } from '../../../shared/domain/claim.js';
 import { type AwsRuntime, lambdaRuntime } from '../compose.js';
-import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonRecord } from './sqs-batch.js';
+import { settleSqsRecords } from './sqs-batch.js';
 
 /**
  * The tile worker: one SQS batch of tile jobs per invocation.
@@ -27,42 +26,13 @@ import { outOfTime, receiveCountOf, requeueDelaySeconds, SqsBatch, settlePoisonR
 export function createTileHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
   const rt = typeof runtime === 'function' ? runtime : () => runtime;
   return async (event: SQSEvent, context?: Context): Promise<SQSBatchResponse> => {
-    const { backend, settings, clients, config } = rt();
+    const { backend, settings, config } = rt();
     // The redrive policy's count (infra/ sets it); SQS lets the handler set each record's gap (sqs-batch.ts).
     const schedule = sqsSchedule(config.maxDeliveries ?? SQS_DEFAULT_MAX_RECEIVE_COUNT);
-    const batch = new SqsBatch(clients.sqs, backend.telemetry);
-    let handedBack = 0;
-    for (const record of event.Records ?? []) {
-      if (outOfTime(context)) {
-        batch.fail(record, 0);
-        handedBack++;
-        continue;
-      }
-      const receiveCount = receiveCountOf(record);
-      // Tile jobs and fan-out chunks share the queue; the dispatch is the same on every cloud (shared/app/queue-delivery.ts).
-      const verdict = await handleQueueDelivery(backend, settings, {
-        body: record.body,
-        deliveryId: record.messageId,
-        receiveCount,
-        schedule,
-      });
-      switch (verdict.kind) {
-        case 'ack':
-          break;
-        case 'poison':
-          // Settled at once (shared/app/poison.ts): into the DLQ by this handler, then acked.
-          if ((await settlePoisonRecord(rt(), record, verdict.error)).kind === 'dead-lettered') break;
-          batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
-          break;
-        case 'retry':
-          batch.fail(record, requeueDelaySeconds(verdict, receiveCount));
-          break;
-        default:
-          assertNever(verdict, 'delivery verdict');
-      }
-    }
-    if (handedBack > 0) backend.telemetry.log('WARN', 'records-handed-back', { count: handedBack, reason: 'invocation near its timeout' });
-    const response = await batch.respond();
+    // Tile jobs and fan-out chunks share the queue; the dispatch is the same on every cloud (shared/app/queue-delivery.ts).
+    const response = await settleSqsRecords(rt(), event.Records ?? [], context, (record, receiveCount) =>
+      handleQueueDelivery(backend, settings, { body: record.body, deliveryId: record.messageId, receiveCount, schedule }),
+    );
     // Lambda freezes the environment once the handler returns: the batch's spans must leave first.
     await rt().otel?.flush();
     return response;
