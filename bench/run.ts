@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,tracing,startup,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -25,11 +25,12 @@ import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
 import { type ReprojectConfig, reproject } from './sections/reproject.js';
 import { type ScaleConfig, scale } from './sections/scale.js';
 import { type ScalingConfig, scaling } from './sections/scaling.js';
+import { type StartupConfig, startup } from './sections/startup.js';
 import { type StreamsConfig, streams } from './sections/streams.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 import { type TracingConfig, tracing } from './sections/tracing.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing', 'startup'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -42,6 +43,7 @@ interface Plan {
   readonly reproject: ReprojectConfig;
   readonly streams: StreamsConfig;
   readonly tracing: TracingConfig;
+  readonly startup: StartupConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -56,8 +58,10 @@ const FULL: Plan = {
   scaling: { scalingScene: 8192, scalingTilePx: 512, scalingReps: 3, wholeScene: 10980, wholeTilePx: 512, wholeReps: 2 },
   reproject: { sceneSize: 4096, tiles: 16, reps: 3, zoom: 13, resamplings: ['nearest', 'bilinear', 'cubic'] },
   // 100,000 records in batch objects of 1,000 (the issue's one claim per thousand); the baseline's rate over 10,000.
-  streams: { batches: 100, recordsPerBatch: 1000, baselineBatches: 10, reps: 3, concurrency: 2 },
+  streams: { batches: 100, recordsPerBatch: 1000, baselineBatches: 10, reps: 5, concurrency: 2 },
   tracing: { sceneSize: 4096, pairs: 24, noopSpans: 200_000 },
+  // The built CLI against the tsx dev path, alternating: about 30 s.
+  startup: { helpReps: 9, runReps: 7 },
   expected: 'about 8 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -72,6 +76,7 @@ const SMOKE: Plan = {
   reproject: { sceneSize: 1024, tiles: 2, reps: 1, zoom: 13, resamplings: ['bilinear'] },
   streams: { batches: 4, recordsPerBatch: 250, baselineBatches: 2, reps: 1, concurrency: 2 },
   tracing: { sceneSize: 1024, pairs: 2, noopSpans: 10_000 },
+  startup: { helpReps: 1, runReps: 1 },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -133,6 +138,8 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
       return streams(plan.streams, log);
     case 'tracing':
       return tracing(plan.tracing, log);
+    case 'startup':
+      return startup(plan.startup, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);

@@ -1,21 +1,32 @@
 #!/usr/bin/env node
-// `tessera` on the PATH (npm link, or npx tessera inside the repo): runs the
-// TypeScript CLI through tsx without a build step.
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { register } from 'tsx/esm/api';
-import { nodeFor } from '../scripts/node.mjs';
+// The `tessera` command (package.json bin).
+//
+// Installed from the package (npm pack, npm install): runs the built CLI, lib/cli.js, on the Node
+// that started it, with no TypeScript loader and no other Node (docs/packages.md). The bundle targets the
+// Node majors package.json's engines names, so an older one is refused here, before anything else loads.
+//
+// In a checkout of the repository (the TypeScript sources beside this file: npm link, npx tessera inside
+// the repo), tessera-dev.mjs runs the sources through tsx on the pinned Node instead, as `npm run tessera`.
+import { existsSync } from 'node:fs';
 
-// Run on the main Node (scripts/node.mjs: the newest major Tessera deploys): re-exec under the pinned one if this is another.
-const node = nodeFor();
-if (node !== process.execPath) {
-  const child = spawnSync(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
-  process.exit(child.status ?? 1);
+/** package.json engines: `>=22`. */
+const MIN_NODE_MAJOR = 22;
+
+if (existsSync(new URL('../cli/main.ts', import.meta.url))) {
+  await import('./tessera-dev.mjs');
+} else {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (!(major >= MIN_NODE_MAJOR)) {
+    process.stderr.write(
+      `tessera: needs Node.js ${MIN_NODE_MAJOR} or newer (package.json engines), but this is Node ${process.versions.node} ` +
+        `(${process.execPath}). Install Node ${MIN_NODE_MAJOR} or newer, put it first on PATH, and run tessera again.\n`,
+    );
+    process.exit(1);
+  }
+  const { main } = await import('../lib/cli.js');
+  process.exitCode = await main(process.argv.slice(2), {
+    stdout: (s) => process.stdout.write(s),
+    stderr: (s) => process.stderr.write(s),
+    cwd: process.cwd(),
+  });
 }
-register();
-const { main } = await import('../cli/main.ts');
-process.exitCode = await main(process.argv.slice(2), {
-  stdout: (s) => process.stdout.write(s),
-  stderr: (s) => process.stderr.write(s),
-  cwd: process.cwd(),
-});

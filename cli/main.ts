@@ -1,34 +1,96 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { TesseraError } from '../shared/domain/errors.js';
-import { backfillCommand, backfillHelp } from './commands/backfill.js';
-import { chooseCommand, chooseHelp } from './commands/choose.js';
-import { ingestCommand, ingestHelp } from './commands/ingest.js';
-import { preflightCommand, preflightHelp } from './commands/preflight.js';
-import { reconcileCommand, reconcileHelp } from './commands/reconcile.js';
-import { replayCommand, replayHelp } from './commands/replay.js';
-import { runCommand, runHelp } from './commands/run.js';
-import { streamCommand, streamHelp } from './commands/stream.js';
-import { verifyCommand, verifyHelp } from './commands/verify.js';
 import type { CliIo } from './io.js';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
-const COMMANDS: Record<string, { run: Command; help: string; summary: string }> = {
-  run: { run: runCommand, help: runHelp, summary: 'run the main job on the local backend (scene -> tiles -> mosaic)' },
-  replay: { run: replayCommand, help: replayHelp, summary: "re-deliver a job and prove its output's version is unchanged" },
-  backfill: { run: backfillCommand, help: backfillHelp, summary: 're-run a scene under a policy: skip | new-key | overwrite' },
-  ingest: { run: ingestCommand, help: ingestHelp, summary: 'stage, validate and publish an artefact once (manifest: source, id, sha256)' },
-  reconcile: { run: reconcileCommand, help: reconcileHelp, summary: 'compare published tiles and committed claims both ways' },
-  choose: { run: chooseCommand, help: chooseHelp, summary: 'rank provider + region pairs for a job and write a stack file' },
-  preflight: { run: preflightCommand, help: preflightHelp, summary: 'check a stack before pulumi up and print its plan' },
-  verify: { run: verifyCommand, help: verifyHelp, summary: 'check a deployed stack: smoke, replay, live parity' },
-  stream: { run: streamCommand, help: streamHelp, summary: 'every batch file of a folder into PostGIS, one claim per batch (streams)' },
+/** A command's code and its full help, loaded only when that command runs (or prints its help). */
+interface CommandModule {
+  readonly run: Command;
+  readonly help: string;
+}
+
+/**
+ * The commands, each loaded on demand: `tessera --help` reads only this table, and `tessera run` loads the
+ * local runtime but no cloud SDK, no Pulumi program and no price table (docs/packages.md, "Start-up").
+ */
+const COMMANDS: Record<string, { readonly summary: string; readonly load: () => Promise<CommandModule> }> = {
+  run: {
+    summary: 'run the main job on the local backend (scene -> tiles -> mosaic)',
+    load: async () => {
+      const m = await import('./commands/run.js');
+      return { run: m.runCommand, help: m.runHelp };
+    },
+  },
+  replay: {
+    summary: "re-deliver a job and prove its output's version is unchanged",
+    load: async () => {
+      const m = await import('./commands/replay.js');
+      return { run: m.replayCommand, help: m.replayHelp };
+    },
+  },
+  backfill: {
+    summary: 're-run a scene under a policy: skip | new-key | overwrite',
+    load: async () => {
+      const m = await import('./commands/backfill.js');
+      return { run: m.backfillCommand, help: m.backfillHelp };
+    },
+  },
+  ingest: {
+    summary: 'stage, validate and publish an artefact once (manifest: source, id, sha256)',
+    load: async () => {
+      const m = await import('./commands/ingest.js');
+      return { run: m.ingestCommand, help: m.ingestHelp };
+    },
+  },
+  reconcile: {
+    summary: 'compare published tiles and committed claims both ways',
+    load: async () => {
+      const m = await import('./commands/reconcile.js');
+      return { run: m.reconcileCommand, help: m.reconcileHelp };
+    },
+  },
+  choose: {
+    summary: 'rank provider + region pairs for a job and write a stack file',
+    load: async () => {
+      const m = await import('./commands/choose.js');
+      return { run: m.chooseCommand, help: m.chooseHelp };
+    },
+  },
+  preflight: {
+    summary: 'check a stack before pulumi up and print its plan',
+    load: async () => {
+      const m = await import('./commands/preflight.js');
+      return { run: m.preflightCommand, help: m.preflightHelp };
+    },
+  },
+  verify: {
+    summary: 'check a deployed stack: smoke, replay, live parity',
+    load: async () => {
+      const m = await import('./commands/verify.js');
+      return { run: m.verifyCommand, help: m.verifyHelp };
+    },
+  },
+  stream: {
+    summary: 'every batch file of a folder into PostGIS, one claim per batch (streams)',
+    load: async () => {
+      const m = await import('./commands/stream.js');
+      return { run: m.streamCommand, help: m.streamHelp };
+    },
+  },
+  view: {
+    summary: "a web map of a scene's outputs on 127.0.0.1 (COG, PMTiles, TileJSON; footprint, legend, values)",
+    load: async () => {
+      const m = await import('./commands/view.js');
+      return { run: m.viewCommand, help: m.viewHelp };
+    },
+  },
 };
 
 export const mainHelp = `tessera: geospatial tiling with exactly-once effect
 
-Usage: tessera <command> [options]      (npm run tessera -- <command> ...)
+Usage: tessera <command> [options]      (in a checkout of the repository: npm run tessera -- <command> ...)
 
 Commands:
 ${Object.entries(COMMANDS)
@@ -43,10 +105,16 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stdout(`${mainHelp}\n`);
     return name === undefined ? 2 : 0;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const entry = COMMANDS[name];
+  if (!entry) {
     io.stderr(`tessera: unknown command ${JSON.stringify(name)}\n\n${mainHelp}\n`);
     return 2;
+  }
+  let command: CommandModule;
+  try {
+    command = await entry.load();
+  } catch (error) {
+    return missingPackage(name, error, io);
   }
   if (rest.includes('--help') || rest.includes('-h')) {
     io.stdout(`${command.help}\n`);
@@ -63,8 +131,21 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       io.stderr(`tessera ${name}: ${error.message}\n\n${command.help}\n`);
       return 2;
     }
-    throw error;
+    return missingPackage(name, error, io);
   }
+}
+
+/**
+ * A package the command imports is not installed: in the `tessera` package, the optional peers (`@pulumi/*`), which
+ * a project that deploys with Pulumi has and others need not (docs/packages.md). Anything else is rethrown.
+ */
+function missingPackage(command: string, error: unknown, io: CliIo): number {
+  const code = (error as { code?: string } | undefined)?.code;
+  const pkg =
+    error instanceof Error && code === 'ERR_MODULE_NOT_FOUND' ? /Cannot find package '([^']+)'/.exec(error.message)?.[1] : undefined;
+  if (pkg === undefined) throw error;
+  io.stderr(`tessera ${command}: needs the package ${pkg}, which is not installed here; install it (npm install ${pkg}) and run again\n`);
+  return 1;
 }
 
 export { parseArgs };

@@ -15,7 +15,14 @@
  *   (`main: dist/index.js`) and the bundle. `@azure/functions-core` is the only
  *   external: the Functions worker provides it.
  *
- * Nothing else is external, and the local backend's native SQLite driver
+ * Nothing else is external but sharp (libvips, the encoder of rendered PNG,
+ * WebP and JPEG tiles: shared/raster/image-encoder.ts), a native addon that
+ * cannot be bundled: an archive whose bundle imports it ships sharp with the
+ * prebuilt binaries of the platform its cloud runs (Lambda: linux-arm64,
+ * LAMBDA_ARCHITECTURE; Azure Functions: linux-x64) under node_modules/, from
+ * the lockfile of scripts/native/sharp (scripts/native-sharp.mjs); the Cloud
+ * Functions source names it in its package.json, which Cloud Build installs on
+ * the runtime's linux-x64. The local backend's native SQLite driver
  * (better-sqlite3) must not reach a cloud bundle: the build fails if it does.
  */
 import { spawnSync } from 'node:child_process';
@@ -32,11 +39,14 @@ import {
   AZURE_TRIGGER_CONNECTION,
   GCP_ENTRY_POINTS,
   HANDLER_ENTRIES,
+  LAMBDA_ARCHITECTURE,
   REPO_ROOT,
 } from '../infra/common/packaging.js';
 import { CODE_VERSION_DEFINE, computeCodeVersion, RENDER_PATH_ROOTS } from '../shared/domain/code-version.js';
 import { ENV } from '../shared/domain/runtime-config.js';
 import { deployedNodeMajor } from '../shared/domain/runtimes.js';
+import { IMAGE_CODEC } from '../shared/raster/image-encoder.js';
+import { lockedSharpVersion, type SharpTarget, sharpNativeFiles } from './native-sharp.mjs';
 
 /** The module whose `codeVersion()` the build's define fixes. */
 const CODE_VERSION_MODULE = 'shared/domain/code-version.ts';
@@ -122,7 +132,12 @@ interface Bundle {
   readonly code: Uint8Array;
   readonly map: Uint8Array;
   readonly inputs: readonly string[];
+  /** Whether the bundle imports sharp (left external): its archive must ship sharp's binaries. */
+  readonly usesSharp: boolean;
 }
+
+/** Native packages left out of every bundle and shipped beside it for the target platform (see the file comment). */
+const NATIVE_EXTERNALS = ['sharp'];
 
 /**
  * The Node major an archive must run on: the one its cloud deploys on every
@@ -160,7 +175,7 @@ async function bundle(root: string, entry: string, outName: string, external: re
     write: false,
     sourcemap: 'linked',
     sourcesContent: false,
-    external: [...external],
+    external: [...external, ...NATIVE_EXTERNALS],
     // The AWS SDK and others offer an ESM build under "module"; prefer it, as Node would with "exports".
     mainFields: ['module', 'main'],
     banner: { js: ESM_REQUIRE_SHIM },
@@ -183,7 +198,65 @@ async function bundle(root: string, entry: string, outName: string, external: re
   }
   const native = inputs.filter((i) => i.endsWith('.node'));
   if (native.length > 0) throw new BuildError(`${entry} pulls in native addons that cannot run on the platform: ${native.join(', ')}`);
-  return { code: code.contents, map: map.contents, inputs };
+  const imports = Object.values((result.metafile as Metafile).outputs).flatMap((o) => o.imports);
+  const usesSharp = imports.some((i) => i.external && (i.path === 'sharp' || i.path.startsWith('sharp/')));
+  return { code: code.contents, map: map.contents, inputs, usesSharp };
+}
+
+/** ELF e_machine of each Linux architecture sharp ships for. */
+const ELF_MACHINE: Readonly<Record<SharpTarget, number>> = { 'linux-x64': 0x3e, 'linux-arm64': 0xb7 };
+
+/**
+ * sharp and `target`'s prebuilt libvips, as archive entries under node_modules/. Checked: the version is the one the
+ * code's keys promise (IMAGE_CODEC), and every shared object is an ELF file of the target's architecture. With
+ * `verify`, on a machine of that platform, the packaged copy is loaded on its own and encodes a PNG.
+ */
+function sharpEntries(root: string, target: SharpTarget, checkDir: string, verify: boolean): ZipEntry[] {
+  const locked = lockedSharpVersion();
+  if (locked !== IMAGE_CODEC.sharp || installedVersion(root, 'sharp') !== IMAGE_CODEC.sharp) {
+    throw new BuildError(
+      `sharp versions disagree: the code's keys promise ${IMAGE_CODEC.sharp} (IMAGE_CODEC, shared/raster/image-encoder.ts), the repository has ${installedVersion(root, 'sharp')} and scripts/native/sharp/package-lock.json ${locked}; ` +
+        'change them together (npm install sharp@<v> --save-exact, and the same in scripts/native/sharp: npm install --package-lock-only)',
+    );
+  }
+  let files: ZipEntry[];
+  try {
+    files = sharpNativeFiles(target, root);
+  } catch (e) {
+    throw new BuildError(`sharp for ${target}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const binaries = files.filter((f) => /\.node$|\.so(\.\d+)*$/.test(f.name));
+  if (binaries.length < 2)
+    throw new BuildError(`sharp for ${target} has no binaries (want @img/sharp-${target} and @img/sharp-libvips-${target})`);
+  for (const b of binaries) {
+    const d = b.data;
+    const machine = d.length > 20 ? Buffer.from(d.buffer, d.byteOffset, d.byteLength).readUInt16LE(18) : -1;
+    if (!(d[0] === 0x7f && d[1] === 0x45 && d[2] === 0x4c && d[3] === 0x46) || machine !== ELF_MACHINE[target]) {
+      throw new BuildError(
+        `${b.name} is not a ${target} ELF shared object (machine 0x${machine.toString(16)}); reinstall: rm -rf node_modules/.tessera-native`,
+      );
+    }
+  }
+  if (verify && `${process.platform}-${process.arch}` === target) verifySharp(checkDir, target, files);
+  return files;
+}
+
+/** The packaged sharp, alone in a folder, loads and encodes a 1x1 PNG on this machine. */
+function verifySharp(checkDir: string, target: SharpTarget, files: readonly ZipEntry[]): void {
+  const dir = join(checkDir, `sharp-${target}`);
+  for (const f of files) {
+    mkdirSync(dirname(join(dir, f.name)), { recursive: true });
+    writeFileSync(join(dir, f.name), f.data);
+  }
+  const script = `const sharp = (await import(${JSON.stringify(pathToFileURL(join(dir, 'node_modules/sharp/package.json')).href.replace(/package\.json$/, 'dist/index.mjs'))})).default;
+const png = await sharp(Buffer.from([0, 0, 0, 0]), { raw: { width: 1, height: 1, channels: 4 } }).png().toBuffer();
+console.log(JSON.stringify({ vips: sharp.versions.vips, png: png.subarray(1, 4).toString() }));`;
+  const out = runCheck(dir, script, `sharp ${target}`) as { vips: string; png: string };
+  if (out.png !== 'PNG' || out.vips !== IMAGE_CODEC.vips) {
+    throw new BuildError(
+      `the packaged sharp for ${target} gave libvips ${out.vips} and ${JSON.stringify(out.png)}, want ${IMAGE_CODEC.vips} and a PNG`,
+    );
+  }
 }
 
 async function writeZip(path: string, files: readonly ZipEntry[]): Promise<number> {
@@ -200,6 +273,16 @@ async function writeZip(path: string, files: readonly ZipEntry[]): Promise<numbe
 
 function json(value: unknown): Uint8Array {
   return new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** sharp's version for the GCF package.json: the repository's, checked against the code's (IMAGE_CODEC). */
+function sharpVersion(root: string): string {
+  const v = installedVersion(root, 'sharp');
+  if (v !== IMAGE_CODEC.sharp)
+    throw new BuildError(
+      `sharp ${v} is installed, but the code's keys promise ${IMAGE_CODEC.sharp} (shared/raster/image-encoder.ts): run npm ci`,
+    );
+  return v;
 }
 
 /** The version of a dependency as the repository's lockfile installed it, for the GCF package.json. */
@@ -221,7 +304,7 @@ export const GCP_SIGNATURES: Readonly<Record<(typeof FUNCTION_ROLES)[number], 'c
   ingest: 'cloudevent',
   // Cloud Scheduler posts `{}`: a reconcile.
   reconcile: 'http',
-  // Eventarc delivers a storage CloudEvent of the source bucket, as to the scene function (docs/streams.md).
+  // Eventarc delivers a storage CloudEvent of the source bucket, as to the scene function (docs/feature-batches.md).
   stream: 'cloudevent',
 };
 
@@ -439,6 +522,8 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
         files: [
           { name: 'index.mjs', data: b.code },
           { name: 'index.mjs.map', data: b.map },
+          // Lambda resolves `import('sharp')` from /var/task/node_modules: the functions' own architecture's binaries.
+          ...(b.usesSharp ? sharpEntries(root, `linux-${LAMBDA_ARCHITECTURE}`, checkDir, verify) : []),
         ],
       });
     }
@@ -457,7 +542,12 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
       main: 'index.js',
       // Cloud Build's buildpack reads engines.node; it must name the runtime's own major.
       engines: { node: String(nodeMajorFor('gcp')) },
-      dependencies: { [framework]: installedVersion(root, framework) },
+      // sharp, when the bundle imports it: Cloud Build installs it (and its exact prebuilt libvips for the runtime's
+      // linux-x64) from the registry, as it installs the framework; the version is the one the code's keys promise.
+      dependencies: {
+        [framework]: installedVersion(root, framework),
+        ...(b.usesSharp ? { sharp: sharpVersion(root) } : {}),
+      },
     };
     return [
       {
@@ -496,6 +586,8 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
           { name: 'package.json', data: json(manifest) },
           { name: 'dist/index.js', data: b.code },
           { name: 'dist/index.js.map', data: b.map },
+          // A run-from-package app is not built remotely: it ships sharp for the Functions host's linux-x64.
+          ...(b.usesSharp ? sharpEntries(root, 'linux-x64', checkDir, verify) : []),
         ],
       },
     ];

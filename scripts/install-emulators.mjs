@@ -4,11 +4,14 @@
 // everything is already there. See docs/emulators.md.
 import { install as installAws } from './emulators/aws.mjs';
 import { install as installAzure } from './emulators/azure.mjs';
+import { install as installChromium } from './emulators/chromium.mjs';
 import { install as installGcp } from './emulators/gcp.mjs';
 import { install as installGdal } from './emulators/gdal.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
 // The real Pulumi CLI and language host (vendor/pulumi/) for the real-engine test.
 import { install as installPulumi } from './emulators/pulumi.mjs';
+// sharp's prebuilt libvips for the function archives' platforms (linux-x64, and Lambda's linux-arm64), from npm.
+import { install as installSharpNative } from './native-sharp.mjs';
 
 const started = Date.now();
 for (const [name, install] of [
@@ -17,7 +20,9 @@ for (const [name, install] of [
   ['azure', installAzure],
   ['postgres', installPostgres],
   ['gdal', installGdal],
+  ['chromium', installChromium],
   ['pulumi', installPulumi],
+  ['sharp-native', installSharpNative],
 ]) {
   try {
     await install();

@@ -145,6 +145,11 @@ async function main(): Promise<number> {
       backends.map(async (b): Promise<[BackendName, SoakOutcome]> => {
         const outcome = await runSoak(b, endpoints, { seed, deliveries: deliveries[b], faults, events, say, iam });
         say(`${b}: ${outcome.report.deliveries} deliveries in ${outcome.report.seconds} s, ${anomalyCount(outcome.report)} anomalies`);
+        const fb = outcome.report.featureBatches;
+        say(
+          `${b}: feature batches: ${fb.events} events, ${fb.objects} objects (+ ${fb.poisonObjects} poison), ${fb.deliveries} deliveries, ` +
+            `${fb.distinctRecords} distinct records in ${fb.recordRows} rows, ${fb.badLines} bad lines in ${fb.rejectRows} rejects`,
+        );
         return [b, outcome];
       }),
     );

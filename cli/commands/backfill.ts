@@ -10,6 +10,7 @@ import { resolveLease } from '../../shared/domain/ceilings.js';
 import { codeVersion } from '../../shared/domain/code-version.js';
 import { InvalidParamsError, MissingTilesError } from '../../shared/domain/errors.js';
 import { sceneKey } from '../../shared/domain/job-key.js';
+import { tileFormatOf } from '../../shared/domain/render-params.js';
 import type { CliIo } from '../io.js';
 import { terminalProgress } from '../terminal-progress.js';
 import { loadLastRun, openBackend, parseWindowId, saveLastRun } from './last-run.js';
@@ -84,7 +85,7 @@ export async function backfillCommand(argv: string[], io: CliIo): Promise<number
         if (values.expected !== undefined && ids.length !== 1) throw new InvalidParamsError('--expected applies to exactly one window');
         const expected = new Map<string, string>();
         for (const { row, col } of ids) {
-          const key = tileOutputKey(run.sceneKey, manifest.grid, { row, col });
+          const key = tileOutputKey(run.sceneKey, manifest.grid, { row, col }, tileFormatOf(manifest.params));
           const head = await backend.outputs.head(key);
           const version = values.expected ?? head?.version;
           if (version === undefined)

@@ -5,13 +5,14 @@ import { type MainJobSummary, runMainJob, type TileProfile } from '../../functio
 import { parseAssetSpecs, parseBandSpecs } from '../../functions/local/scene-input.js';
 import { defaultWorkers } from '../../functions/local/worker-process.js';
 import { parsePostgresUrl } from '../../functions/postgres/connection.js';
+import { checkZooms } from '../../shared/app/pyramid-grid.js';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
 import { DEFAULT_PARAMS, ENV } from '../../shared/domain/runtime-config.js';
-import { tilingParams } from '../../shared/domain/tiling-params.js';
+import { tilingParams, zoomRangeParams } from '../../shared/domain/tiling-params.js';
 import { canonicalCrsText } from '../../shared/raster/crs.js';
 import type { CliIo } from '../io.js';
 import { terminalProgress } from '../terminal-progress.js';
-import { DEFAULT_DIR, intOption, numberOption, outputProfileOption } from './options.js';
+import { DEFAULT_DIR, intOption, numberOption, outputProfileOption, renderOutputOption } from './options.js';
 
 export const runHelp = `tessera run: the main job on the local backend
 
@@ -49,9 +50,25 @@ Target grid (default: the scene's own grid; with several band files, the finest 
                       (docs/reprojection.md)
   --tms ID            cut the tiles of a tile matrix set: WebMercatorQuad, WorldCRS84Quad,
                       UTMnnWGS84Quad (nn 01-60); keys tiles/<scene>/<tms>/<z>/<x>/<y>.tif
-  --zoom Z            the zoom level of --tms (with --tile 256, or 512 for 512-pixel tiles)
+  --zoom Z|MIN-MAX    the zoom level of --tms (with --tile 256, or 512 for 512-pixel tiles), or a range
+                      (e.g. 8-14): a pyramid, every tile of every zoom its own job; the highest zoom's
+                      tiles are read from the scene, each lower one is built from its four children
+                      once they are written; the mosaic and the STAC Item are of the highest zoom
+                      (docs/pyramids.md)
   --mosaic KIND       vrt (default: a VRT over the tiles) or cog (also one COG mosaic); a STAC Item
                       of the output is written beside the mosaic either way
+
+Rendered tiles for web maps (default: float32 COG tiles for analysis; docs/web-maps.md):
+  --format F          cog (default), png, webp or jpeg: png/webp/jpeg tiles are 8-bit images of the band
+                      math, keyed tiles/<scene>/...<.png|.webp|.jpg>; part of every job key
+  --rescale MIN,MAX   the values mapped onto the 256 levels (required for png, webp, jpeg: the band
+                      math is float32), e.g. --rescale=-1,1 for NDVI (with = when MIN is negative);
+                      values outside the range take the end levels
+  --colormap NAME     colour the levels: viridis, plasma, magma, inferno (matplotlib, CC0), rdylgn
+                      (ColorBrewer RdYlGn, red to green: NDVI), greys (ColorBrewer); none: grey
+                      nodata, masked and outside-the-source pixels are transparent in png and webp
+  --background R,G,B  jpeg only, and required there: the colour those pixels get (jpeg has no
+                      transparency; without it they would be black), e.g. 255,255,255
 
 Run:
   --size N            synthetic scene width and height in pixels (default 5120)
@@ -76,6 +93,8 @@ Run:
                       (table tile_features, created if absent; one row per tile whatever the retries:
                       docs/postgis.md). Workers get it as TESSERA_FEATURE_SINK
   --json              print the summary as one JSON object on the last line
+  --view              then serve the scene's web map on 127.0.0.1 (tessera view: prints the URL, opens
+                      $BROWSER when set) until Ctrl-C; with --json, its {url, ...} line follows the summary
   --verbose           print the structured logs (JSON lines) on stderr
 
 Demonstration (off by default: a plain run injects no fault):
@@ -106,6 +125,10 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       tms: { type: 'string' },
       zoom: { type: 'string' },
       mosaic: { type: 'string' },
+      format: { type: 'string' },
+      rescale: { type: 'string' },
+      colormap: { type: 'string' },
+      background: { type: 'string' },
       size: { type: 'string' },
       tile: { type: 'string' },
       compression: { type: 'string' },
@@ -119,6 +142,7 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
       fresh: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
+      view: { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
       sink: { type: 'string' },
     },
@@ -132,7 +156,13 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
   const profile = values.profile;
   const size = intOption('size', values.size, 5120, 16, 65_536);
   const tilePx = intOption('tile', values.tile, 256, 16, 8192);
-  const output = withDstNoData(outputProfileOption(values.compression, values.level), values['dst-nodata']);
+  const output = renderOutputOption(withDstNoData(outputProfileOption(values.compression, values.level), values['dst-nodata']), {
+    format: values.format,
+    rescale: values.rescale,
+    colormap: values.colormap,
+    background: values.background,
+    cogProfile: values.compression !== undefined || values.level !== undefined,
+  });
   if (values.asset !== undefined && values.stac === undefined)
     throw new InvalidParamsError('--asset names an asset of --stac ITEM: give --stac too');
   if ((values.tms === undefined) !== (values.zoom === undefined)) throw new InvalidParamsError('--tms and --zoom go together');
@@ -140,14 +170,14 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     ...(values.expression === undefined ? {} : { expression: values.expression }),
     ...(values.crs === undefined ? {} : { dst_crs: crsOption(io.cwd, values.crs) }),
     ...(values.resampling === undefined ? {} : { resampling: values.resampling }),
-    ...(values.tms === undefined ? {} : { tms: values.tms, zoom: intOption('zoom', values.zoom, 0, 0, 30) }),
+    ...(values.tms === undefined ? {} : { tms: values.tms, ...zoomRangeParams(values.zoom as string) }),
     ...(values.mosaic === undefined ? {} : { mosaic: values.mosaic }),
     ...(values.unscale ? { unscale: true } : {}),
   };
   const custom = output !== undefined || Object.keys(grid).length > 0;
   const params = custom ? { ...DEFAULT_PARAMS, tile_px: tilePx, ...(output === undefined ? {} : { output }), ...grid } : undefined;
   // Checked before anything is staged: a typo in --crs or --tms fails at once, not after an import.
-  if (params !== undefined) tilingParams(params);
+  if (params !== undefined) checkZooms(tilingParams(params));
   const summary = await runMainJob({
     dir: resolve(io.cwd, values.dir),
     scene: values.scene === undefined ? undefined : resolve(io.cwd, values.scene),
@@ -167,6 +197,14 @@ export async function runCommand(argv: string[], io: CliIo): Promise<number> {
     log: values.verbose ? (line) => io.stderr(`${line}\n`) : () => {},
   });
   io.stdout(values.json ? `${JSON.stringify(summary)}\n` : formatSummary(summary) + formatProfile(summary.profile));
+  if (values.view && summary.ok) {
+    // Loaded only when asked: the viewer's server and bundle are no part of a plain run.
+    const { serveView } = await import('./view.js');
+    const { sceneViewFromDir } = await import('../view/scene-view.js');
+    await serveView(await sceneViewFromDir(resolve(io.cwd, values.dir), summary.sceneKey), { port: 0, json: values.json, io });
+  } else if (values.view) {
+    io.stderr('tessera run: --view skipped: the scene is incomplete (manifest count and grid count differ), so it has no mosaic to show\n');
+  }
   return summary.ok ? 0 : 1;
 }
 
@@ -242,7 +280,10 @@ export function formatSummary(s: MainJobSummary): string {
     ['leases taken over after lapsing', s.leasesTakenOver],
     ['leases stolen (commit refused, ERROR)', s.leasesStolen],
     ['dead-lettered', s.poison],
-    ['grid', `${s.crs}${s.tms === undefined ? '' : `, ${s.tms} zoom ${s.zoom}`}`],
+    [
+      'grid',
+      `${s.crs}${s.tms === undefined ? '' : s.minZoom === undefined ? `, ${s.tms} zoom ${s.zoom}` : `, ${s.tms} zooms ${s.minZoom}-${s.zoom} (${s.pyramidTiles} tiles; the mosaic is zoom ${s.zoom})`}`,
+    ],
     ['manifest count / grid count', `${s.manifestCount} / ${s.gridCount}${s.ok ? '  OK' : '  MISMATCH'}`],
     ['mosaic', s.mosaicPath || '(not assembled)'],
     ...(s.cogMosaicPath === undefined ? [] : ([['COG mosaic', s.cogMosaicPath]] as [string, string][])),

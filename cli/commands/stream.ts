@@ -20,7 +20,7 @@ per batch, keyed like a scene: bucket, key, content hash, parameters), and all i
 go into PostGIS in one transaction that also marks the batch done. A record two files
 carry counts once; bad records are kept in feature_rejects with their file and line; a
 file that is not a batch at all is poison (reported, exit 1). Run it again: every batch
-is "done" at its claim and nothing is read. docs/streams.md.
+is "done" at its claim and nothing is read. docs/feature-batches.md.
 
 A record: {"vessel": 219000037, "time": "2025-06-01T12:00:00Z", "lon": 4.5, "lat": 55.1,
 "speed": 11.2} (vessel or mmsi; time ISO-8601 with a zone or epoch ms; optional "id").

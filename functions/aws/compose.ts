@@ -7,13 +7,14 @@ import type { Backend, WorkerSettings } from '../../shared/app/backend.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
 import type { SourceFilter } from '../../shared/app/scene-event.js';
 import { JsonTelemetry, systemClock } from '../../shared/app/telemetry.js';
-import { clockSkewMarginMs, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
+import { clockSkewMarginMs, ENV, parseRuntimeConfig, type RuntimeConfig } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
+import { parseOtlpHeaders } from '../otel/otlp-headers.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
@@ -41,7 +42,7 @@ export interface AwsRuntime {
   /** The ingest manifest (DynamoDB, TESSERA_MANIFEST_TABLE): the ingest and reconcile functions only; undefined elsewhere. */
   readonly manifest?: ManifestStore | undefined;
   /**
-   * The PostGIS batch sink of the stream function (docs/streams.md), on the same URL as the feature sink; undefined
+   * The PostGIS batch sink of the stream function (docs/feature-batches.md), on the same URL as the feature sink; undefined
    * when the stack has none (tessera:featureSinkUrl). Opens its pool on first use only.
    */
   readonly batches?: FeatureBatchSink | undefined;
@@ -88,7 +89,18 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
       fields: { function: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera', worker: owner },
     });
   // Off unless OTEL_* variables ask for it: with the ADOT collector layer, OTLP to localhost:4318 (docs/telemetry.md).
-  const otel = setUpOpenTelemetry(env, { serviceName: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera' });
+  // An otlp exporter's headers (an API key) are in Secrets Manager, read before the first export, as the sink URL is.
+  const headersArn = env[ENV.otelHeadersSecret];
+  const headersSecret = headersArn
+    ? new SecretsManagerSecret(clients.secretsManager ?? new SecretsManagerClient({}), headersArn, {
+        versionId: env[ENV.otelHeadersSecretVersion] || undefined,
+        purpose: 'the OTLP exporter headers',
+      })
+    : undefined;
+  const otel = setUpOpenTelemetry(env, {
+    serviceName: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera',
+    otlpHeaders: headersSecret ? async () => parseOtlpHeaders(await headersSecret.value()) : undefined,
+  });
   const telemetry = otel ? otel.telemetry(logs) : logs;
   const outputs = new S3ObjectStore(clients.s3, config.outputBucket);
   // The PostGIS URL (tessera:featureSinkUrl): in Secrets Manager, docs/postgis.md. TESSERA_FEATURE_SINK itself is for

@@ -56,7 +56,7 @@ export const INGEST_QUEUE = 'tessera-ingest';
 
 /**
  * The Storage Queue the Event Grid subscription delivers BlobCreated events of batch objects under streams/ to
- * (docs/streams.md; poison twin `tessera-streams-poison`). Shared with infra/common/packaging.ts AZURE_QUEUES.
+ * (docs/feature-batches.md; poison twin `tessera-streams-poison`). Shared with infra/common/packaging.ts AZURE_QUEUES.
  */
 export const STREAM_EVENT_QUEUE = 'tessera-streams';
 
@@ -95,7 +95,7 @@ export interface AzureRuntime {
   readonly manifest?: ManifestStore | undefined;
   /** The client id of the user-assigned identity the clients authenticate as: the function role's own (docs/iam.md). */
   readonly identityClientId?: string | undefined;
-  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
+  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/feature-batches.md); undefined elsewhere or without one. */
   readonly batches?: FeatureBatchSink | undefined;
   /** The OpenTelemetry SDK when OTEL_* variables ask for it (docs/telemetry.md): a handler flushes it before it answers. */
   readonly otel?: OtelSdk | undefined;

@@ -21,6 +21,7 @@ import { FirestoreManifestStore } from './adapters/firestore-manifest-store.js';
 import { GcsObjectStore } from './adapters/gcs-object-store.js';
 import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
+import { googleTelemetryHeaders } from './telemetry-auth.js';
 
 /** The functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
 export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic' | 'ingest' | 'reconcile' | 'stream';
@@ -43,7 +44,7 @@ const PLATFORMS_FOR: Readonly<Record<GcpFunctionRole, readonly Platform[]>> = {
   ingest: ['gcf2-event', 'gcf1'],
   // Cloud Scheduler, HTTP.
   reconcile: ['gcf2-http', 'gcf1'],
-  // Eventarc on the source bucket, as the scene function (docs/streams.md).
+  // Eventarc on the source bucket, as the scene function (docs/feature-batches.md).
   stream: ['gcf2-event', 'gcf1'],
 };
 
@@ -94,7 +95,7 @@ export interface GcpRuntime {
   readonly clients: GcpClients;
   /** The ingest manifest (Firestore collection TESSERA_MANIFEST_TABLE, the stack's database): ingest and reconcile only. */
   readonly manifest?: ManifestStore | undefined;
-  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/streams.md); undefined elsewhere or without one. */
+  /** The stream function's PostGIS batch sink (the feature sink's URL, docs/feature-batches.md); undefined elsewhere or without one. */
   readonly batches?: FeatureBatchSink | undefined;
   /** The OpenTelemetry SDK when OTEL_* variables ask for it (docs/telemetry.md): a handler flushes it before it answers. */
   readonly otel?: OtelSdk | undefined;
@@ -155,8 +156,13 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
       clock,
       fields: { function: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera', worker: owner },
     });
-  // Off unless OTEL_* variables ask for it: OTLP to Cloud Trace's endpoint or a collector sidecar (docs/telemetry.md).
-  const otel = setUpOpenTelemetry(env, { serviceName: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera' });
+  // Off unless OTEL_* variables ask for it: OTLP to Google's Telemetry API (Cloud Trace, Cloud Monitoring) or any
+  // OTLP receiver (docs/telemetry.md).
+  // Google's Telemetry API takes the function's own OAuth token on each export, which a fixed header cannot hold.
+  const otel = setUpOpenTelemetry(env, {
+    serviceName: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera',
+    otlpHeaders: googleTelemetryHeaders(env, () => clients.storage.authClient.getRequestHeaders()),
+  });
   const telemetry = otel ? otel.telemetry(logs) : logs;
   const outputs = new GcsObjectStore(clients.storage.bucket(config.outputBucket));
   const backend: Backend = {

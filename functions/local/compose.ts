@@ -9,13 +9,20 @@ import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
-import { setUpOpenTelemetry } from '../otel/otel-sdk.js';
+import { installedOtelSdk, otelRequested } from '../otel/otel-env.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FsArtefactFetcher } from './adapters/fs-artefact-fetcher.js';
 import { FsObjectStore } from './adapters/fs-object-store.js';
 import { SqliteClaimStore } from './adapters/sqlite-claim-store.js';
 import { SqliteJobQueue } from './adapters/sqlite-job-queue.js';
 import { SqliteManifestStore } from './adapters/sqlite-manifest-store.js';
+
+/**
+ * The OpenTelemetry SDK's module, loaded before this one runs and only when OTEL_* variables ask for it: its
+ * packages are some 600 files, about 0.15 s of start-up in the CLI and in every worker process
+ * (docs/packages.md, "Start-up"). A test that set an SDK up itself is found through installedOtelSdk().
+ */
+const otelSdk = otelRequested(process.env) ? await import('../otel/otel-sdk.js') : undefined;
 
 /** The bucket name local sources are addressed by in job keys. */
 export const LOCAL_SOURCE_BUCKET = 'local-sources';
@@ -60,7 +67,7 @@ export function createLocalBackend(dir: string, options: LocalBackendOptions = {
   const sinkUrl = options.featureSinkUrl ?? process.env[ENV.featureSink];
   const sink = sinkUrl ? PostgisFeatureSink.fromUrl(sinkUrl) : undefined;
   // Off unless OTEL_* variables ask for it (docs/telemetry.md); worker processes inherit them and export their own spans.
-  const otel = setUpOpenTelemetry(process.env, { serviceName: 'tessera-local' });
+  const otel = otelSdk?.setUpOpenTelemetry(process.env, { serviceName: 'tessera-local' }) ?? installedOtelSdk();
   const telemetry = options.telemetry ?? new JsonTelemetry();
   return {
     dir: root,

@@ -5,6 +5,7 @@ import { assembleMosaic, sceneGeoref } from '../../shared/app/assemble-mosaic.js
 import { deliveryOwner } from '../../shared/app/deliveries.js';
 import { fanOutScene } from '../../shared/app/fan-out.js';
 import { processTile } from '../../shared/app/process-tile.js';
+import { pyramidOf, tilesPerZoom } from '../../shared/app/pyramid-grid.js';
 import { checkStacCrs } from '../../shared/app/scene-grid.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
@@ -16,6 +17,7 @@ import { DEFAULT_SOURCE_PREFIX } from '../../shared/domain/key-layout.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { type ResolvedStacAsset, withStacScaleOffsets } from '../../shared/domain/stac-item.js';
 import { windows } from '../../shared/domain/tile-grid.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import { crsOfRaster } from '../../shared/raster/crs.js';
 import { epsgFromWkt, SENTINEL_LIKE_SCENE, writeSyntheticScene } from '../../shared/raster/index.js';
@@ -77,6 +79,9 @@ export interface MainJobSummary {
   /** The tile matrix set and zoom, when the tiles are a set's. */
   readonly tms?: string | undefined;
   readonly zoom?: number | undefined;
+  /** A pyramid's lowest zoom (`--zoom MIN-MAX`), and how many tiles its zooms have together. */
+  readonly minZoom?: number | undefined;
+  readonly pyramidTiles?: number | undefined;
   readonly outputDir: string;
   readonly elapsedMs: number;
   readonly ok: boolean;
@@ -263,15 +268,25 @@ function clearRun(dir: string): void {
 }
 
 /** The tiles' CRS, and their tile matrix set and zoom when they are a set's, from the scene manifest. */
-async function gridSummary(backend: LocalBackend, scene: string): Promise<{ crs: string; tms?: string; zoom?: number }> {
+async function gridSummary(
+  backend: LocalBackend,
+  scene: string,
+): Promise<{ crs: string; tms?: string; zoom?: number; minZoom?: number; pyramidTiles?: number }> {
   const manifest = await readSceneManifest(backend.outputs, scene);
   const { crs } = sceneGeoref(manifest);
   const epsg = crs.epsg ?? (crs.wkt === undefined ? undefined : epsgFromWkt(crs.wkt));
   const tms = manifest.grid.target?.tms;
+  const pyramid = pyramidOf(tilingParams(manifest.params));
   return {
     // A CRS without an EPSG code is named by its canonical PROJ string, the form its job key holds.
     crs: epsg !== undefined ? `EPSG:${epsg}` : crs.wkt === undefined ? 'none' : crsOfRaster(crs, 'the scene grid').id,
     ...(tms === undefined ? {} : { tms: tms.id, zoom: tms.zoom }),
+    ...(pyramid === undefined
+      ? {}
+      : {
+          minZoom: pyramid.minZoom,
+          pyramidTiles: tilesPerZoom(manifest.grid, manifest.grid.tilePx, pyramid.minZoom).reduce((n, l) => n + l.tiles, 0),
+        }),
   };
 }
 
@@ -345,8 +360,13 @@ async function loadJobsFor(backend: LocalBackend, sceneKey: string, chosen: Read
   const manifest = await readSceneManifest(backend.outputs, sceneKey);
   const out: JobMessage[] = [];
   let i = 0;
+  // A pyramid's jobs name their zoom: the duplicates are the highest zoom's, as fan-out's jobs are.
+  const zoom = pyramidOf(tilingParams(manifest.params))?.maxZoom;
   for (const w of windows(manifest.grid)) {
-    if (chosen.has(i++)) out.push(toJobMessage(makeTileJob(sceneKey, manifest.source, manifest.params, manifest.grid, w)));
+    if (chosen.has(i++))
+      out.push(
+        toJobMessage(makeTileJob(sceneKey, manifest.source, manifest.params, manifest.grid, w, undefined, undefined, undefined, zoom)),
+      );
   }
   return out;
 }

@@ -104,7 +104,7 @@ function countingClaims(backend: LocalBackend): { claims: LocalBackend['claims']
 }
 
 /**
- * The local runtime of feature streams (docs/streams.md): each file under the folder is put in the source store
+ * The local runtime of feature streams (docs/feature-batches.md): each file under the folder is put in the source store
  * under `streams/<its path>` (create-only: its content hash is its version; a changed file is a new version, so a
  * new batch), one batch event per file goes on the local queue (as an S3 notification would go on SQS), and
  * `concurrency` consumers drain it through the same `handleBatchDelivery` every cloud runs, with the SQLite claim

@@ -19,8 +19,11 @@ import { type PoolStats, type SettledDelivery, sumStats, visibilityFor } from '.
 /** The default number of local workers: one per core this process may use. */
 export const defaultWorkers = (): number => availableParallelism();
 
-/** The default child entry: one worker, no wrapped ports. */
-export const DEFAULT_WORKER_ENTRY = new URL('./worker-entry.ts', import.meta.url);
+/**
+ * The default child entry: one worker, no wrapped ports. From source, worker-entry.ts (run through tsx); in the
+ * built package (scripts/build-package.ts, docs/packages.md), the bundle's worker-entry.js beside this code.
+ */
+export const DEFAULT_WORKER_ENTRY = new URL(import.meta.url.endsWith('.ts') ? './worker-entry.ts' : './worker-entry.js', import.meta.url);
 
 /** A worker's settings that cross the process boundary (hooks are closures: a child entry supplies its own). */
 export interface WorkerProcessSettings {
@@ -49,7 +52,10 @@ export interface WorkerProcessPoolOptions {
   readonly onSettled?: ((settled: SettledDelivery, worker: WorkerProcess) => void) | undefined;
   /** Keep the workers polling an empty queue while this says more work may still arrive (checked every pollMs). */
   readonly moreExpected?: (() => boolean) | undefined;
-  /** The child entry module (a .ts file run through tsx); a test's entry calls runWorkerChild() with wrapped ports. */
+  /**
+   * The child entry module (a .ts file runs through tsx, a .js one as it is); a test's entry calls runWorkerChild()
+   * with wrapped ports.
+   */
   readonly entry?: URL | string | undefined;
   /** Passed to every child as config.data (for a test entry). */
   readonly data?: unknown;
@@ -86,9 +92,14 @@ export interface WorkerPoolResult extends PoolStats {
   readonly maxRssKb: number;
 }
 
-const require = createRequire(import.meta.url);
-/** tsx's loader, by absolute URL: `--import tsx` would resolve from the cwd, which may be outside the repo. */
-const TSX_LOADER = pathToFileURL(require.resolve('tsx')).href;
+/**
+ * A TypeScript entry runs through tsx's loader, given by absolute URL (`--import tsx` would resolve from the cwd,
+ * which may be outside the repo); a JavaScript one (the built package's, which ships no tsx) needs none.
+ */
+function loaderArgs(entry: string): string[] {
+  if (!/\.[cm]?ts$/.test(entry)) return [];
+  return ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href];
+}
 
 /**
  * N local worker processes on one data directory.
@@ -142,12 +153,13 @@ export class WorkerProcessPool {
       data: o.data,
       siblings: this.#siblings,
     };
-    const entry = o.entry ?? DEFAULT_WORKER_ENTRY;
-    const child = fork(typeof entry === 'string' ? entry : fileURLToPath(entry), [JSON.stringify(config)], {
-      // The same (pinned) Node as the parent, with tsx's loader and nothing else of the parent's execArgv
-      // (vitest's or a debugger's flags are not the worker's).
+    const entryUrl = o.entry ?? DEFAULT_WORKER_ENTRY;
+    const entry = typeof entryUrl === 'string' ? entryUrl : fileURLToPath(entryUrl);
+    const child = fork(entry, [JSON.stringify(config)], {
+      // The same (pinned) Node as the parent, with tsx's loader for a .ts entry and nothing else of the parent's
+      // execArgv (vitest's or a debugger's flags are not the worker's).
       execPath: process.execPath,
-      execArgv: ['--import', TSX_LOADER],
+      execArgv: loaderArgs(entry),
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });

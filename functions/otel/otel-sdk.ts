@@ -12,22 +12,11 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-node';
 import { COUNTERS, type Counter, type LogLevel, type Telemetry } from '../../shared/ports/telemetry.port.js';
+import { installedOtelSdk, type OtelSdk, otelRequested, recordInstalledOtelSdk } from './otel-env.js';
+import { HeaderedMetricExporter, HeaderedSpanExporter, type OtlpHeaderSource } from './otlp-headers.js';
 
-/**
- * The OpenTelemetry SDK of one process, set up by a wiring file (functions/<cloud>/compose.ts,
- * functions/local/compose.ts) only when the standard `OTEL_*` variables ask for it (docs/telemetry.md).
- * The core emits spans through `@opentelemetry/api` alone (shared/app/tracing.ts); this is where they go.
- */
-export interface OtelSdk {
-  /** Counters as OTel metrics as well: `tessera.<counter>` (the names the logs count under), and the logs as before. */
-  telemetry(inner: Telemetry): Telemetry;
-  /**
-   * Export what is buffered now. A handler awaits it before it answers: Lambda freezes the process, and Cloud
-   * Run and Azure Functions throttle its CPU, once the answer is sent, so a batch left for later may never leave.
-   */
-  flush(): Promise<void>;
-  shutdown(): Promise<void>;
-}
+// Re-exported: the wiring files and tests that import them from here keep doing so.
+export { installedOtelSdk, type OtelSdk, otelRequested } from './otel-env.js';
 
 export interface OtelSetupOptions {
   /** `service.name` unless OTEL_SERVICE_NAME says otherwise: e.g. `tessera-tile`. */
@@ -36,35 +25,24 @@ export interface OtelSetupOptions {
   readonly spanExporter?: SpanExporter | undefined;
   /** Replace the reader OTEL_METRICS_EXPORTER names (a test's reader). */
   readonly metricReader?: MetricReader | undefined;
+  /**
+   * Headers the OTLP exporters add to each export, looked up then (otlp-headers.ts): a token that expires, a key read
+   * from the cloud's secret store. The wiring file of a cloud that needs them supplies them.
+   */
+  readonly otlpHeaders?: OtlpHeaderSource | undefined;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /**
- * Whether the environment asks for OpenTelemetry: an OTLP endpoint, or an exporter other than `none`, and not
- * OTEL_SDK_DISABLED. With none of them the SDK is never loaded into the tile path: the API stays a no-op.
- */
-export function otelRequested(env: Env): boolean {
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
-  const exporter = (name: string | undefined) => name !== undefined && name.trim() !== '' && name.trim() !== 'none';
-  return (
-    Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) ||
-    exporter(env.OTEL_TRACES_EXPORTER) ||
-    exporter(env.OTEL_METRICS_EXPORTER)
-  );
-}
-
-/** One SDK per process: compose is called once per runtime, and tests compose many in one process. */
-let installed: OtelSdk | undefined;
-
-/**
  * Set up the SDK when the environment asks for it ({@link otelRequested}), once per process; undefined otherwise.
  *
- * OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER: `otlp` (the default: OTLP over HTTP/protobuf, its endpoint and headers
+ * OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER: `otlp` (the default: OTLP over HTTP, JSON-encoded, its endpoint and headers
  * read by the exporter from OTEL_EXPORTER_OTLP_*), `console`, or `none`. Everything else standard (OTEL_SERVICE_NAME,
  * OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*, OTEL_METRIC_EXPORT_INTERVAL) is read by the SDK itself.
  */
 export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk | undefined {
+  const installed = installedOtelSdk();
   if (installed) return installed;
   if (!otelRequested(env) && options.spanExporter === undefined) return undefined;
   const resource = resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || options.serviceName }).merge(
@@ -74,7 +52,10 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
   const spanProcessors: SpanProcessor[] = [];
   if (options.spanExporter) spanProcessors.push(new SimpleSpanProcessor(options.spanExporter));
   else if (tracesExporter === 'console') spanProcessors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
-  else if (tracesExporter === 'otlp') spanProcessors.push(new BatchSpanProcessor(new OTLPTraceExporter()));
+  else if (tracesExporter === 'otlp')
+    spanProcessors.push(
+      new BatchSpanProcessor(options.otlpHeaders ? new HeaderedSpanExporter(options.otlpHeaders) : new OTLPTraceExporter()),
+    );
   const tracerProvider = new NodeTracerProvider({ resource, spanProcessors });
   // Registers the AsyncLocalStorage context manager too: a step's span finds its tile's, and the tile its delivery's.
   tracerProvider.register();
@@ -85,7 +66,12 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
   else if (metricsExporter === 'console' || metricsExporter === 'otlp') {
     readers.push(
       new PeriodicExportingMetricReader({
-        exporter: metricsExporter === 'console' ? new ConsoleMetricExporter() : new OTLPMetricExporter(),
+        exporter:
+          metricsExporter === 'console'
+            ? new ConsoleMetricExporter()
+            : options.otlpHeaders
+              ? new HeaderedMetricExporter(options.otlpHeaders)
+              : new OTLPMetricExporter(),
       }),
     );
   }
@@ -103,7 +89,7 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
       await Promise.all([tracerProvider.forceFlush(), meterProvider.forceFlush()]).catch(() => undefined);
     },
     async shutdown() {
-      installed = undefined;
+      recordInstalledOtelSdk(undefined);
       await Promise.all([tracerProvider.shutdown(), meterProvider.shutdown()]);
       // Unregister, so a later setup (a test's, after this one's) can register its own providers.
       trace.disable();
@@ -112,7 +98,7 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
       propagation.disable();
     },
   };
-  installed = sdk;
+  recordInstalledOtelSdk(sdk);
   // A CLI or a local worker ends when its loop empties: export what is left then (a process.exit() skips this).
   process.once('beforeExit', () => void sdk.flush());
   return sdk;

@@ -243,7 +243,8 @@ export class PostgisFeatureSink implements FeatureSink {
     const wkt = polygonWkt(feature);
     const { scene } = feature;
     checkScene(scene, `job ${feature.jobId}`);
-    if (!feature.tileKey.includes(`${scene.sceneKey}/`) || !feature.tileKey.endsWith('.tif')) {
+    // A COG tile, or a rendered one (.png, .webp, .jpg: shared/domain/render-params.ts).
+    if (!feature.tileKey.includes(`${scene.sceneKey}/`) || !/\.(?:tif|png|webp|jpg)$/.test(feature.tileKey)) {
       throw new InvalidParamsError(
         `[${TAG}] tile key ${feature.tileKey} of job ${feature.jobId} is not <prefix>/${scene.sceneKey}/<window>.tif: its window cannot be read from it`,
       );

@@ -159,7 +159,7 @@ export function objectStatements(role: LayoutRole, arns: StoreArns, sourcePrefix
  * - ingest: gets / conditionally puts / queries the manifest table;
  * - reconcile: reads (Query/Scan/GetItem) the manifest table;
  * - stream: claims and commits its batches in the claims table (no delete: it never removes a row), reads the
- *   PostGIS sink's secret (its batches' one destination; docs/streams.md).
+ *   PostGIS sink's secret (its batches' one destination; docs/feature-batches.md).
  */
 export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePrefix: string): PolicyDocument {
   const logs: PolicyStatement = {
@@ -236,7 +236,7 @@ export function functionPolicy(role: FunctionRole, arns: FunctionArns, sourcePre
     default:
       assertNever(role, 'function role');
   }
-  // The sink URL is a credential: only the functions that write feature rows may read it (docs/postgis.md, docs/streams.md).
+  // The sink URL is a credential: only the functions that write feature rows may read it (docs/postgis.md, docs/feature-batches.md).
   if ((role === 'tile' || role === 'stream') && arns.featureSinkSecret !== undefined) {
     statements.push({
       Sid: 'ReadFeatureSinkSecret',

@@ -15,6 +15,7 @@ import {
   FUNCTION_ROLES,
   type FunctionRole,
   INGEST_FUNCTION_TIMEOUT_SEC,
+  OUTPUT_CORS,
   STAGING_PREFIX,
   STREAM_FUNCTION_MEMORY_MB,
   STREAM_FUNCTION_TIMEOUT_SEC,
@@ -24,9 +25,10 @@ import {
 } from '../common/config.js';
 import { functionEnvironment } from '../common/environment.js';
 import { monitoringPrefix } from '../common/naming.js';
-import { type Archive, LAMBDA_HANDLER } from '../common/packaging.js';
+import { type Archive, LAMBDA_ARCHITECTURE, LAMBDA_HANDLER } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
 import { functionPolicy, LAMBDA_ASSUME_ROLE, s3NotificationQueuePolicy, tlsOnlyBucketPolicy, verifyPolicy } from './policies.js';
+import { awsTelemetry } from './telemetry.js';
 
 export interface AwsTilingStackArgs {
   readonly config: AwsStackConfig;
@@ -120,7 +122,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       // One request per invocation: a download has the whole timeout to itself.
       ingest: { timeoutSec: INGEST_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB, batchSize: 1 },
       reconcile: { timeoutSec: SUPPORT_FUNCTION_TIMEOUT_SEC, memoryMb: SUPPORT_FUNCTION_MEMORY_MB },
-      // One batch object per invocation: its records go into PostGIS in one transaction (docs/streams.md).
+      // One batch object per invocation: its records go into PostGIS in one transaction (docs/feature-batches.md).
       stream: { timeoutSec: STREAM_FUNCTION_TIMEOUT_SEC, memoryMb: STREAM_FUNCTION_MEMORY_MB, batchSize: 1 },
     };
 
@@ -138,6 +140,25 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       },
     ]);
     this.outputBucket = this.privateBucket(`${name}-outputs`, true, tags);
+    // tessera:outputCorsOrigins: web pages on these origins may read tiles (signed or authorised GETs, Range included).
+    if (cfg.outputCorsOrigins !== undefined) {
+      new s3.BucketCorsConfiguration(
+        `${name}-outputs`,
+        {
+          bucket: this.outputBucket.id,
+          corsRules: [
+            {
+              allowedMethods: [...OUTPUT_CORS.methods],
+              allowedOrigins: [...cfg.outputCorsOrigins],
+              allowedHeaders: [...OUTPUT_CORS.requestHeaders],
+              exposeHeaders: [...OUTPUT_CORS.responseHeaders],
+              maxAgeSeconds: OUTPUT_CORS.maxAgeSec,
+            },
+          ],
+        },
+        parent,
+      );
+    }
 
     // Claims: one item per job, TTL on expires_at (epoch seconds), point-in-time recovery on.
     this.claimsTable = new dynamodb.Table(
@@ -179,7 +200,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     this.queues = queues;
 
     // S3 -> SQS: new source scenes, filtered by prefix and suffix; and new batch objects of feature streams under streams/
-    // (docs/streams.md), to the stream queue. One notification configuration per bucket, so both go in it.
+    // (docs/feature-batches.md), to the stream queue. One notification configuration per bucket, so both go in it.
     const sourceNotify = this.notifyQueue(`${name}-sources`, this.sourceBucket, account.accountId, [
       { queue: queues.scene.queue, filter: cfg.source },
       { queue: queues.stream.queue, filter: { prefix: streamKeys.root(), suffix: '' } },
@@ -211,6 +232,8 @@ export class AwsTilingStack extends pulumi.ComponentResource {
     // allowed lambda:GetFunctionConfiguration: it lives in Secrets Manager, and the tile function gets its ARN.
     const sinkSecret =
       cfg.featureSinkUrl === undefined ? undefined : this.featureSinkSecret(`${name}-feature-sink`, cfg.featureSinkUrl, tags);
+    // tessera:telemetry (docs/telemetry.md): nothing at all unless it is set.
+    const telemetry = awsTelemetry(this, name, cfg, tags);
     const logGroups = {} as Record<FunctionRole, cloudwatch.LogGroup>;
     const functions = {} as Record<FunctionRole, lambda.Function>;
     for (const role of FUNCTION_ROLES) {
@@ -222,6 +245,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
       );
       logGroups[role] = logGroup;
       const roleResource = new iam.Role(`${name}-${role}`, { assumeRolePolicy: JSON.stringify(LAMBDA_ASSUME_ROLE), tags }, parent);
+      const telemetryGrant = telemetry.grant(role, roleResource);
       const trigger = isScheduled(role) ? undefined : queues[role];
       const ingestion = role === 'ingest' || role === 'reconcile';
       const policy = new iam.RolePolicy(
@@ -249,11 +273,12 @@ export class AwsTilingStack extends pulumi.ComponentResource {
         `${name}-${role}`,
         {
           runtime: cfg.runtime.id, // shared/domain/runtimes.ts, checked by parseStackConfig
-          // The bundles are plain JS and WebAssembly (no native modules), so Graviton is safe and cheaper.
-          architectures: ['arm64'],
+          // Graviton is cheaper; the archives carry sharp's native binaries for it (build-functions.ts, LAMBDA_ARCHITECTURE).
+          architectures: [LAMBDA_ARCHITECTURE],
           handler: LAMBDA_HANDLER,
           code: new pulumi.asset.FileArchive(args.archives[role].path),
           sourceCodeHash: Buffer.from(args.archives[role].sha256, 'hex').toString('base64'),
+          ...telemetry.functionArgs,
           role: roleResource.arn,
           timeout: spec.timeoutSec,
           memorySize: spec.memoryMb,
@@ -281,13 +306,14 @@ export class AwsTilingStack extends pulumi.ComponentResource {
                   : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
+              ...telemetry.environment,
             },
           },
           // Text format: a JSON line written to stdout reaches CloudWatch as-is, so the JSON metric filter can read it.
           loggingConfig: { logFormat: 'Text', logGroup: logGroup.name },
           tags,
         },
-        { parent: this, dependsOn: [policy] },
+        { parent: this, dependsOn: [policy, ...(telemetryGrant ? [telemetryGrant] : [])] },
       );
       functions[role] = fn;
       if (!isScheduled(role)) {
@@ -395,7 +421,7 @@ export class AwsTilingStack extends pulumi.ComponentResource {
    */
   private featureSinkSecret(
     name: string,
-    url: string,
+    url: pulumi.Input<string>,
     tags: StandardTags,
   ): { readonly secret: secretsmanager.Secret; readonly version: secretsmanager.SecretVersion } {
     const secret = new secretsmanager.Secret(

@@ -17,7 +17,7 @@ import {
   streamKeys,
 } from '../../shared/domain/key-layout.js';
 import { AZURE_CLIENT_ID_SETTINGS } from '../../shared/domain/runtime-config.js';
-import { type AzureStackConfig, STAGING_PREFIX } from '../common/config.js';
+import { type AzureStackConfig, OUTPUT_CORS, STAGING_PREFIX } from '../common/config.js';
 import { functionEnvironment } from '../common/environment.js';
 import { azureHostStorageAccountName, azureStorageAccountName, monitoringPrefix } from '../common/naming.js';
 import {
@@ -30,6 +30,7 @@ import {
 } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
 import { AZURE_ROLES, blobAssignments } from './roles.js';
+import { azureTelemetry } from './telemetry.js';
 
 export interface AzureTilingStackArgs {
   readonly config: AzureStackConfig;
@@ -156,6 +157,23 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         isVersioningEnabled: true,
         deleteRetentionPolicy: { enabled: true, days: 7 },
         containerDeleteRetentionPolicy: { enabled: true, days: 7 },
+        // tessera:outputCorsOrigins: CORS is the blob service's, so it covers the account's every container; it admits
+        // an origin, it grants nothing (a page still needs a SAS or a token to read).
+        ...(cfg.outputCorsOrigins === undefined
+          ? {}
+          : {
+              cors: {
+                corsRules: [
+                  {
+                    allowedOrigins: [...cfg.outputCorsOrigins],
+                    allowedMethods: [...OUTPUT_CORS.methods],
+                    allowedHeaders: [...OUTPUT_CORS.requestHeaders],
+                    exposedHeaders: [...OUTPUT_CORS.responseHeaders],
+                    maxAgeInSeconds: OUTPUT_CORS.maxAgeSec,
+                  },
+                ],
+              },
+            }),
       },
       parent,
     );
@@ -381,7 +399,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     // The PostGIS sink URL (tessera:featureSinkUrl) is a credential: it lives in a Key Vault, and the app setting is a
     // Key Vault reference the platform resolves as the tile function's identity (keyVaultReferenceIdentity), the one
     // identity allowed to read it. The resolved value is in the one environment of the app; the tile function builds
-    // its feature sink from it, and the stream function its batch sink (docs/streams.md): no second reader of the vault.
+    // its feature sink from it, and the stream function its batch sink (docs/feature-batches.md): no second reader of the vault.
     const sink =
       cfg.featureSinkUrl === undefined
         ? undefined
@@ -393,6 +411,15 @@ export class AzureTilingStack extends pulumi.ComponentResource {
             roleDefinitionId: roleDefinition(AZURE_ROLES.keyVaultSecretsUser),
             tags,
           });
+    // tessera:telemetry (docs/telemetry.md): nothing at all unless it is set; its headers resolve as the tile identity too.
+    const telemetry = azureTelemetry(this, name, cfg, {
+      resourceGroupName,
+      location,
+      tenantId: client.tenantId,
+      reader: roleIdentities.tile.principalId,
+      roleDefinitionId: roleDefinition(AZURE_ROLES.keyVaultSecretsUser),
+      tags,
+    });
     const timeoutSec = cfg.lease.functionTimeoutSec;
     const env = functionEnvironment(cfg, cfg.platform, timeoutSec, {
       claimsTable: table.name,
@@ -448,6 +475,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       AzureFunctionsJobHost__extensions__queues__batchSize: '1',
       AzureFunctionsJobHost__extensions__queues__newBatchThreshold: '0',
       ...env,
+      ...telemetry.settings,
     };
     if (packageBlob) {
       settings.FUNCTIONS_EXTENSION_VERSION = '~4';
@@ -465,7 +493,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         serverFarmId: plan.id,
         httpsOnly: true,
         identity: { type: 'UserAssigned', userAssignedIdentities: [identityId, ...DEPLOYED_ROLES.map((role) => roleIdentities[role].id)] },
-        // The one Key Vault reference is the tile function's sink URL: it resolves as the tile identity, its only reader.
+        // The Key Vault references (the sink URL, the OTLP exporter's headers) resolve as the tile identity, their only reader.
         keyVaultReferenceIdentity: roleIdentities.tile.id,
         siteConfig: {
           ...(flex ? {} : { linuxFxVersion: cfg.runtime.id }), // 'Node|22': shared/domain/runtimes.ts
@@ -492,7 +520,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
         tags,
       },
       // The host reads its package and its storage at first start: every role must exist before the app does.
-      { parent: this, dependsOn: [...assignments, ...(sink ? [sink.reader] : [])] },
+      { parent: this, dependsOn: [...assignments, ...(sink ? [sink.reader] : []), ...telemetry.dependsOn] },
     );
 
     // Event Grid: BlobCreated on the data account, filtered by subject, to the scene queue. The mosaic is a timer
@@ -530,7 +558,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       parent,
     );
 
-    // Batch objects of feature streams (docs/streams.md): BlobCreated under streams/ of the sources container, to the
+    // Batch objects of feature streams (docs/feature-batches.md): BlobCreated under streams/ of the sources container, to the
     // stream queue, one event per batch object; the same committing APIs as scenes (a batch is read only once whole).
     new eventgrid.SystemTopicEventSubscription(
       `${name}-stream-events`,
@@ -592,7 +620,7 @@ export class AzureTilingStack extends pulumi.ComponentResource {
    */
   private featureSinkVault(
     name: string,
-    url: string,
+    url: pulumi.Input<string>,
     at: {
       readonly resourceGroupName: pulumi.Input<string>;
       readonly location: string;

@@ -3,12 +3,15 @@ import { CEILINGS, type LeaseConfig, type Platform, resolveLease } from '../../s
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { AREAS, DEFAULT_SOURCE_PREFIX, DEPLOYED_ROLES, type DeployedRole } from '../../shared/domain/key-layout.js';
 import { parseHostPatterns, splitList } from '../../shared/domain/remote-hosts.js';
+import { outputForFormat, TILE_FORMATS, type TileFormat } from '../../shared/domain/render-params.js';
 import { DEFAULT_PARAMS, DEFAULT_RETENTION_SEC } from '../../shared/domain/runtime-config.js';
 import { checkRuntime, deployedRuntime, type RuntimeCheck, runtimePlatformOf } from '../../shared/domain/runtimes.js';
 import { parseStacSelection } from '../../shared/domain/stac-item.js';
-import { OUTPUT_COMPRESSIONS, tilingParams } from '../../shared/domain/tiling-params.js';
+import { OUTPUT_COMPRESSIONS, tilingParams, zoomRangeParams } from '../../shared/domain/tiling-params.js';
 import { parseExpression } from '../../shared/raster/expression.js';
+import { checkZoomRange } from '../../shared/raster/tile-matrix-set.js';
 import { gcpFirestoreDatabaseId } from './naming.js';
+import { parseTelemetry, TELEMETRY_CONFIG_DOC, TELEMETRY_HEADERS_DOC, type TelemetryConfig } from './telemetry.js';
 
 /** Where ingest stages an attempt's download in the source bucket (shared/app/ingest.ts), outside the scene prefix. */
 export const STAGING_PREFIX: string = AREAS.staging.prefix;
@@ -50,7 +53,7 @@ export const SUPPORT_FUNCTION_TIMEOUT_SEC = 300;
  */
 export const INGEST_FUNCTION_TIMEOUT_SEC = 540;
 /**
- * The stream function (docs/streams.md): one batch object a delivery, read whole, parsed and inserted in one PostGIS
+ * The stream function (docs/feature-batches.md): one batch object a delivery, read whole, parsed and inserted in one PostGIS
  * transaction. 540 s is under every platform's ceiling; a 128 MiB Firehose object of ~1 M records takes well under a
  * minute at the benchmark's rate. Memory for the object, its text and its parsed records at once.
  */
@@ -99,10 +102,16 @@ export const CONFIG_KEYS = {
   stacAssets:
     'optional JSON band name -> STAC asset (asset key, ASSET:INDEX or eo:bands common name), e.g. {"B04":"red","B08":"nir"}: scenes then start on their STAC Item, docs/multi-file-scenes.md',
   tilePx: 'tile edge in pixels',
+  tms: 'optional tile matrix set the tiles are cut from (with zoom): WebMercatorQuad | WorldCRS84Quad | UTMnnWGS84Quad',
+  zoom: 'zoom of tms, or a range MIN-MAX (e.g. 8-14): a pyramid, every zoom its own tiles (docs/pyramids.md)',
   pipelineVersion: 'processing pipeline label; a bump changes every job key (keys bind the code build anyway)',
   expression: 'band-math expression evaluated per pixel',
   compression: 'tile compression: DEFLATE | ZSTD | NONE (default: the output profile of shared/domain/runtime-config.ts)',
   compressionLevel: 'level of the tile compression: DEFLATE 1-9, ZSTD 1-22 (default: DEFLATE 6, ZSTD 9, or the default profile)',
+  format: 'tile format: COG (default, float32 for analysis) | PNG | WEBP | JPEG (rendered for web maps: docs/web-maps.md)',
+  rescale: 'PNG/WEBP/JPEG: MIN,MAX, the values mapped onto the 256 levels, e.g. -1,1 for NDVI (required with those formats)',
+  colormap: 'PNG/WEBP/JPEG: viridis | plasma | magma | inferno | rdylgn | greys (default: grey levels)',
+  background: 'JPEG only (required there): R,G,B, the colour nodata and masked pixels get, JPEG having no transparency',
   maxReceiveCount:
     'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
@@ -113,9 +122,13 @@ export const CONFIG_KEYS = {
   alertEmail: 'optional address that receives the lease-stolen and dead-letter alarms',
   featureSinkUrl:
     'optional PostGIS feature sink of the tile function, postgis://user:password@host:5432/db; set it as a secret: `pulumi config set --secret tessera:featureSinkUrl ...` (docs/postgis.md)',
+  outputCorsOrigins:
+    'optional comma-separated origins (https://maps.example.org, or *) whose web pages may read the output bucket cross-origin (GET and HEAD, Range requests)',
   runtime:
     'Node.js runtime id override, e.g. nodejs24.x / nodejs24 / 22 (Flex) / Node|22 (Consumption); default and dates: shared/domain/runtimes.ts',
   archiveDir: 'folder holding the build:functions archives (default: dist/ at the repository root)',
+  telemetry: TELEMETRY_CONFIG_DOC,
+  telemetryHeaders: TELEMETRY_HEADERS_DOC,
 } as const;
 export type ConfigKey = keyof typeof CONFIG_KEYS;
 
@@ -145,8 +158,15 @@ interface CommonStackConfig {
   /** tessera:ingestAllowedHosts, normalised (TESSERA_INGEST_ALLOWED_HOSTS); undefined: any public host. */
   readonly ingestAllowedHosts: readonly string[] | undefined;
   readonly alertEmail: string | undefined;
-  /** tessera:featureSinkUrl: the PostGIS sink's connection URL; a secret, kept in the cloud's secret store (docs/postgis.md). */
-  readonly featureSinkUrl: string | undefined;
+  /**
+   * tessera:featureSinkUrl: the PostGIS sink's connection URL; a secret, kept in the cloud's secret store (docs/postgis.md).
+   * A component may pass it as a (secret) Output, validated when its value is known.
+   */
+  readonly featureSinkUrl: pulumi.Input<string> | undefined;
+  /** tessera:outputCorsOrigins: origins whose pages may GET the output bucket cross-origin; undefined: no CORS rule. */
+  readonly outputCorsOrigins: readonly string[] | undefined;
+  /** tessera:telemetry and tessera:telemetryHeaders: the OpenTelemetry export (infra/common/telemetry.ts); off by default. */
+  readonly telemetry: TelemetryConfig;
   readonly archiveDir: string;
   /**
    * The Node.js runtime every function of the stack gets: the table's deployed
@@ -227,6 +247,64 @@ export interface ParseContext {
 const TESSERA = 'tessera:';
 
 /**
+ * The settings of one configuration as text, whichever way the user wrote them: a stack file's `tessera:` keys
+ * (infra/index.ts) or a component's args (infra/components/). Both go through {@link resolveSettings}, the one
+ * validation that produces the {@link StackConfig} the tiling stacks consume.
+ */
+export interface Settings {
+  /** Each setting's text: numbers as digits, lists comma-separated, `stacAssets` as JSON; unset or blank: the default. */
+  readonly values: Readonly<Partial<Record<ConfigKey, string>>>;
+  /** The region each cloud's provider is configured with (`aws:region`, `gcp:region`, `azure-native:location`). */
+  readonly providerRegions: Readonly<Partial<Record<Cloud, string>>>;
+  /** The GCP project to deploy into (`gcp:project`). */
+  readonly project: string | undefined;
+  /**
+   * Secret settings a component got as Outputs (`config.requireSecret(...)`), known only when the deployment resolves
+   * them: they stand in for the text of the same key. Their text checks are the caller's, on the resolved value.
+   */
+  readonly secrets?: Readonly<Partial<Record<SecretSetting, pulumi.Output<string>>>>;
+}
+
+/** The settings that hold credentials: the stack keeps them in the cloud's secret store. */
+export type SecretSetting = 'featureSinkUrl' | 'telemetryHeaders';
+
+/**
+ * How a problem names a setting and says how to set it: `tessera:memoryMb` and `pulumi config set ...` for a stack
+ * file, `memoryMb` and `memoryMb: 2048` for a component's args. Every message of the validation goes through it, so
+ * the fix it names is one the reader can type where they are.
+ */
+export interface SettingsDialect {
+  /** The setting as the reader writes it. */
+  name(key: ConfigKey): string;
+  /** How to set it to `example` (a number, a word, or the text a stack file would hold). */
+  set(key: ConfigKey, example: string | number): string;
+  /** How to set it as a secret. */
+  setSecret(key: ConfigKey, placeholder: string): string;
+  /** The problem with the provider's region, given the one Tessera deploys to; undefined when they agree. */
+  providerRegionProblem(cloud: Cloud, region: string, providerRegion: string | undefined): string | undefined;
+  /** The problem when a GCP configuration names no project. */
+  projectMissing(): string;
+}
+
+/** Stack files: `tessera:<key>`, fixed with `pulumi config set`. */
+export const STACK_DIALECT: SettingsDialect = {
+  name: (k) => `${TESSERA}${k}`,
+  set: (k, example) => `pulumi config set ${TESSERA}${k} ${example}`,
+  setSecret: (k, placeholder) => `pulumi config set --secret ${TESSERA}${k} ${placeholder}`,
+  providerRegionProblem(cloud, region, providerRegion) {
+    const providerKey = PROVIDER_REGION_KEY[cloud];
+    if (providerRegion === undefined || providerRegion === '') {
+      return `${providerKey} is not set; set it to the same region as ${TESSERA}region: \`pulumi config set ${providerKey} ${region}\``;
+    }
+    if (providerRegion !== region) {
+      return `${providerKey} is ${JSON.stringify(providerRegion)} but ${TESSERA}region is ${JSON.stringify(region)}; they must agree, e.g. \`pulumi config set ${providerKey} ${region}\``;
+    }
+    return undefined;
+  },
+  projectMissing: () => 'gcp:project is not set; set it to the project to deploy into: `pulumi config set gcp:project <project-id>`',
+};
+
+/**
  * Parse and validate a stack's whole configuration. Pure: takes the flat
  * key/value map Pulumi hands a program (`tessera:cloud` -> `aws`; numbers
  * arrive as strings) and collects every problem before throwing one
@@ -238,12 +316,93 @@ const TESSERA = 'tessera:';
  */
 export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: ParseContext): StackConfig {
   const problems: string[] = [];
-  const key = (name: ConfigKey): string => `${TESSERA}${name}`;
+  const settings: Partial<Record<ConfigKey, string>> = {};
+  for (const [k, v] of Object.entries(values)) {
+    if (!k.startsWith(TESSERA)) continue;
+    const name = k.slice(TESSERA.length);
+    if (Object.hasOwn(CONFIG_KEYS, name)) {
+      settings[name as ConfigKey] = v;
+    } else {
+      const hint = closestKey(name, Object.keys(CONFIG_KEYS));
+      problems.push(`${k} is not a Tessera setting${hint ? `; did you mean ${TESSERA}${hint}?` : ''} (known keys: docs/deploy.md)`);
+    }
+  }
+  const providerRegions = Object.fromEntries(CLOUDS.map((c) => [c, values[PROVIDER_REGION_KEY[c]]]));
+  const resolved = resolveSettings({ values: settings, providerRegions, project: values['gcp:project'] }, STACK_DIALECT, ctx);
+  problems.push(...resolved.problems);
+  if (resolved.config === undefined || problems.length > 0) {
+    throw new StackConfigError(ctx.stack, problems.length > 0 ? problems : ['the configuration is incomplete']);
+  }
+  return resolved.config;
+}
+
+/** The PostGIS sink URL's problem, if any; never echoes the value (it holds a password). */
+export function featureSinkUrlProblem(url: string, dialect: SettingsDialect): string | undefined {
+  if (/^(postgis|postgres|postgresql):\/\/[^/\s]+\/[^/\s?]+/.test(url)) return undefined;
+  return `${dialect.name('featureSinkUrl')} must be postgis://user:password@host:5432/database (or postgres://); set it with \`${dialect.setSecret('featureSinkUrl', '<url>')}\``;
+}
+
+/**
+ * The CORS rule of the output bucket when `tessera:outputCorsOrigins` is set: a web map on those origins may GET and
+ * HEAD tiles and mosaics (with a signed URL or a token: CORS admits the origin, it never grants access), with Range
+ * requests (COG readers) and revalidation, and may read the headers a tile reader needs.
+ */
+export const OUTPUT_CORS = {
+  methods: ['GET', 'HEAD'],
+  requestHeaders: ['Range', 'If-None-Match', 'If-Modified-Since'],
+  responseHeaders: ['Content-Range', 'Accept-Ranges', 'ETag', 'Content-Length', 'Content-Type'],
+  maxAgeSec: 3600,
+} as const;
+
+/** Most origins one CORS rule may list (Azure Storage's limit; S3 and GCS take more). */
+export const MAX_CORS_ORIGINS = 64;
+
+/** The problems of a list of CORS origins: each `*` or `http(s)://host[:port]`, no path, at most {@link MAX_CORS_ORIGINS}. */
+export function corsOriginProblems(origins: readonly string[], dialect: SettingsDialect): string[] {
+  const problems: string[] = [];
+  const name = dialect.name('outputCorsOrigins');
+  if (origins.length === 0)
+    problems.push(
+      `${name} is set but names no origin; remove it (no cross-origin reads) or list origins: \`${dialect.set('outputCorsOrigins', 'https://maps.example.org')}\``,
+    );
+  if (origins.length > MAX_CORS_ORIGINS)
+    problems.push(
+      `${name} lists ${origins.length} origins; Azure Storage takes at most ${MAX_CORS_ORIGINS} in a rule: use * or fewer origins`,
+    );
+  for (const origin of origins) {
+    if (origin === '*') continue;
+    let ok = false;
+    try {
+      const u = new URL(origin);
+      ok = (u.protocol === 'https:' || u.protocol === 'http:') && u.origin === origin && !origin.includes('*');
+    } catch {
+      ok = false;
+    }
+    if (!ok)
+      problems.push(
+        `${name}: ${JSON.stringify(origin)} is not an origin; write scheme://host[:port] with no path or trailing slash (e.g. https://maps.example.org), or * for any origin`,
+      );
+  }
+  return problems;
+}
+
+/**
+ * The one validation of a configuration (stack file or component args): every setting is checked, every default
+ * filled, and every problem collected in the reader's {@link SettingsDialect}. Returns the configuration when there
+ * is no problem, else the problems (never both).
+ */
+export function resolveSettings(
+  settings: Settings,
+  dialect: SettingsDialect,
+  ctx: ParseContext,
+): { readonly config: StackConfig; readonly problems: readonly [] } | { readonly config: undefined; readonly problems: readonly string[] } {
+  const problems: string[] = [];
+  const key = (name: ConfigKey): string => dialect.name(name);
   const get = (name: ConfigKey): string | undefined => {
-    const v = values[key(name)];
+    const v = settings.values[name];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
   };
-  const set = (name: ConfigKey, example: string | number): string => `pulumi config set ${key(name)} ${example}`;
+  const set = (name: ConfigKey, example: string | number): string => dialect.set(name, example);
   const int = (name: ConfigKey, range: { min: number; max: number }, example: number): number | undefined => {
     const raw = get(name);
     if (raw === undefined) return undefined;
@@ -264,15 +423,6 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     return undefined;
   };
 
-  for (const k of Object.keys(values)) {
-    if (!k.startsWith(TESSERA)) continue;
-    const name = k.slice(TESSERA.length);
-    if (!Object.hasOwn(CONFIG_KEYS, name)) {
-      const hint = closestKey(name);
-      problems.push(`${k} is not a Tessera setting${hint ? `; did you mean ${TESSERA}${hint}?` : ''} (known keys: docs/deploy.md)`);
-    }
-  }
-
   const cloud = oneOf('cloud', CLOUDS, undefined);
   if (get('cloud') === undefined)
     problems.push(`${key('cloud')} is required: one of ${CLOUDS.join(', ')}; e.g. \`${set('cloud', 'aws')}\``);
@@ -280,17 +430,8 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   if (region === undefined)
     problems.push(`${key('region')} is required (the provider region code); e.g. \`${set('region', 'eu-west-1')}\``);
   if (cloud && region) {
-    const providerKey = PROVIDER_REGION_KEY[cloud];
-    const providerRegion = values[providerKey];
-    if (providerRegion === undefined || providerRegion === '') {
-      problems.push(
-        `${providerKey} is not set; set it to the same region as ${key('region')}: \`pulumi config set ${providerKey} ${region}\``,
-      );
-    } else if (providerRegion !== region) {
-      problems.push(
-        `${providerKey} is ${JSON.stringify(providerRegion)} but ${key('region')} is ${JSON.stringify(region)}; they must agree, e.g. \`pulumi config set ${providerKey} ${region}\``,
-      );
-    }
+    const problem = dialect.providerRegionProblem(cloud, region, settings.providerRegions[cloud]);
+    if (problem !== undefined) problems.push(problem);
   }
   for (const [name, only] of [
     ['azurePlan', 'azure'],
@@ -327,7 +468,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
       const msg = e instanceof Error ? e.message : String(e);
       // resolveLease refuses either a timeout above the ceiling ("exceeds") or a lease at or below it.
       const which: ConfigKey = /exceeds/.test(msg) ? 'functionTimeoutSeconds' : 'leaseSeconds';
-      problems.push(`${key(which)}: ${msg}. Change it with \`pulumi config set ${key(which)} <seconds>\` or remove it to use the default`);
+      problems.push(`${key(which)}: ${msg}. Change it with \`${set(which, '<seconds>')}\` or remove it to use the default`);
     }
   }
 
@@ -381,7 +522,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
       `${key('sourcePrefix')} ${JSON.stringify(prefix)} overlaps the ingest staging prefix ${STAGING_PREFIX}, so half-validated downloads would start scenes; pick another, e.g. scenes/`,
     );
   }
-  // Streams land batch objects under streams/ (docs/streams.md): a batch must never start a scene, and S3 refuses two
+  // Streams land batch objects under streams/ (docs/feature-batches.md): a batch must never start a scene, and S3 refuses two
   // notifications whose prefixes overlap for one event type.
   if (prefix.startsWith(AREAS.streams.prefix) || AREAS.streams.prefix.startsWith(prefix)) {
     problems.push(
@@ -403,12 +544,30 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
           ...(compression === undefined ? {} : { compression }),
           ...(compressionLevel === undefined ? {} : { level: compressionLevel }),
         };
+  // tessera:format, rescale, colormap, background: rendered tiles for web maps, checked with the rest of the params below.
+  const rendered = renderedOutput(output, get, key, compression !== undefined || compressionLevel !== undefined);
+  if (rendered.problem !== undefined) problems.push(rendered.problem);
+  // tessera:tms and tessera:zoom (a zoom, or a range MIN-MAX: a pyramid), checked against the set's own zooms.
+  let tmsZoom: Record<string, unknown> = {};
+  const [tmsId, zoomText] = [get('tms'), get('zoom')];
+  if ((tmsId === undefined) !== (zoomText === undefined)) {
+    problems.push(`${key('tms')} and ${key('zoom')} go together: e.g. \`${set('tms', 'WebMercatorQuad')}\` and \`${set('zoom', '8-14')}\``);
+  } else if (tmsId !== undefined && zoomText !== undefined) {
+    try {
+      const zoom = zoomRangeParams(zoomText, key('zoom'));
+      checkZoomRange(tmsId, zoom.min_zoom ?? zoom.zoom, zoom.zoom);
+      tmsZoom = { tms: tmsId, ...zoom };
+    } catch (e) {
+      problems.push(`${key('tms')} / ${key('zoom')}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
   const params: ProcessingParams = {
     ...DEFAULT_PARAMS,
     version: get('pipelineVersion') ?? DEFAULT_PARAMS.version,
     tile_px: tilePx,
     expression: get('expression') ?? DEFAULT_PARAMS.expression,
-    output,
+    output: rendered.output,
+    ...tmsZoom,
   };
   try {
     // On a STAC stack the bands are the selection's (their indexes come from each item at fan-out).
@@ -426,7 +585,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     }
   } catch (e) {
     problems.push(
-      `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}): ${e instanceof Error ? e.message : String(e)}`,
+      `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}${get('format') === undefined ? '' : `, ${key('format')}, ${key('rescale')}, ${key('colormap')}, ${key('background')}`}): ${e instanceof Error ? e.message : String(e)}`,
     );
   }
 
@@ -457,17 +616,24 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     problems.push(`${key('alertEmail')} must be an e-mail address, got ${JSON.stringify(alertEmail)}`);
   }
 
-  const featureSinkUrl = get('featureSinkUrl');
-  if (featureSinkUrl !== undefined && !/^(postgis|postgres|postgresql):\/\/[^/\s]+\/[^/\s?]+/.test(featureSinkUrl)) {
-    // Never echo the value: it holds a password.
-    problems.push(
-      `${key('featureSinkUrl')} must be postgis://user:password@host:5432/database (or postgres://); set it with \`pulumi config set --secret ${key('featureSinkUrl')} <url>\``,
-    );
-  }
+  const sinkText = get('featureSinkUrl');
+  const sinkProblem = sinkText === undefined ? undefined : featureSinkUrlProblem(sinkText, dialect);
+  if (sinkProblem !== undefined) problems.push(sinkProblem);
+  const featureSinkUrl: pulumi.Input<string> | undefined = settings.secrets?.featureSinkUrl ?? sinkText;
 
-  const project = values['gcp:project'];
-  if (cloud === 'gcp' && !project)
-    problems.push('gcp:project is not set; set it to the project to deploy into: `pulumi config set gcp:project <project-id>`');
+  const corsText = get('outputCorsOrigins');
+  const outputCorsOrigins = corsText === undefined ? undefined : splitList(corsText);
+  if (outputCorsOrigins !== undefined) problems.push(...corsOriginProblems(outputCorsOrigins, dialect));
+
+  const telemetry = parseTelemetry(
+    get('telemetry'),
+    settings.secrets?.telemetryHeaders ?? get('telemetryHeaders'),
+    cloud,
+    dialect,
+    problems,
+  );
+  const project = settings.project;
+  if (cloud === 'gcp' && !project) problems.push(dialect.projectMissing());
   const claimsCollection = get('claimsCollection') ?? 'claims';
   if (cloud === 'gcp' && !/^[A-Za-z0-9_-]{1,100}$/.test(claimsCollection)) {
     problems.push(`${key('claimsCollection')} must be 1-100 letters, digits, _ or -, got ${JSON.stringify(claimsCollection)}`);
@@ -500,7 +666,7 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
   }
 
   if (problems.length > 0 || !cloud || !region || !platform || !lease || memoryMb === undefined || !runtimeCheck?.row) {
-    throw new StackConfigError(ctx.stack, problems.length > 0 ? problems : ['the configuration is incomplete']);
+    return { config: undefined, problems: problems.length > 0 ? problems : ['the configuration is incomplete'] };
   }
   const common = {
     stack: ctx.stack,
@@ -516,37 +682,48 @@ export function parseStackConfig(values: Readonly<Record<string, string>>, ctx: 
     ingestAllowedHosts,
     alertEmail,
     featureSinkUrl,
+    outputCorsOrigins,
+    telemetry,
     archiveDir: get('archiveDir') ?? ctx.defaultArchiveDir,
     runtime: { id: runtimeCheck.row.runtimeId, nodeMajor: runtimeCheck.row.nodeMajor, check: runtimeCheck },
   };
   switch (cloud) {
     case 'aws':
       return {
-        ...common,
-        cloud,
-        platform: 'aws-lambda',
-        tileQueueVisibilitySec: visibility ?? lease.functionTimeoutSec,
-        tileMaxConcurrency,
+        problems: [],
+        config: {
+          ...common,
+          cloud,
+          platform: 'aws-lambda',
+          tileQueueVisibilitySec: visibility ?? lease.functionTimeoutSec,
+          tileMaxConcurrency,
+        },
       };
     case 'gcp':
       return {
-        ...common,
-        cloud,
-        platform: platform as GcpStackConfig['platform'],
-        project: project as string,
-        tileTrigger: gcpTrigger ?? 'event',
-        claimsCollection,
-        firestoreDatabase,
-        ackDeadlineSec: PUBSUB_MAX_ACK_DEADLINE_SEC,
+        problems: [],
+        config: {
+          ...common,
+          cloud,
+          platform: platform as GcpStackConfig['platform'],
+          project: project as string,
+          tileTrigger: gcpTrigger ?? 'event',
+          claimsCollection,
+          firestoreDatabase,
+          ackDeadlineSec: PUBSUB_MAX_ACK_DEADLINE_SEC,
+        },
       };
     case 'azure':
       return {
-        ...common,
-        cloud,
-        platform: platform as AzureStackConfig['platform'],
-        plan: azurePlan ?? 'consumption',
-        storageAccountName,
-        retryVisibilitySec: azureRetryVisibilitySec(lease.leaseSec, lease.functionTimeoutSec, maxReceiveCount),
+        problems: [],
+        config: {
+          ...common,
+          cloud,
+          platform: platform as AzureStackConfig['platform'],
+          plan: azurePlan ?? 'consumption',
+          storageAccountName,
+          retryVisibilitySec: azureRetryVisibilitySec(lease.leaseSec, lease.functionTimeoutSec, maxReceiveCount),
+        },
       };
   }
 }
@@ -595,9 +772,10 @@ function defaultMemoryMb(platform: Platform | undefined): number | undefined {
   return platform === 'azure-consumption' ? 1536 : 2048;
 }
 
-function closestKey(name: string): string | undefined {
+/** The known name nearest to `name` (at most three edits away), to suggest for a typo. */
+export function closestKey(name: string, known: readonly string[]): string | undefined {
   let best: { key: string; d: number } | undefined;
-  for (const k of Object.keys(CONFIG_KEYS)) {
+  for (const k of known) {
     const d = editDistance(name.toLowerCase(), k.toLowerCase());
     if (d <= 3 && (!best || d < best.d)) best = { key: k, d };
   }
@@ -631,4 +809,44 @@ export function readStackConfig(defaultArchiveDir: string): StackConfig {
     if (e instanceof StackConfigError) throw new pulumi.RunError(e.message);
     throw e;
   }
+}
+
+/**
+ * The output of a stack's tiles with `tessera:format` (and rescale, colormap, background) applied to the COG profile
+ * `output`: unchanged without a format; a rendered format drops the COG-only settings (outputForFormat). The shape of
+ * each value is checked here, the rest (a missing rescale, a JPEG without background) by tilingParams with the other
+ * parameters, so a stack and `tessera run --format` refuse the same things with the same words.
+ */
+function renderedOutput(
+  output: Readonly<Record<string, unknown>>,
+  get: (name: ConfigKey) => string | undefined,
+  key: (name: ConfigKey) => string,
+  cogProfile: boolean,
+): { readonly output: Readonly<Record<string, unknown>>; readonly problem?: string } {
+  const [formatText, rescaleText, colormap, backgroundText] = [get('format'), get('rescale'), get('colormap'), get('background')];
+  if (formatText === undefined) {
+    const given = (['rescale', 'colormap', 'background'] as const).filter((k) => get(k) !== undefined);
+    return given.length === 0
+      ? { output }
+      : { output, problem: `${given.map(key).join(', ')} apply to rendered tiles only: set ${key('format')} to PNG, WEBP or JPEG too` };
+  }
+  const format = formatText.toUpperCase() as TileFormat;
+  if (!(TILE_FORMATS as readonly string[]).includes(format))
+    return { output, problem: `${key('format')} must be one of ${TILE_FORMATS.join(', ')}, got ${JSON.stringify(formatText)}` };
+  if (format !== 'COG' && cogProfile)
+    return {
+      output,
+      problem: `${key('compression')} and ${key('compressionLevel')} set the COG tiles' codec; ${format} tiles are encoded as ${format}: remove them`,
+    };
+  const numbers = (text: string | undefined) => text?.split(',').map((p) => (p.trim() === '' ? Number.NaN : Number(p.trim())));
+  const rescale = numbers(rescaleText);
+  const background = numbers(backgroundText);
+  return {
+    output: outputForFormat(output, {
+      format,
+      ...(rescale === undefined ? {} : { rescale: rescale as unknown as [number, number] }),
+      ...(colormap === undefined ? {} : { colormap }),
+      ...(background === undefined ? {} : { background: background as unknown as [number, number, number] }),
+    }),
+  };
 }

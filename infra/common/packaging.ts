@@ -50,6 +50,13 @@ export const ARCHIVES = {
   azure: 'azure/app.zip',
 } as const satisfies { aws: Record<FunctionRole, string>; gcp: string; azure: string };
 
+/**
+ * The instruction set every Lambda function runs on (Graviton: cheaper per GB-second). The build ships native
+ * binaries (sharp's libvips, for rendered tiles) for this architecture in the AWS archives, so the two must agree:
+ * both read it from here.
+ */
+export const LAMBDA_ARCHITECTURE = 'arm64' as const;
+
 /** Lambda handler string: the bundle is `index.mjs` exporting `handler`. */
 export const LAMBDA_HANDLER = 'index.handler';
 
@@ -96,7 +103,7 @@ export const AZURE_QUEUES: Readonly<Record<AzureQueueTriggered, string>> = {
   tile: 'tessera-tiles',
   /** Ingest requests (`tessera ingest --cloud azure` puts them here; also in TESSERA_INGEST_QUEUE). */
   ingest: 'tessera-ingest',
-  /** BlobCreated events of batch objects under streams/ (docs/streams.md), one per batch. */
+  /** BlobCreated events of batch objects under streams/ (docs/feature-batches.md), one per batch. */
   stream: 'tessera-streams',
 };
 

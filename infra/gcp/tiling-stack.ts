@@ -21,6 +21,7 @@ import {
   type FunctionRole,
   type GcpStackConfig,
   INGEST_FUNCTION_TIMEOUT_SEC,
+  OUTPUT_CORS,
   PUBSUB_MAX_ACK_DEADLINE_SEC,
   STAGING_PREFIX,
   STREAM_FUNCTION_MEMORY_MB,
@@ -33,6 +34,7 @@ import { gcpCustomRoleId, gcpServiceAccountId, monitoringPrefix, slug } from '..
 import { type Archive, GCP_ENTRY_POINTS } from '../common/packaging.js';
 import { gcpLabels, type StandardTags } from '../common/tags.js';
 import { GCS_CUSTOM_ROLES, GCS_GRANT_ROLE, type GcsCustomRole, gcsGrantPlan, objectCondition } from './storage-grants.js';
+import { gcpTelemetry, gcpTelemetryServices } from './telemetry.js';
 
 export interface GcpTilingStackArgs {
   readonly config: GcpStackConfig;
@@ -157,7 +159,9 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const project = cfg.project;
     const storageAgent = storage.getProjectServiceAccountOutput({ project }, parent);
 
-    const services = [...GCP_SERVICES, ...(cfg.featureSinkUrl === undefined ? [] : [GCP_SECRET_MANAGER_SERVICE])].map(
+    const services = [
+      ...new Set([...GCP_SERVICES, ...(cfg.featureSinkUrl === undefined ? [] : [GCP_SECRET_MANAGER_SERVICE]), ...gcpTelemetryServices(cfg)]),
+    ].map(
       (service) => new projects.Service(`${name}-${service.split('.')[0]}`, { project, service, disableOnDestroy: false }, parent),
     );
     const afterApis = { parent: this, dependsOn: services };
@@ -168,7 +172,12 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const eventarcAgent = agent('eventarc');
 
     // Buckets: uniform access, public access prevention enforced (Google-managed encryption is always on).
-    const bucket = (what: string, versioned: boolean, extraRules: gcpInput.storage.BucketLifecycleRule[] = []): storage.Bucket =>
+    const bucket = (
+      what: string,
+      versioned: boolean,
+      extraRules: gcpInput.storage.BucketLifecycleRule[] = [],
+      corsOrigins: readonly string[] | undefined = undefined,
+    ): storage.Bucket =>
       new storage.Bucket(
         `${name}-${what}`,
         {
@@ -188,6 +197,19 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             : extraRules.length > 0
               ? { lifecycleRules: extraRules }
               : {}),
+          // tessera:outputCorsOrigins: GCS's responseHeaders are both the headers a page may send and read.
+          ...(corsOrigins === undefined
+            ? {}
+            : {
+                cors: [
+                  {
+                    origins: [...corsOrigins],
+                    methods: [...OUTPUT_CORS.methods],
+                    responseHeaders: [...OUTPUT_CORS.requestHeaders, ...OUTPUT_CORS.responseHeaders],
+                    maxAgeSeconds: OUTPUT_CORS.maxAgeSec,
+                  },
+                ],
+              }),
           labels,
         },
         afterApis,
@@ -197,7 +219,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     this.sourceBucket = bucket('sources', false, [
       { action: { type: 'Delete' }, condition: { age: cfg.stagingRetentionDays, matchesPrefixes: [STAGING_PREFIX] } },
     ]);
-    this.outputBucket = bucket('outputs', true);
+    this.outputBucket = bucket('outputs', true, [], cfg.outputCorsOrigins);
     const artifacts = bucket('artifacts', false);
     const sourceObject = new storage.BucketObject(
       `${name}-source`,
@@ -295,7 +317,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             labels,
             afterApis,
           });
-    // The stream function writes its batches to the same PostGIS (docs/streams.md): it reads the secret too.
+    // The stream function writes its batches to the same PostGIS (docs/feature-batches.md): it reads the secret too.
     const streamSinkGrant =
       sink === undefined
         ? undefined
@@ -304,6 +326,8 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             { project, secretId: sink.secret.secretId, role: 'roles/secretmanager.secretAccessor', member: member('stream') },
             parent,
           );
+    // tessera:telemetry (docs/telemetry.md): nothing at all unless it is set.
+    const telemetry = gcpTelemetry(this, name, cfg, { member, labels, afterApis });
     // Builds run as a dedicated account: since 2024 a new project's default build account may lack what a build needs.
     this.buildAccount = new serviceaccount.Account(
       `${name}-build`,
@@ -411,7 +435,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       },
       afterApis,
     );
-    // stream claims its batches in the same database (docs/streams.md).
+    // stream claims its batches in the same database (docs/feature-batches.md).
     new projects.IAMMember(
       `${name}-stream-claims`,
       {
@@ -514,7 +538,13 @@ export class GcpTilingStack extends pulumi.ComponentResource {
       { createDuration: IAM_PROPAGATION_WAIT },
       {
         parent: this,
-        dependsOn: [...triggerGrants, ...buildGrants, ...(sink ? [sink.grant] : []), ...(streamSinkGrant ? [streamSinkGrant] : [])],
+        dependsOn: [
+          ...triggerGrants,
+          ...buildGrants,
+          ...(sink ? [sink.grant] : []),
+          ...(streamSinkGrant ? [streamSinkGrant] : []),
+          ...telemetry.grants,
+        ],
       },
     );
     // Pub/Sub's own agent forwards undeliverable messages: it publishes to the dead-letter topic and acks the original.
@@ -610,13 +640,18 @@ export class GcpTilingStack extends pulumi.ComponentResource {
                 ...(role === 'ingest' ? { ingestQueue: this.ingestTopic.name } : {}),
               }),
               NODE_OPTIONS: '--enable-source-maps',
+              ...telemetry.environment,
             },
             // The platform puts the sink URL into TESSERA_FEATURE_SINK when an instance starts; the configuration names
             // only the secret and its version, so a rotation through `pulumi up` is a new revision on the new value.
-            ...((role === 'tile' || role === 'stream') && sink
+            ...(((role === 'tile' || role === 'stream') && sink) || telemetry.secretEnvironment.length > 0
               ? {
                   secretEnvironmentVariables: [
-                    { key: ENV.featureSink, projectId: project, secret: sink.secret.secretId, version: sink.version.version },
+                    ...((role === 'tile' || role === 'stream') && sink
+                      ? [{ key: ENV.featureSink, projectId: project, secret: sink.secret.secretId, version: sink.version.version }]
+                      : []),
+                    // The OTLP exporter's headers (tessera:telemetryHeaders), for every function.
+                    ...telemetry.secretEnvironment,
                   ],
                 }
               : {}),
@@ -645,6 +680,7 @@ export class GcpTilingStack extends pulumi.ComponentResource {
             ...(triggerBucket ? [...triggerGrants, propagated] : []),
             ...(role === 'tile' && sink ? [sink.grant, propagated] : []),
             ...(role === 'stream' && streamSinkGrant ? [streamSinkGrant, propagated] : []),
+            ...(telemetry.grants.length > 0 ? [...telemetry.grants, propagated] : []),
           ],
         },
       );
@@ -886,7 +922,7 @@ function featureSinkSecret(
     readonly project: pulumi.Input<string>;
     readonly secretId: string;
     readonly region: string;
-    readonly url: string;
+    readonly url: pulumi.Input<string>;
     readonly reader: pulumi.Input<string>;
     readonly labels: Record<string, string>;
     readonly afterApis: pulumi.CustomResourceOptions;

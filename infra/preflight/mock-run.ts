@@ -63,6 +63,20 @@ interface RegisterResponse {
 interface WrappableMonitor {
   registerResource(req: RegisterRequest, callback: (err: unknown, resp: RegisterResponse | undefined) => void): Promise<void>;
   getRegisteredResources(): Map<string, unknown>;
+  newUrn(parent: string | undefined, type: string, name: string): string;
+}
+
+/**
+ * Make the mock monitor's URNs the engine's: a child's type is its parent's whole qualified type, then its own
+ * (`tessera:index:TesseraAws$tessera:aws:TilingStack$aws:s3/bucket:Bucket`). The SDK's mock keeps the parent's
+ * last type only, which differs from the engine as soon as a component sits inside another.
+ */
+export function engineUrns(monitor: unknown): void {
+  const m = monitor as WrappableMonitor;
+  m.newUrn = (parent, type, name) => {
+    const qualified = parent ? `${parent.split('::')[2]}$${type}` : type;
+    return `urn:pulumi:${[pulumi.getStack(), pulumi.getProject(), qualified, name].join('::')}`;
+  };
 }
 
 /**
@@ -261,7 +275,12 @@ interface Edges {
  * testing-unit-ts pattern); the program is a default-exported function, so
  * one process can run it once per stack configuration.
  */
-export async function runProgramUnderMocks(stack: string, config: Readonly<Record<string, string>>): Promise<MockRun> {
+export async function runProgramUnderMocks(
+  stack: string,
+  config: Readonly<Record<string, string>>,
+  /** Another program than infra/index.ts (a user's program using the components): it declares, and returns its outputs. */
+  program?: () => Promise<Record<string, unknown>>,
+): Promise<MockRun> {
   const declared: Omit<RecordedResource, 'urn' | 'dependencies' | 'propertyDependencies'>[] = [];
   await pulumi.runtime.setMocks(
     {
@@ -279,6 +298,7 @@ export async function runProgramUnderMocks(stack: string, config: Readonly<Recor
     'tessera-org',
   );
   const monitor = pulumi.runtime.getMonitor() as unknown as WrappableMonitor;
+  engineUrns(monitor);
   const edges = new Map<string, Edges>();
   const register = monitor.registerResource.bind(monitor);
   monitor.registerResource = (req, callback) =>
@@ -297,7 +317,7 @@ export async function runProgramUnderMocks(stack: string, config: Readonly<Recor
       callback(err, resp);
     });
   pulumi.runtime.setAllConfig({ ...config });
-  const { default: main } = await import('../index.js');
+  const main = program ?? (await import('../index.js')).default;
   const outputs = (await resolve(await main())) as Record<string, unknown>;
   await pulumi.runtime.disconnect();
   const urns = [...monitor.getRegisteredResources().keys()];

@@ -1,14 +1,17 @@
 import { createHash } from 'node:crypto';
 import { MissingTilesError, MosaicChangedError, SourceChangedError } from '../domain/errors.js';
 import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
+import { tileFormatOf } from '../domain/render-params.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
 import { type Window, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
 import type { ObjectHead, ObjectStore } from '../ports/object-store.port.js';
+import { renderedBands } from '../raster/image-encoder.js';
 import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
 import { buildCogMosaic, type CogMosaicInput } from './cog-mosaic.js';
 import type { DerivedWrite } from './derived-output.js';
+import { lowerLevelTiles } from './pyramid-grid.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
 import { sceneStacItem, TILE_VERSIONS_PROPERTY, writeSceneStacItem } from './stac-output.js';
@@ -28,7 +31,8 @@ export interface SceneTile {
 export function* sceneTiles(manifest: SceneManifest): Generator<SceneTile> {
   for (const window of windows(manifest.grid)) {
     const tms = tmsTileOf(manifest.grid.target, window);
-    yield { key: tileOutputKey(manifest.sceneKey, manifest.grid, window), window, ...(tms === undefined ? {} : { tms }) };
+    const key = tileOutputKey(manifest.sceneKey, manifest.grid, window, tileFormatOf(manifest.params));
+    yield { key, window, ...(tms === undefined ? {} : { tms }) };
   }
 }
 
@@ -76,20 +80,27 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     // Relative to mosaics/<scene>.vrt, so the mosaic works wherever the prefix is mounted (/vsis3/, /vsigs/, a folder).
     sources.push({ href: `../${key}`, window: { x: w.x, y: w.y, width: w.width, height: w.height } });
   }
+  const tiling = tilingParams(manifest.params);
+  // A pyramid is complete with every zoom's tiles; its mosaics are of the highest zoom, the scene grid (docs/pyramids.md).
+  let needed = manifest.grid.count;
+  for (const { key } of lowerLevelTiles(sceneKey, manifest.grid, tiling)) {
+    needed++;
+    if (!listed.has(key)) missing.push(key);
+  }
   if (missing.length > 0) {
     backend.telemetry.log('ERROR', 'mosaic-missing-tiles', { sceneKey, missing: missing.length, first: missing.slice(0, 5) });
-    throw new MissingTilesError(sceneKey, missing, manifest.grid.count);
+    throw new MissingTilesError(sceneKey, missing, needed);
   }
-  const tiling = tilingParams(manifest.params);
   const georef = sceneGeoref(manifest);
   const vrt = buildVrt({
     width: manifest.grid.width,
     height: manifest.grid.height,
     crs: georef.crs,
     geoTransform: georef.geoTransform,
-    dataType: 'Float32',
-    noData: tiling.noData,
-    blockSize: tiling.blockSize,
+    // Rendered tiles (PNG, WebP, JPEG) make an 8-bit mosaic of their bands, transparent where their alpha is 0.
+    ...(tiling.render === undefined
+      ? { dataType: 'Float32', noData: tiling.noData, blockSize: tiling.blockSize }
+      : { dataType: 'Byte', colorInterp: renderedBands(tiling.render) }),
     sources,
   });
   const mosaicKey = outputKeys.mosaic(sceneKey);
@@ -275,9 +286,12 @@ async function writeStacItem(
       geoTransform: georef.geoTransform,
       width: manifest.grid.width,
       height: manifest.grid.height,
-      ...(tms === undefined ? {} : { tms }),
+      ...(tms === undefined
+        ? {}
+        : { tms: { ...tms, ...(tiling.target.tms?.minZoom === undefined ? {} : { minZoom: tiling.target.tms.minZoom }) } }),
     },
     noData: tiling.noData,
+    ...(tiling.render === undefined ? {} : { rendered: { format: tiling.render.format, bands: renderedBands(tiling.render) } }),
     assets: { vrt: vrtKey, ...(cogKey === undefined ? {} : { cog: cogKey }) },
     expression: tiling.expression,
     // A manifest from before createdAt was recorded: the Unix epoch says "unknown" without inventing a time.

@@ -29,6 +29,8 @@ export interface WorkerHooks {
   afterWrite?(job: TileJob): Promise<void>;
   /** After the feature sink's insert, before the commit (only with a sink). */
   afterFeature?(job: TileJob): Promise<void>;
+  /** A zoom pyramid's tile: after its parent step (enqueued or waiting), before the commit. */
+  afterParentEnqueue?(job: TileJob): Promise<void>;
 }
 
 export interface WorkerSettings {

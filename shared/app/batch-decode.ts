@@ -4,7 +4,7 @@ import avro from 'avsc';
 import { BatchUnreadableError, MAX_BATCH_BYTES } from '../domain/feature-batch.js';
 
 /**
- * The records of one batch object, as text, whatever the stream landed it as (docs/streams.md, "Formats"):
+ * The records of one batch object, as text, whatever the stream landed it as (docs/feature-batches.md, "Formats"):
  *
  * - NDJSON, one record a line: Amazon Data Firehose to S3 (with its newline delimiter on), a Pub/Sub Cloud
  *   Storage subscription in text format, a local file. Gzip (Firehose's GZIP compression) is recognised by its

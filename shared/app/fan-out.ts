@@ -17,6 +17,8 @@ import type { JobMessage } from '../ports/job-queue.port.js';
 import type { ReadPin } from '../ports/object-store.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend } from './backend.js';
+import { enqueueReadyParents } from './pyramid.js';
+import { assertSceneTileCount, pyramidOf } from './pyramid-grid.js';
 import { type OpenedBand, openSceneBands, sceneBands, sceneTarget } from './scene-grid.js';
 import {
   indexHourOf,
@@ -125,9 +127,11 @@ export async function fanOutScene(backend: Backend, request: FanOutRequest): Pro
     return { ...(await sendChunks(backend, scene, grid, request.chunkWindows as number)), sceneKey: scene, grid, manifest: written.kind };
 
   const total = request.only ? countSelected(grid, request.only) : grid.count;
-  const enqueued = await enqueueWindows(backend, manifest, pins, selected(grid, request.only), request.modeFor, (n) =>
+  let enqueued = await enqueueWindows(backend, manifest, pins, selected(grid, request.only), request.modeFor, (n) =>
     request.onProgress?.(n, total),
   );
+  // A pyramid's backfill: the missing tiles below the highest zoom whose children are all there (pyramid.ts).
+  if (request.recorded !== undefined) enqueued += await enqueueReadyParents(backend, manifest);
   backend.telemetry.log('INFO', 'scene-fanned-out', {
     sceneKey: scene,
     source: `${source.bucket}/${source.key}`,
@@ -173,6 +177,8 @@ async function sceneSource(
   }
   const opened = await openSceneBands(backend.sources, bands, (band) => pins?.[band.name] ?? pin);
   const target = sceneTarget(opened, tiling);
+  // Every zoom's tiles counted, before any grid is built or job enqueued (docs/pyramids.md).
+  if (target !== undefined) assertSceneTileCount({ width: target.width, height: target.height, target }, tiling);
   const r = (opened[0] as OpenedBand).raster;
   const base = tileGrid(target?.width ?? r.width, target?.height ?? r.height, tiling.tilePx);
   const grid: TileGrid =
@@ -208,6 +214,8 @@ async function enqueueWindows(
 ): Promise<number> {
   let batch: JobMessage[] = [];
   let enqueued = 0;
+  // A pyramid's jobs name their zoom; fan-out enqueues the highest zoom's, each parent is enqueued by its children.
+  const zoom = pyramidOf(tilingParams(manifest.params))?.maxZoom;
   const flush = async () => {
     if (batch.length === 0) return;
     await backend.queue.sendBatch(batch);
@@ -218,7 +226,9 @@ async function enqueueWindows(
   };
   for (const w of ws) {
     const mode = modeFor?.(w.row, w.col) ?? { kind: 'create' };
-    batch.push(toJobMessage(makeTileJob(manifest.sceneKey, manifest.source, manifest.params, manifest.grid, w, mode, pin)));
+    batch.push(
+      toJobMessage(makeTileJob(manifest.sceneKey, manifest.source, manifest.params, manifest.grid, w, mode, pin, undefined, zoom)),
+    );
     if (batch.length >= ENQUEUE_SLICE) await flush();
   }
   await flush();

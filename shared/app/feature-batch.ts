@@ -91,7 +91,7 @@ export interface ProcessBatchOptions {
 /**
  * Process one batch object through the gates: one claim for all its records.
  *
- * Timeline (crash points and what each leaves behind; docs/streams.md):
+ * Timeline (crash points and what each leaves behind; docs/feature-batches.md):
  * 0. before the claim: the parameters are valid and the batch key is derived from the object's bucket, decoded
  *    key and version token (poison otherwise: no claim, no read).
  * 1. claim the batch key: one conditional write. Losing (`held`/`done`) is a normal answer: nothing is read.
@@ -285,7 +285,20 @@ async function readBatch(
     }
     const r = readPositionRecord(entry.text, entry.line, params.pipeline);
     if (isReject(r)) rejects.push(r);
-    else records.push({ ...r, cell: latLngToCell(r.lat, r.lon, params.h3_resolution) });
+    else {
+      // Every field named (no spread): this runs once per record.
+      records.push({
+        recordId: r.recordId,
+        givenId: r.givenId,
+        vessel: r.vessel,
+        timeMs: r.timeMs,
+        lon: r.lon,
+        lat: r.lat,
+        speed: r.speed,
+        line: r.line,
+        cell: latLngToCell(r.lat, r.lon, params.h3_resolution),
+      });
+    }
   }
   return { format: decoded.format, records, rejects, blankLines: decoded.blankLines };
 }
@@ -397,6 +410,6 @@ export function streamSettings(owner: string, config: { readonly leaseSec: numbe
 export function requireBatchSink(sink: FeatureBatchSink | undefined): FeatureBatchSink {
   if (sink !== undefined) return sink;
   throw new InvalidParamsError(
-    'the stream function has no PostGIS to write batches to: set tessera:featureSinkUrl on the stack (docs/streams.md), `pulumi up`, then redrive the dead-letter queue',
+    'the stream function has no PostGIS to write batches to: set tessera:featureSinkUrl on the stack (docs/feature-batches.md), `pulumi up`, then redrive the dead-letter queue',
   );
 }

@@ -1,6 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { pipeline } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -306,8 +305,10 @@ export class HttpFetcher implements ArtefactFetcher {
   }
 
   /** One GET, connected to `target` whatever a resolver would say now (no second lookup to rebind). */
-  #get(url: URL, target: { address: string; family: 4 | 6 }, signal: AbortSignal): Promise<IncomingMessage> {
-    const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  async #get(url: URL, target: { address: string; family: 4 | 6 }, signal: AbortSignal): Promise<IncomingMessage> {
+    // Loaded here, not at the top: an ES module importing node:http evaluates every export, undici's among them
+    // (some 40 ms), in each process that loads this file, and most of them never fetch (docs/packages.md).
+    const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
     const idle = this.#idleTimeoutMs;
     const pinned: LookupFunction = (_host, options, callback) => {
       if (options.all) callback(null, [target]);

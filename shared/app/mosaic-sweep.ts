@@ -75,7 +75,7 @@ export interface ClosedOutReport {
   readonly closedAt: number;
 }
 
-const TILE_WINDOW = /\/(\d+_\d+)\.tif$/;
+const TILE_WINDOW = /\/(\d+_\d+)\.(?:tif|png|webp|jpg)$/;
 
 /**
  * The scheduled mosaic trigger of every cloud: assemble the scenes whose

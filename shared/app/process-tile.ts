@@ -9,11 +9,13 @@ import {
   SourceChangedError,
 } from '../domain/errors.js';
 import { repairJobKey } from '../domain/job-key.js';
+import { tileContentType } from '../domain/render-params.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import type { FeaturePutResult, FeatureSink, SceneRetireResult } from '../ports/feature-sink.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend, WorkerSettings } from './backend.js';
 import { keepLease } from './lease-keeper.js';
+import { enqueueParentWhenReady, isParentJob, renderParentTile } from './pyramid.js';
 import { computeTilePixels, encodeTile, type RenderedTile, readTileBands } from './render-tile.js';
 import { markSceneSuperseded } from './scene-manifest.js';
 import { featureSceneOf, sceneFanOutTime, tileFeature } from './tile-feature.js';
@@ -98,6 +100,10 @@ export interface ProcessTileOptions {
  *    whose redelivery re-runs the idempotent insert (`already-present` is success, counted). A sink
  *    failure gives the claim back.
  *    (crash after the insert: the row exists; the redelivery's insert is `already-present`, then commits)
+ * 3c. a zoom pyramid's tile (docs/pyramids.md): head its siblings and, when all are written, enqueue its parent's
+ *    job. Before the commit, so a committed tile has always run it: a crash before the commit is redelivered and
+ *    checks again (a duplicate parent stops at its claim); a queue failure gives the claim back.
+ *    (crash after the enqueue: the redelivery re-renders, `already-present`, enqueues again, commits)
  * 4. commit, conditional on still owning the row. Failure is LeaseStolen: an alarm. A commit that
  *    throws (transient) gives the claim back first, so the redelivery claims at once.
  *    (crash after commit, before ack: a redelivery is rejected at the claim with `done`)
@@ -217,12 +223,17 @@ async function runTile(
   let result: 'written' | 'already-present';
   let rendered: RenderedTile;
   try {
-    // Read and render are the two halves of renderTileWithPixels (render-tile.ts), apart so each has its span.
-    const read = await inSpan(SPAN.read, {}, () => readTileBands(backend.sources, job, tiling));
-    rendered = await inSpan(SPAN.render, {}, async () => {
-      const pixels = computeTilePixels(job, tiling, expression, read);
-      return { cog: await encodeTile(job, tiling, read.georef, pixels), pixels, georef: read.georef };
-    });
+    if (isParentJob(job)) {
+      // A pyramid's tile below its highest zoom is built from its four children's tiles, not the source (pyramid.ts).
+      rendered = await inSpan(SPAN.render, {}, () => renderParentTile(backend.outputs, job, tiling));
+    } else {
+      // Read and render are the two halves of renderTileWithPixels (render-tile.ts), apart so each has its span.
+      const read = await inSpan(SPAN.read, {}, () => readTileBands(backend.sources, job, tiling));
+      rendered = await inSpan(SPAN.render, {}, async () => {
+        const pixels = computeTilePixels(job, tiling, expression, read);
+        return { cog: await encodeTile(job, tiling, read.georef, pixels), pixels, georef: read.georef };
+      });
+    }
     const { cog } = rendered;
 
     // Where the lease stands now decides the write. A create-only write is safe without it (the
@@ -238,7 +249,7 @@ async function runTile(
     }
     const mode = job.mode;
     const written = await inSpan(SPAN.write, {}, async (span) => {
-      const w = await writeTile(backend, job, mode, cog, { claimId, claimOwner, fields, base });
+      const w = await writeTile(backend, job, mode, cog, tileContentType(tiling.format), { claimId, claimOwner, fields, base });
       span.setAttribute(SPAN_ATTR.outcome, w.kind === 'done' ? w.outcome.kind : w.result);
       return w;
     });
@@ -259,9 +270,21 @@ async function runTile(
     throw error;
   }
   await settings.hooks?.afterWrite?.(job);
-  if (backend.sink !== undefined) {
+  // Feature rows describe the scene grid's windows (the highest zoom's), the ones the sink counts a scene complete by.
+  if (backend.sink !== undefined && !isParentJob(job)) {
     await putFeature(backend, backend.sink, job, rendered, tiling.noData, { claimId, claimOwner, fields });
     await settings.hooks?.afterFeature?.(job);
+  }
+
+  if (job.zoom !== undefined) {
+    // 3c. A pyramid's tile: enqueue its parent once every sibling is written, before the commit (pyramid.ts).
+    try {
+      await enqueueParentWhenReady(backend, job, fields);
+    } catch (error) {
+      await releaseClaim(backend, claimId, claimOwner);
+      throw error;
+    }
+    await settings.hooks?.afterParentEnqueue?.(job);
   }
 
   let commit: CommitResult;
@@ -314,6 +337,7 @@ async function writeTile(
   job: TileJob,
   mode: TileJob['mode'],
   cog: Uint8Array,
+  contentType: string,
   at: {
     readonly claimId: string;
     readonly claimOwner: string;
@@ -324,9 +348,8 @@ async function writeTile(
   const { outputs, telemetry } = backend;
   const { claimId, claimOwner, fields, base } = at;
   if (mode.kind === 'create') {
-    const put = await outputs.putIfAbsent(job.outputKey, cog, {
-      contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
-    });
+    // The format's own type (a COG's, image/png, image/webp, image/jpeg), on every store (render-params.ts).
+    const put = await outputs.putIfAbsent(job.outputKey, cog, { contentType });
     if (put.kind === 'written') {
       telemetry.count('written');
       return { kind: 'wrote', result: 'written' };
@@ -352,9 +375,7 @@ async function writeTile(
     telemetry.log('INFO', 'repair-bytes-in-place', fields);
     return { kind: 'wrote', result: 'already-present' };
   }
-  const put = await outputs.putIfMatch(job.outputKey, cog, mode.expectedVersion, {
-    contentType: 'image/tiff; application=geotiff; profile=cloud-optimized',
-  });
+  const put = await outputs.putIfMatch(job.outputKey, cog, mode.expectedVersion, { contentType });
   switch (put.kind) {
     case 'written':
       telemetry.count('written');

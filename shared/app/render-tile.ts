@@ -1,6 +1,7 @@
 import { InvalidEventError } from '../domain/errors.js';
 import type { TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
+import { encodeRenderedTile } from '../raster/image-encoder.js';
 import { type Expression, encodeCogAsync, evaluate, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import { bandScaleOffset, unscaleBand } from '../raster/unscale.js';
 import { openSourceCached } from './raster-cache.js';
@@ -124,8 +125,15 @@ export function computeTilePixels(job: TileJob, tiling: TilingParams, expression
   });
 }
 
-/** Step 3: a COG georeferenced to the window. The compression runs on libuv's thread pool, so concurrent workers use every core. */
+/**
+ * Step 3: a COG georeferenced to the window (the compression runs on libuv's thread pool, so concurrent workers
+ * use every core), or for a rendered format (`output.format` PNG, WEBP, JPEG) the pixels rescaled, coloured and
+ * encoded as that image, nodata transparent (shared/raster/image-encoder.ts). A rendered tile carries no
+ * georeferencing: its key places it (`{tms}/{z}/{x}/{y}` on a tile matrix set, else `{row}_{col}` of the grid the
+ * VRT mosaic and STAC Item describe).
+ */
 export function encodeTile(job: TileJob, tiling: TilingParams, georef: SceneGeoref, pixels: Float32Array): Promise<Uint8Array> {
+  if (tiling.render !== undefined) return encodeRenderedTile(pixels, job.window.width, job.window.height, tiling.noData, tiling.render);
   return encodeCogAsync({
     width: job.window.width,
     height: job.window.height,
@@ -142,6 +150,7 @@ export function encodeTile(job: TileJob, tiling: TilingParams, georef: SceneGeor
 
 /** A rendered tile: the COG bytes, and the pixels and scene they came from (for a feature sink's statistics). */
 export interface RenderedTile {
+  /** The tile's bytes: the COG, or for a rendered format (`output.format` PNG, WEBP, JPEG) that image. */
   readonly cog: Uint8Array;
   readonly pixels: Float32Array;
   readonly georef: SceneGeoref;

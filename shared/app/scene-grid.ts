@@ -6,7 +6,14 @@ import type { Resampling, TilingParams } from '../domain/tiling-params.js';
 import type { ObjectStore, ReadPin } from '../ports/object-store.port.js';
 import { assertSameBody, type Crs, crsOfRaster, crsTransform, longitudeAxis, parseCrs, rasterCrsOf, sameCrs } from '../raster/crs.js';
 import { type GeoTransform, type RasterSource, windowGeoTransform } from '../raster/index.js';
-import { footprintBounds, tileMatrix, tileMatrixSet, tileRangeForGrid, tileGrid as tmsTileGrid } from '../raster/tile-matrix-set.js';
+import {
+  checkZoomRange,
+  footprintBounds,
+  tileMatrix,
+  tileMatrixSet,
+  tileRangeForGrid,
+  tileGrid as tmsTileGrid,
+} from '../raster/tile-matrix-set.js';
 import { type RasterGrid, roundToInteger, warpBand } from '../raster/warp.js';
 import { openSourceCached } from './raster-cache.js';
 
@@ -85,7 +92,8 @@ export interface SceneTarget extends GridTarget {
  * The grid a scene's tiles are cut from, or `undefined` for the single-file scene on its own grid (as
  * before issue 14: windows of the source's pixels, read without resampling).
  * - `tms` + `zoom`: the tiles of that zoom covering every band's footprint, in the set's CRS; window (row,
- *   col) is one tile, `tile_px` 256 or 512 pixels a side.
+ *   col) is one tile, `tile_px` 256 or 512 pixels a side. With `min_zoom` (a pyramid) this is the highest zoom's grid;
+ *   the lower zooms' follow from it (shared/app/pyramid-grid.ts).
  * - `dst_crs`: the bands' footprint in that CRS at the finest band's resolution, as gdalwarp suggests an
  *   output grid (the diagonal of the reprojected extent over the source's pixel diagonal).
  * - several band objects: the finest band's grid; the others are resampled onto it.
@@ -112,8 +120,8 @@ export function sceneTarget(bands: readonly OpenedBand[], tiling: TilingParams):
   }
   const grids = bands.map((b) => bandGrid(b));
   if (tms !== undefined) {
-    const set = tileMatrixSet(tms.id);
-    tileMatrix(set, tms.zoom);
+    // Every zoom of the range is the set's (a pyramid's too, and a quadtree: shared/app/pyramid-grid.ts).
+    const set = checkZoomRange(tms.id, tms.minZoom ?? tms.zoom, tms.zoom);
     for (const grid of grids) assertSameBody(grid.crs, set.crs);
     if (dstCrs !== undefined && dstCrs !== `EPSG:${set.crs.epsg}`) {
       throw new InvalidParamsError(

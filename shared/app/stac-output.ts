@@ -37,7 +37,16 @@ export interface StacTargetGrid {
   readonly geoTransform: GeoTransform;
   readonly width: number;
   readonly height: number;
-  readonly tms?: { readonly id: string; readonly zoom: number; readonly minCol: number; readonly minRow: number } | undefined;
+  /** On a tile matrix set; `minZoom`: a pyramid's lowest zoom (its mosaics are of `zoom`, the highest: docs/pyramids.md). */
+  readonly tms?:
+    | {
+        readonly id: string;
+        readonly zoom: number;
+        readonly minCol: number;
+        readonly minRow: number;
+        readonly minZoom?: number | undefined;
+      }
+    | undefined;
 }
 
 export interface SceneStacItemInput {
@@ -47,6 +56,11 @@ export interface SceneStacItemInput {
   readonly itemKey: string;
   readonly target: StacTargetGrid;
   readonly noData: number;
+  /**
+   * Rendered tiles (`output.format` PNG, WEBP, JPEG): the VRT mosaic is 8-bit, one band per entry of `bands`
+   * (GDAL colour interpretations: Gray, Red, Green, Blue, Alpha), rather than the band math's float32.
+   */
+  readonly rendered?: { readonly format: string; readonly bands: readonly string[] } | undefined;
   /** Output keys of the mosaics: the VRT always, the COG when `--mosaic cog` built it. */
   readonly assets: { readonly vrt: string; readonly cog?: string | undefined };
   /** The band math the pixels are (for the assets' description). */
@@ -106,15 +120,26 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
       : {}),
   };
   const about = input.expression === undefined ? 'float32' : `float32 ${JSON.stringify(input.expression)}`;
+  const { rendered } = input;
   const assets: Record<string, unknown> = {
-    mosaic: {
-      href: relativeHref(input.itemKey, input.assets.vrt),
-      type: 'application/xml',
-      title: 'VRT mosaic (GDAL virtual raster over the tile COGs)',
-      description: `${about}, ${target.width} x ${target.height} pixels; open with GDAL or QGIS, it reads the tiles in place`,
-      roles: ['data'],
-      'raster:bands': [band],
-    },
+    mosaic:
+      rendered === undefined
+        ? {
+            href: relativeHref(input.itemKey, input.assets.vrt),
+            type: 'application/xml',
+            title: 'VRT mosaic (GDAL virtual raster over the tile COGs)',
+            description: `${about}, ${target.width} x ${target.height} pixels; open with GDAL or QGIS, it reads the tiles in place`,
+            roles: ['data'],
+            'raster:bands': [band],
+          }
+        : {
+            href: relativeHref(input.itemKey, input.assets.vrt),
+            type: 'application/xml',
+            title: `VRT mosaic (GDAL virtual raster over the ${rendered.format} tiles)`,
+            description: `${input.expression === undefined ? 'the band math' : JSON.stringify(input.expression)} rendered to 8-bit ${rendered.bands.join(', ')}, ${target.width} x ${target.height} pixels; open with GDAL or QGIS, it reads the tiles in place`,
+            roles: ['visual'],
+            'raster:bands': rendered.bands.map(() => ({ data_type: 'uint8' })),
+          },
   };
   if (input.assets.cog !== undefined) {
     assets.cog = {
@@ -145,7 +170,10 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
       ...(target.tms === undefined
         ? {}
         : {
-            description: `tiles on the OGC TileMatrixSet ${target.tms.id}, zoom ${target.tms.zoom}, from column ${target.tms.minCol}, row ${target.tms.minRow}`,
+            description:
+              target.tms.minZoom === undefined
+                ? `tiles on the OGC TileMatrixSet ${target.tms.id}, zoom ${target.tms.zoom}, from column ${target.tms.minCol}, row ${target.tms.minRow}`
+                : `tiles on the OGC TileMatrixSet ${target.tms.id}, zooms ${target.tms.minZoom} to ${target.tms.zoom}; the mosaics are of zoom ${target.tms.zoom}, from column ${target.tms.minCol}, row ${target.tms.minRow}`,
           }),
     },
     links:

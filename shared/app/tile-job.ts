@@ -1,12 +1,14 @@
 import { canonicalJson } from '../domain/canonical-json.js';
 import { codeVersion } from '../domain/code-version.js';
-import { CodeVersionMismatchError, InvalidEventError, TesseraError } from '../domain/errors.js';
+import { CodeVersionMismatchError, InvalidEventError, InvalidParamsError, TesseraError } from '../domain/errors.js';
 import { outputKeys, type ProcessingParams, type SourceRef, sceneKey, tileJobKey } from '../domain/job-key.js';
 import { validateObjectKey } from '../domain/object-key.js';
+import { type TileFormat, tileFormatOf } from '../domain/render-params.js';
 import { type GridTarget, type TileGrid, tileGrid, type Window, windowAt } from '../domain/tile-grid.js';
 import { tilingParams } from '../domain/tiling-params.js';
 import type { JobMessage } from '../ports/job-queue.port.js';
 import type { ReadPin } from '../ports/object-store.port.js';
+import { levelGrid, pyramidOf } from './pyramid-grid.js';
 import { tmsTileOf } from './scene-grid.js';
 
 /** How a tile's output is written: create-only, or a repair under a known version. */
@@ -37,8 +39,17 @@ export interface TileJob {
   readonly params: ProcessingParams;
   /** The raster size fan-out read from the source's header; bound to the source version at the read (render-tile.ts). */
   readonly grid: JobGrid;
-  /** Derived from `grid` and (row, col): a message whose x, y, width or height differ is poison. */
+  /**
+   * Derived from `grid` and (row, col) (in a pyramid, from the grid of `zoom`): a message whose x, y, width or height
+   * differ is poison.
+   */
   readonly window: Window;
+  /**
+   * A zoom pyramid's tile (docs/pyramids.md): its zoom, from `min_zoom` to the scene grid's zoom; `window` is a window
+   * of that zoom's grid (shared/app/pyramid-grid.ts) and the job key binds the zoom. Absent for one zoom's scene. A
+   * tile below the highest zoom is built from its children's tiles, not from the source.
+   */
+  readonly zoom?: number | undefined;
   readonly outputKey: string;
   readonly mode: TileMode;
   /**
@@ -64,8 +75,10 @@ export function makeTileJob(
   mode: TileMode = { kind: 'create' },
   pin?: ReadPin | SceneReadPins | undefined,
   code: string = codeVersion(),
+  zoom?: number | undefined,
 ): TileJob {
-  assertWindowOfGrid(grid, params, window);
+  const level = jobLevel(grid, params, zoom, mode);
+  assertWindowOfGrid(level, params, window);
   const { pin: anchor, pins } = pin === undefined ? {} : 'version' in pin ? { pin: pin as ReadPin } : (pin as SceneReadPins);
   if (anchor !== undefined && anchor.version !== source.versionToken) {
     throw new InvalidEventError(`read pin names version ${anchor.version}, but the job key names ${source.versionToken}`);
@@ -83,7 +96,7 @@ export function makeTileJob(
     v: 1,
     code,
     sceneKey: scene,
-    jobKey: tileJobKey(scene, window),
+    jobKey: tileJobKey(scene, window, zoom),
     source,
     params,
     grid:
@@ -91,16 +104,53 @@ export function makeTileJob(
         ? { width: grid.width, height: grid.height }
         : { width: grid.width, height: grid.height, target: grid.target },
     window: { row: window.row, col: window.col, x: window.x, y: window.y, width: window.width, height: window.height },
-    outputKey: outputKeys.tile(scene, window, tmsTileOf(grid.target, window)),
+    outputKey: outputKeys.tile(scene, window, tmsTileOf(level.target, window), tileFormatOf(params)),
     mode,
+    ...(zoom === undefined ? {} : { zoom }),
     ...(anchor === undefined ? {} : { pin: copyPin(anchor) }),
     ...(pins === undefined ? {} : { pins: Object.fromEntries(Object.entries(pins).map(([b, p]) => [b, copyPin(p)])) }),
   };
 }
 
-/** The output key of window (row, col) of a scene's grid: `{row}_{col}`, or `{tms}/{z}/{x}/{y}` on a tile matrix set. */
-export function tileOutputKey(scene: string, grid: Pick<JobGrid, 'target'>, window: Pick<Window, 'row' | 'col'>): string {
-  return outputKeys.tile(scene, window, tmsTileOf(grid.target, window));
+/**
+ * The grid a job's window is cut from: the scene grid, or in a pyramid the grid of the job's zoom. A pyramid's job
+ * names its zoom and no other job does; a pyramid's tiles are never repaired in place (their parents are built from
+ * them): poison otherwise.
+ */
+function jobLevel(grid: JobGrid, params: ProcessingParams, zoom: number | undefined, mode: TileMode): JobGrid {
+  const tiling = tilingParams(params);
+  const pyramid = pyramidOf(tiling);
+  if (pyramid === undefined) {
+    if (zoom !== undefined) throw new InvalidEventError(`a job of zoom ${zoom}, but the scene's parameters make one zoom (no min_zoom)`);
+    return grid;
+  }
+  if (zoom === undefined || !Number.isInteger(zoom) || zoom < pyramid.minZoom || zoom > pyramid.maxZoom) {
+    throw new InvalidEventError(
+      `a tile job of a pyramid of zooms ${pyramid.minZoom}-${pyramid.maxZoom} names zoom ${JSON.stringify(zoom)}; each names its zoom`,
+    );
+  }
+  if (grid.target?.tms?.zoom !== pyramid.maxZoom || grid.target.tms.id !== pyramid.tms) {
+    throw new InvalidEventError(`a pyramid's tile job carries a grid that is not on ${pyramid.tms} zoom ${pyramid.maxZoom}`);
+  }
+  if (mode.kind === 'overwrite') {
+    throw new InvalidParamsError(
+      "a pyramid's tiles are not repaired in place (the tiles of the zooms below are built from them and would keep the old pixels): backfill with --policy new-key",
+    );
+  }
+  return levelGrid(grid, tiling.tilePx, zoom);
+}
+
+/**
+ * The output key of window (row, col) of a scene's grid: `{row}_{col}`, or `{tms}/{z}/{x}/{y}` on a tile matrix set,
+ * ending in the extension of the scene's tile format (`tileFormatOf(params)`; `.tif` for COG tiles).
+ */
+export function tileOutputKey(
+  scene: string,
+  grid: Pick<JobGrid, 'target'>,
+  window: Pick<Window, 'row' | 'col'>,
+  format: TileFormat = 'COG',
+): string {
+  return outputKeys.tile(scene, window, tmsTileOf(grid.target, window), format);
 }
 
 /**
@@ -155,7 +205,9 @@ export function parseTileJob(body: string): TileJob {
     throw new InvalidEventError(`tile job message is not JSON: ${JSON.stringify(body.slice(0, 80))}`, { cause });
   }
   if (!isRecord(raw) || raw.v !== 1) throw new InvalidEventError('tile job message is not a version 1 tile job object');
-  const { source, params, grid, window, mode, pin } = raw;
+  const { source, params, grid, window, mode, pin, zoom } = raw;
+  if (zoom !== undefined && !isNat(zoom))
+    throw new InvalidEventError('tile job message has an invalid zoom (a pyramid level: a whole number)');
   if (!isRecord(source) || typeof source.bucket !== 'string' || typeof source.key !== 'string' || typeof source.versionToken !== 'string') {
     throw new InvalidEventError('tile job message has no valid source {bucket, key, versionToken}');
   }
@@ -233,7 +285,7 @@ export function parseTileJob(body: string): TileJob {
     validateObjectKey(src.key);
     const p = params as ProcessingParams;
     const jobGrid = { width: grid.width, height: grid.height, ...(target === undefined ? {} : { target }) };
-    expected = makeTileJob(sceneKey(src, p, code), src, p, jobGrid, win, parsedMode, { pin: parsedPin, pins: parsedPins }, code);
+    expected = makeTileJob(sceneKey(src, p, code), src, p, jobGrid, win, parsedMode, { pin: parsedPin, pins: parsedPins }, code, zoom);
   } catch (cause) {
     throw new InvalidEventError(
       `tile job message does not describe a valid job: ${cause instanceof TesseraError ? cause.message : String(cause)}`,

@@ -37,7 +37,8 @@ export type TesseraErrorCode =
   | 'MOSAIC_CHANGED'
   | 'UPLOAD_CORRUPTED'
   | 'SCENE_INCOMPLETE'
-  | 'BATCH_UNREADABLE';
+  | 'BATCH_UNREADABLE'
+  | 'IMAGE_ENCODER_UNAVAILABLE';
 
 export class TesseraError extends Error {
   readonly code: TesseraErrorCode;
@@ -190,6 +191,20 @@ export class MissingTilesError extends TesseraError {
     );
     this.missing = missing;
     this.gridCount = gridCount;
+  }
+}
+
+/**
+ * A zoom pyramid's parent tile found a child tile not written yet (docs/pyramids.md). Retryable: a parent is enqueued
+ * only once its children are written, so only one enqueued by hand (a replay) meets this, and its children may come.
+ */
+export class PyramidChildMissingError extends TesseraError {
+  constructor(parentKey: string, childKey: string, options: { cause?: unknown } = {}) {
+    super(
+      'MISSING_TILES',
+      `pyramid tile ${parentKey} is built from its children, and ${childKey} is not written yet; its own job writes it (tessera backfill --policy skip re-sends missing ones)`,
+      { ...options, retryable: true },
+    );
   }
 }
 
@@ -387,5 +402,16 @@ export class MosaicChangedError extends TesseraError {
       { retryable: true },
     );
     this.sceneKey = sceneKey;
+  }
+}
+
+/**
+ * The image encoder of rendered tiles (sharp, libvips' Node binding: shared/raster/image-encoder.ts) cannot be
+ * loaded, or is another version than the one this build's keys promise bytes of. A deployment fault, never the
+ * job's: not retryable, so the delivery is dead-lettered with this message, which names the fix.
+ */
+export class ImageEncoderUnavailableError extends TesseraError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('IMAGE_ENCODER_UNAVAILABLE', message, options);
   }
 }

@@ -111,9 +111,12 @@ export function validAssets(source: SourceRef): Readonly<Record<string, AssetRef
 /** The parameter name under which the code version enters the scene key's canonical parameters. */
 export const CODE_VERSION_PARAM = 'code_version';
 
-/** A tile job's key: the scene key and its window position. */
-export function tileJobKey(scene: string, window: Pick<Window, 'row' | 'col'>): string {
-  return sha256(`${scene}\n${window.row}_${window.col}`);
+/**
+ * A tile job's key: the scene key and its window position; in a zoom pyramid (docs/pyramids.md) also the zoom, every
+ * zoom's windows being counted from their own level's first tile. One zoom's scene keeps the key without it.
+ */
+export function tileJobKey(scene: string, window: Pick<Window, 'row' | 'col'>, zoom?: number): string {
+  return sha256(zoom === undefined ? `${scene}\n${window.row}_${window.col}` : `${scene}\n${zoom}/${window.row}_${window.col}`);
 }
 
 /**

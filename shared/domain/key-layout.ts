@@ -1,3 +1,4 @@
+import { type TileFormat, tileExtension } from './render-params.js';
 import type { Window } from './tile-grid.js';
 
 /**
@@ -50,7 +51,7 @@ export const AREAS = {
    */
   uploads: { store: 'sources', prefix: 'uploads/', holds: 'artefacts uploaded for ingest to fetch (object:KEY hrefs)' },
   /**
-   * Feature streams' batch objects (docs/streams.md): where Firehose, a Pub/Sub Cloud Storage subscription or Event Hubs
+   * Feature streams' batch objects (docs/feature-batches.md): where Firehose, a Pub/Sub Cloud Storage subscription or Event Hubs
    * Capture is pointed, outside the source prefix. Each object created here is one batch for the stream function.
    */
   streams: { store: 'sources', prefix: 'streams/', holds: 'feature batch objects landed by a stream (NDJSON, gzip, Avro)' },
@@ -212,11 +213,14 @@ const { tiles, scenes, mosaics, sceneIndex, sweepState, staging, verify, itemPin
 
 /** Deterministic output keys: no UUID, no timestamp. */
 export const outputKeys = {
-  /** `tiles/{scene}/{row}_{col}.tif`, or on a tile matrix set `tiles/{scene}/{tms}/{z}/{x}/{y}.tif`. */
-  tile: (scene: string, window: Pick<Window, 'row' | 'col'>, tms?: TmsTileIndex): string =>
+  /**
+   * `tiles/{scene}/{row}_{col}.tif`, or on a tile matrix set `tiles/{scene}/{tms}/{z}/{x}/{y}.tif`; a rendered
+   * format's tile ends in its own extension (`.png`, `.webp`, `.jpg`: shared/domain/render-params.ts).
+   */
+  tile: (scene: string, window: Pick<Window, 'row' | 'col'>, tms?: TmsTileIndex, format: TileFormat = 'COG'): string =>
     tms === undefined
-      ? `${tiles.prefix}${scene}/${window.row}_${window.col}.tif`
-      : `${tiles.prefix}${scene}/${tms.tms}/${tms.z}/${tms.x}/${tms.y}.tif`,
+      ? `${tiles.prefix}${scene}/${window.row}_${window.col}.${tileExtension(format)}`
+      : `${tiles.prefix}${scene}/${tms.tms}/${tms.z}/${tms.x}/${tms.y}.${tileExtension(format)}`,
   tilePrefix: (scene: string): string => `${tiles.prefix}${scene}/`,
   /** Every scene's tiles. */
   allTiles: (): string => tiles.prefix,

@@ -74,6 +74,12 @@ export const ENV = {
    */
   featureSinkSecretVersion: 'TESSERA_FEATURE_SINK_SECRET_VERSION',
   /**
+   * AWS: the ARN of the Secrets Manager secret holding the OTLP exporter's headers (`tessera:telemetryHeaders`, an
+   * API key), and the version the stack wrote: read at cold start, as the sink URL is (docs/telemetry.md).
+   */
+  otelHeadersSecret: 'TESSERA_OTEL_HEADERS_SECRET',
+  otelHeadersSecretVersion: 'TESSERA_OTEL_HEADERS_SECRET_VERSION',
+  /**
    * A STAC stack's asset selection (stack config `tessera:stacAssets`): JSON band name -> STAC asset,
    * e.g. {"B04":"red","B08":"nir"}. Set: a scene starts on its STAC Item (docs/multi-file-scenes.md).
    */

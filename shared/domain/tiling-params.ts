@@ -1,5 +1,6 @@
 import { InvalidParamsError } from './errors.js';
 import type { ProcessingParams } from './job-key.js';
+import { RENDER_OUTPUT_FIELDS, type RenderParams, renderParams, TILE_FORMATS, type TileFormat } from './render-params.js';
 import { MAX_TILE_PX, MIN_TILE_PX } from './tile-grid.js';
 
 /** The typed view of the processing parameters the tiler understands. */
@@ -29,6 +30,10 @@ export interface TilingParams {
    * `unscale` is set.
    */
   readonly scaleOffset: Readonly<Record<string, ScaleOffset>>;
+  /** `output.format`: COG (default), or PNG, WEBP or JPEG rendered for web maps (shared/domain/render-params.ts). */
+  readonly format: TileFormat;
+  /** How a rendered format's pixels are made (rescale, colormap, background); undefined for COG. */
+  readonly render: RenderParams | undefined;
 }
 
 /** A band's linear map from stored values to physical ones: physical = stored * scale + offset. */
@@ -77,8 +82,11 @@ export interface TargetParams {
   readonly dstCrs?: string | undefined;
   /** Default `nearest`, gdalwarp's default. */
   readonly resampling: Resampling;
-  /** A tile matrix set and zoom: tiles are that set's tiles, keyed `{tms}/{z}/{x}/{y}`. */
-  readonly tms?: { readonly id: string; readonly zoom: number } | undefined;
+  /**
+   * A tile matrix set and zoom: tiles are that set's tiles, keyed `{tms}/{z}/{x}/{y}`. With `minZoom` (`min_zoom`), a
+   * pyramid: every zoom from `minZoom` up to `zoom` (docs/pyramids.md); `zoom` stays the scene grid's (the mosaics').
+   */
+  readonly tms?: { readonly id: string; readonly zoom: number; readonly minZoom?: number | undefined } | undefined;
 }
 
 /**
@@ -86,7 +94,7 @@ export interface TargetParams {
  * of the job key, so a value the writer would ignore gives a key that promises
  * bytes it never writes. Such a value is refused here, before any claim.
  */
-export const OUTPUT_FORMATS = ['COG'] as const;
+export const OUTPUT_FORMATS = TILE_FORMATS;
 /** Tiles are band math results: float32, the type NaN-free nodata and ratios need. */
 export const OUTPUT_DTYPES = ['float32'] as const;
 export const OUTPUT_COMPRESSIONS = ['DEFLATE', 'ZSTD', 'NONE'] as const;
@@ -101,7 +109,7 @@ export const OUTPUT_LEVELS: Readonly<Record<Exclude<OutputCompression, 'NONE'>, 
   DEFLATE: { min: 1, max: 9, default: 6 },
   ZSTD: { min: 1, max: 22, default: 9 },
 };
-const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'level', 'blocksize'] as const;
+const OUTPUT_FIELDS = ['format', 'dtype', 'nodata', 'compression', 'level', 'blocksize', ...RENDER_OUTPUT_FIELDS] as const;
 const EPSG_CODE = /^EPSG:\d{4,6}$/i;
 /** The shape of a canonical PROJ string (`+key=value` tokens, single spaces); its content is checked where CRSs are known. */
 const PROJ_STRING = /^\+proj=[a-z]+(?: \+[A-Za-z_0-9]+(?:=[^\s=]+)?)*$/;
@@ -147,7 +155,9 @@ export function tilingParams(params: ProcessingParams): TilingParams {
       fail(`output.${name} ${JSON.stringify(v)} is not supported; the writer supports ${allowed.map((a) => JSON.stringify(a)).join(', ')}`);
     return v as T;
   };
-  oneOf('format', output.format ?? 'COG', OUTPUT_FORMATS);
+  const format = oneOf('format', output.format ?? 'COG', OUTPUT_FORMATS);
+  // A rendered format's rescale, colormap and background, or their absence on a COG (render-params.ts).
+  const render = renderParams(format, output, fail);
   oneOf('dtype', output.dtype ?? 'float32', OUTPUT_DTYPES);
   const compression = oneOf('compression', output.compression ?? 'DEFLATE', OUTPUT_COMPRESSIONS);
   let level = 0;
@@ -165,6 +175,10 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   const mosaic = params.mosaic ?? 'vrt';
   if (!(MOSAIC_KINDS as readonly unknown[]).includes(mosaic))
     fail(`mosaic ${JSON.stringify(mosaic)} is not supported; use "vrt" (the VRT mosaic) or "cog" (also one COG mosaic)`);
+  if (mosaic === 'cog' && render !== undefined)
+    fail(
+      `mosaic "cog" is built from COG tiles of the band math; ${format} tiles are rendered images: use mosaic "vrt" (the default), or output.format COG`,
+    );
   const { unscale, scaleOffset } = unscaleParams(params, bands, fail);
   return {
     tilePx,
@@ -178,6 +192,8 @@ export function tilingParams(params: ProcessingParams): TilingParams {
     mosaic: mosaic as MosaicKind,
     unscale,
     scaleOffset,
+    format,
+    render,
   };
 }
 
@@ -226,7 +242,7 @@ function unscaleParams(
 }
 
 function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: string) => never): TargetParams {
-  const { dst_crs: dstCrs, resampling, tms, zoom } = params;
+  const { dst_crs: dstCrs, resampling, tms, zoom, min_zoom: minZoom } = params;
   if (
     dstCrs !== undefined &&
     (typeof dstCrs !== 'string' || !(EPSG_CODE.test(dstCrs) || (dstCrs.length <= 1000 && PROJ_STRING.test(dstCrs))))
@@ -246,11 +262,49 @@ function targetParams(params: ProcessingParams, tilePx: number, fail: (msg: stri
     // A tile of a set has the set's size (or twice it): any other tile_px would be a key for tiles that are never made.
     if (!(TMS_TILE_PX as readonly number[]).includes(tilePx))
       fail(`tile_px must be 256 or 512 on a tile matrix set (the set's 256 px tiles, or 512 px at half the cell size), got ${tilePx}`);
-    set = { id: tms as string, zoom: zoom as number };
-  }
+    set = { id: tms as string, zoom: zoom as number, ...pyramidMinZoom(minZoom, zoom as number, fail) };
+  } else if (minZoom !== undefined) fail('min_zoom starts a zoom range of a tile matrix set: give tms and zoom too, or remove it');
   return {
     ...(dstCrs === undefined ? {} : { dstCrs: EPSG_CODE.test(dstCrs as string) ? (dstCrs as string).toUpperCase() : (dstCrs as string) }),
     resampling: (resampling as Resampling | undefined) ?? 'nearest',
     ...(set === undefined ? {} : { tms: set }),
   };
+}
+
+/**
+ * `min_zoom` (the CLI's `--zoom MIN-MAX`): the lowest zoom of a pyramid whose highest is `zoom`. Absent for one zoom;
+ * equal to `zoom` is refused, so one zoom has one key (leave it out), as is a range upside down.
+ */
+function pyramidMinZoom(minZoom: unknown, zoom: number, fail: (msg: string) => never): { minZoom?: number } {
+  if (minZoom === undefined) return {};
+  if (typeof minZoom !== 'number' || !Number.isInteger(minZoom) || minZoom < 0 || minZoom > 30)
+    fail(`min_zoom must be an integer from 0 to 30, got ${JSON.stringify(minZoom)}`);
+  if ((minZoom as number) > zoom)
+    fail(
+      `min_zoom ${minZoom} is above zoom ${zoom}: a range runs from min_zoom up to zoom; swap them (min_zoom ${zoom}, zoom ${minZoom}: the CLI's --zoom ${zoom}-${minZoom})`,
+    );
+  if (minZoom === zoom) fail(`min_zoom ${minZoom} equals zoom: one zoom is written without min_zoom (--zoom ${zoom}), so it has one key`);
+  return { minZoom: minZoom as number };
+}
+
+/**
+ * A zoom or a zoom range as a user writes it (`tessera run --zoom 14` or `--zoom 8-14`, stack config `tessera:zoom`):
+ * the parameters' `zoom` and, for a range, `min_zoom`. A range of one zoom (`14-14`) is that zoom, so it has one key.
+ * `name` is how the caller's user spells the option, for the message.
+ *
+ * @example
+ * zoomRangeParams('8-14') // { zoom: 14, min_zoom: 8 }
+ */
+export function zoomRangeParams(text: string, name = '--zoom'): { zoom: number; min_zoom?: number } {
+  const m = /^\s*(\d{1,2})\s*(?:-\s*(\d{1,2})\s*)?$/.exec(text);
+  if (!m)
+    throw new InvalidParamsError(
+      `${name} must be a zoom or a range MIN-MAX of whole numbers from 0 to 30, e.g. 14 or 8-14; got ${JSON.stringify(text)}`,
+    );
+  const lo = Number(m[1]);
+  const hi = m[2] === undefined ? lo : Number(m[2]);
+  if (lo > 30 || hi > 30)
+    throw new InvalidParamsError(`${name} ${text}: zooms run from 0 to 30 (a tile matrix set's own range is checked against the set)`);
+  if (lo > hi) throw new InvalidParamsError(`${name} ${text}: the lower zoom comes first, e.g. ${name} ${hi}-${lo}`);
+  return lo === hi ? { zoom: hi } : { zoom: hi, min_zoom: lo };
 }

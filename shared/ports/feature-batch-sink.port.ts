@@ -1,7 +1,7 @@
 import type { PositionRecord, RecordReject } from '../domain/feature-batch.js';
 
 /**
- * Where a feature batch lands (docs/streams.md): one transaction per batch object that inserts its records,
+ * Where a feature batch lands (docs/feature-batches.md): one transaction per batch object that inserts its records,
  * keeps its rejects and marks the batch done, with the claim owner as the commit evidence. PostGIS
  * (functions/postgres/postgis-feature-batch-sink.ts) is the adapter; every backend uses it.
  */

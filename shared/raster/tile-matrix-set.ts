@@ -326,3 +326,47 @@ export function tileGrid(set: TileMatrixSet, zoom: number, col: number, row: num
 export function tileKeyPath(set: TileMatrixSet, zoom: number, col: number, row: number): string {
   return `${set.id}/${zoom}/${col}/${row}`;
 }
+
+/** The zooms a set defines: its first and last tile matrix ids (WebMercatorQuad 0-24, UTMnnWGS84Quad 1-24). */
+export function zoomsOf(set: TileMatrixSet): { readonly min: number; readonly max: number } {
+  const ids = set.tileMatrices.map((t) => Number(t.id));
+  return { min: Math.min(...ids), max: Math.max(...ids) };
+}
+
+/**
+ * The zooms `minZoom` to `maxZoom` of tile matrix set `id` (one zoom when they are equal), checked before any claim:
+ * each must be one of the set's, and each zoom below the highest must be a quadtree parent of the next (half its
+ * matrix width and height, twice its cell size, the same origin and tile size), so tile (x, y) of zoom z is the four
+ * tiles (2x..2x+1, 2y..2y+1) of zoom z + 1, as a pyramid built from children needs (docs/pyramids.md). Every set
+ * Tessera bundles is a quadtree; the check keeps it so. Throws InvalidParamsError naming the set's zooms.
+ */
+export function checkZoomRange(id: string, minZoom: number, maxZoom: number): TileMatrixSet {
+  const set = tileMatrixSet(id);
+  const { min, max } = zoomsOf(set);
+  const range = minZoom === maxZoom ? `zoom ${maxZoom}` : `zoom range ${minZoom}-${maxZoom}`;
+  for (const z of [minZoom, maxZoom]) {
+    if (!Number.isInteger(z) || z < min || z > max) {
+      throw new InvalidParamsError(
+        `the ${range} is outside ${set.id}, whose zooms are ${min} to ${max}: choose zooms within them (e.g. --zoom ${Math.max(min, Math.min(maxZoom, max) - 6)}-${Math.min(maxZoom, max)})`,
+      );
+    }
+  }
+  for (let z = minZoom; z < maxZoom; z++) {
+    const a = tileMatrix(set, z);
+    const b = tileMatrix(set, z + 1);
+    const quad =
+      b.matrixWidth === 2 * a.matrixWidth &&
+      b.matrixHeight === 2 * a.matrixHeight &&
+      a.tileWidth === b.tileWidth &&
+      a.tileHeight === b.tileHeight &&
+      Math.abs(a.cellSize - 2 * b.cellSize) <= 1e-12 * a.cellSize &&
+      a.pointOfOrigin[0] === b.pointOfOrigin[0] &&
+      a.pointOfOrigin[1] === b.pointOfOrigin[1];
+    if (!quad) {
+      throw new InvalidParamsError(
+        `${set.id} zoom ${z} is not the quadtree parent of zoom ${z + 1} (its tiles are not four tiles of the next zoom), so no pyramid spans both: tile one zoom at a time`,
+      );
+    }
+  }
+  return set;
+}

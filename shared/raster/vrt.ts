@@ -22,7 +22,13 @@ export interface BuildVrtOptions {
   readonly crs: RasterCrs;
   readonly geoTransform: GeoTransform;
   readonly dataType: GdalDataTypeName;
-  readonly noData: number;
+  /** The bands' nodata; absent for a rendered mosaic, whose alpha band says which pixels are empty. */
+  readonly noData?: number | undefined;
+  /**
+   * A rendered mosaic (PNG, WebP or JPEG tiles): one band per entry, its GDAL colour interpretation (`Gray`, `Red`,
+   * `Green`, `Blue`, `Alpha`), each source's band of the same number. Absent: one band, the tiles' band 1.
+   */
+  readonly colorInterp?: readonly string[] | undefined;
   /** The sources' block size: lets GDAL plan reads without opening every tile. */
   readonly blockSize?: number | undefined;
   readonly sources: readonly VrtSource[];
@@ -69,14 +75,36 @@ export function buildVrt(opts: BuildVrtOptions): string {
     .sort((a, b) => a.s.window.y - b.s.window.y || a.s.window.x - b.s.window.x || a.i - b.i)
     .map(({ s }) => s);
 
-  const noData = num(opts.noData);
+  const noData = opts.noData === undefined ? undefined : num(opts.noData);
   const lines: string[] = [
     `<VRTDataset rasterXSize="${width}" rasterYSize="${height}">`,
     `  <SRS>${escapeXml(srs)}</SRS>`,
     `  <GeoTransform>${gt.map(num).join(', ')}</GeoTransform>`,
-    `  <VRTRasterBand dataType="${opts.dataType}" band="1"${bs === undefined ? '' : ` blockXSize="${bs}" blockYSize="${bs}"`}>`,
-    `    <NoDataValue>${noData}</NoDataValue>`,
   ];
+  const bands = opts.colorInterp ?? [undefined];
+  for (const [b, interp] of bands.entries()) {
+    lines.push(
+      `  <VRTRasterBand dataType="${opts.dataType}" band="${b + 1}"${bs === undefined ? '' : ` blockXSize="${bs}" blockYSize="${bs}"`}>`,
+      ...(interp === undefined ? [] : [`    <ColorInterp>${escapeXml(interp)}</ColorInterp>`]),
+      ...(noData === undefined ? [] : [`    <NoDataValue>${noData}</NoDataValue>`]),
+    );
+    bandSources(lines, ordered, opts, b + 1, noData);
+    lines.push('  </VRTRasterBand>');
+  }
+  lines.push('</VRTDataset>', '');
+  return lines.join('\n');
+}
+
+/** The ComplexSources of band `band`: each tile's band of that number (or the source's own `band`) at its window. */
+function bandSources(
+  lines: string[],
+  ordered: readonly VrtSource[],
+  opts: BuildVrtOptions,
+  band: number,
+  noData: string | undefined,
+): void {
+  const { width, height } = opts;
+  const bs = opts.blockSize;
   for (const source of ordered) {
     const w = source.window;
     if (![w.x, w.y, w.width, w.height].every(Number.isInteger) || w.x < 0 || w.y < 0 || w.width <= 0 || w.height <= 0) {
@@ -99,7 +127,7 @@ export function buildVrt(opts: BuildVrtOptions): string {
     lines.push(
       '    <ComplexSource>',
       `      <SourceFilename relativeToVRT="${relative ? 1 : 0}">${escapeXml(path)}</SourceFilename>`,
-      `      <SourceBand>${source.band ?? 1}</SourceBand>`,
+      `      <SourceBand>${opts.colorInterp === undefined ? (source.band ?? 1) : band}</SourceBand>`,
     );
     if (bs !== undefined) {
       lines.push(
@@ -109,10 +137,8 @@ export function buildVrt(opts: BuildVrtOptions): string {
     lines.push(
       `      <SrcRect xOff="0" yOff="0" xSize="${w.width}" ySize="${w.height}" />`,
       `      <DstRect xOff="${w.x}" yOff="${w.y}" xSize="${w.width}" ySize="${w.height}" />`,
-      `      <NODATA>${noData}</NODATA>`,
+      ...(noData === undefined ? [] : [`      <NODATA>${noData}</NODATA>`]),
       '    </ComplexSource>',
     );
   }
-  lines.push('  </VRTRasterBand>', '</VRTDataset>', '');
-  return lines.join('\n');
 }

@@ -1,12 +1,18 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
+import { composeAws } from '../../functions/aws/compose.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
 import { type OtelSdk, setUpOpenTelemetry } from '../../functions/otel/otel-sdk.js';
+import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { SPAN, SPAN_ATTR } from '../../shared/app/tracing.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid } from '../../shared/domain/tile-grid.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
+import { exportedMetricNames, exportedSpans, startOtlpReceiver } from '../support/otel-trace.js';
+import { awsEndpoints, freshName } from './clients.js';
 import { asFunction, createTestStack, drain } from './stack.js';
 
 const SCENE = { width: 96, height: 80 } as const; // tile_px 48: a 2 x 2 grid
@@ -39,6 +45,7 @@ describe('AWS tile handler on DynamoDB Local and moto, traced', () => {
     expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
 
     const finished = spans.getFinishedSpans();
+    console.error('SPANNAMES', [...new Set(finished.map((x) => x.name))].join(','));
     const deliveries = finished.filter((s) => s.name === SPAN.delivery);
     expect(deliveries).toHaveLength(TILES);
     for (const delivery of deliveries) {
@@ -51,6 +58,44 @@ describe('AWS tile handler on DynamoDB Local and moto, traced', () => {
       expect(tile.attributes[SPAN_ATTR.leaseDeadline]).toBeGreaterThan(Date.now());
       expect(tile.attributes[SPAN_ATTR.outcome]).toBe('written');
       expect(childrenOf(finished, tile).map((s) => s.name)).toEqual([SPAN.claim, SPAN.read, SPAN.render, SPAN.write, SPAN.commit]);
+    }
+  });
+
+  it('an otlp exporter with headers (tessera:telemetryHeaders) reads them from Secrets Manager and sends them with every export, never from the environment', async () => {
+    const receiver = await startOtlpReceiver();
+    try {
+      const e = awsEndpoints();
+      // moto serves Secrets Manager on the S3/SQS endpoint.
+      const secrets = new SecretsManagerClient({ endpoint: e.moto, region: e.region, credentials: { accessKeyId: 'tesseratest', secretAccessKey: 'tesseratest' } });
+      const created = await secrets.send(new CreateSecretCommand({ Name: freshName('otel-headers'), SecretString: 'x-api-key=k%3D1,x-team=tiles' }));
+      const stack = await createTestStack();
+      await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: 'incoming/scene.tif', Body: await syntheticSceneBytes(SCENE) }));
+      await drain(stack.scenes, createSceneHandler(stack.runtime()), { emptyPolls: 1 });
+      // The tile function's environment as infra/ writes it for an otlp exporter with headers: the endpoint, and where the headers are.
+      const env = {
+        ...stack.env,
+        AWS_LAMBDA_FUNCTION_NAME: 'tessera-tile-otlp',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        [ENV.otelHeadersSecret]: created.ARN as string,
+        [ENV.otelHeadersSecretVersion]: created.VersionId as string,
+      };
+      // The SDK's exporters read their endpoint from process.env, as in a deployed function.
+      process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
+      const rt = composeAws(env, { clients: { ...stack.clients(), secretsManager: secrets }, telemetry: new JsonTelemetry(), owner: 'worker-a' });
+      sdk = rt.otel;
+      expect(sdk).toBeDefined();
+      const { responses } = await drain(stack.tiles, createTileHandler(rt), { emptyPolls: 1 });
+      expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
+      // Flushed before each answer: every delivery's spans are there already, and every export carried the headers.
+      const spans = exportedSpans(receiver.requests);
+      expect(spans.filter((x) => x.name === SPAN.delivery)).toHaveLength(TILES);
+      expect(spans.every((x) => x.service === 'tessera-tile-otlp')).toBe(true);
+      expect(exportedMetricNames(receiver.requests)).toContain('tessera.written');
+      expect(receiver.requests.length).toBeGreaterThan(0);
+      for (const r of receiver.requests) expect({ path: r.path, key: r.headers['x-api-key'], team: r.headers['x-team'] }).toEqual({ path: r.path, key: 'k=1', team: 'tiles' });
+    } finally {
+      delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      await receiver.close();
     }
   });
 });

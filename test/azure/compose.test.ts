@@ -156,7 +156,7 @@ describe('Azure wiring (compose.ts, host.json)', () => {
     // Ingestion: requests on the ingest queue infra/ creates; the manifest reconcile weekly on a timer.
     expect(seen[4]?.options).toMatchObject({ queueName: AZURE_QUEUES.ingest, connection: AZURE_TRIGGER_CONNECTION });
     expect(seen[5]?.options).toMatchObject({ schedule: RECONCILE_SCHEDULE });
-    // Feature streams: BlobCreated events of batch objects under streams/, on their own queue (docs/streams.md).
+    // Feature streams: BlobCreated events of batch objects under streams/, on their own queue (docs/feature-batches.md).
     expect(seen[6]?.options).toMatchObject({ queueName: AZURE_QUEUES.stream, connection: AZURE_TRIGGER_CONNECTION });
     expect(TRIGGER_CONNECTION).toBe(AZURE_TRIGGER_CONNECTION);
     for (const s of seen) expect(typeof s.options.handler).toBe('function');

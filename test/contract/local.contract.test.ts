@@ -23,5 +23,5 @@ describeObjectStoreContract(
     };
     return { store, writeForeign };
   },
-  { pinnedReadAfterOverwrite: 'source-changed' },
+  { pinnedReadAfterOverwrite: 'source-changed', contentType: 'none' },
 );

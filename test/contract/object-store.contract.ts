@@ -31,6 +31,12 @@ export interface ObjectStoreContractOptions {
    * 412 through the fault proxy, and never passes because nothing was checked.
    */
   readonly staleDelete?: 'enforced' | 'ignored-by-emulator';
+  /**
+   * Whether objects carry the Content-Type a write gives (`stored`, the default: S3, GCS and Blob, checked on the
+   * wire through the fault proxy), or the store keeps none (`none`: the local filesystem; `tessera view` serves its
+   * files by extension).
+   */
+  readonly contentType?: 'stored' | 'none';
 }
 
 /**
@@ -206,6 +212,39 @@ export function describeObjectStoreContract(
         expect((await s.head(key))?.size).toBe(0);
       });
     });
+
+    if (options.contentType !== 'none') {
+      it('sends each write the Content-Type it is given: rendered tiles are served as image/png, image/webp, image/jpeg', async () => {
+        const { store, proxy } = await setup();
+        if (proxy === undefined) throw new Error(`${name}: a store whose objects carry a Content-Type is tested through its fault proxy`);
+        const prefix = freshPrefix();
+        const sent = (key: string): string[] =>
+          proxy.requests
+            .filter((r) => isWriteOf(key, r))
+            .map((r) => {
+              // S3: the object's Content-Type header; Blob: x-ms-blob-content-type; GCS: the multipart upload's metadata.
+              const blob = r.headers['x-ms-blob-content-type'];
+              if (typeof blob === 'string') return blob;
+              const meta = /"contentType":"([^"]+)"/.exec(r.text);
+              return meta?.[1] ?? String(r.headers['content-type']);
+            });
+        for (const [file, type] of [
+          ['t.png', 'image/png'],
+          ['t.webp', 'image/webp'],
+          ['t.jpg', 'image/jpeg'],
+        ] as const) {
+          const key = `${prefix}${file}`;
+          const put = await store.putIfAbsent(key, bytes(`a ${type}`), { contentType: type });
+          expect(put.kind).toBe('written');
+          expect(sent(key)).toContain(type);
+          if (put.kind !== 'written') continue;
+          expect(await store.putIfMatch(key, bytes(`another ${type}`), put.version, { contentType: type })).toMatchObject({
+            kind: 'written',
+          });
+          expect(sent(key).filter((t) => t === type).length).toBeGreaterThanOrEqual(2);
+        }
+      });
+    }
 
     describe('putIfMatch', () => {
       it('replaces the object under the right version and returns a new version', async () => {

@@ -127,6 +127,55 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     ]);
   });
 
+  it('stores every field as the record gave it: ids and vessels in any script, no id, no speed, fractional milliseconds, exact doubles', async () => {
+    const pipeline = newPipeline();
+    const lines = [
+      JSON.stringify({ id: 'ノード-Ω-😀', vessel: 'Ålesund 号', time: 1_748_779_200_123.5, lon: 0.1 + 0.2, lat: -89.999999999, speed: 0 }),
+      JSON.stringify({ vessel: 'x'.repeat(64), time: '2025-06-01T12:00:00.001Z', lon: -180, lat: 90 }),
+      JSON.stringify({ id: 9_007_199_254_740_991, vessel: 1, time: 1_748_779_200_000, lon: 5e-324, lat: 1e-7, speed: 1e300 }),
+    ];
+    const b = batch(pipeline, lines);
+    expect(await sink.putBatch(b)).toEqual({ kind: 'inserted', inserted: 3, duplicates: 0, rejects: 0 });
+    const rows = await direct.query<{
+      record_id: string;
+      given_id: string | null;
+      vessel: string;
+      us: string;
+      lon: number;
+      lat: number;
+      speed: number | null;
+      cell: string;
+      line: number;
+      same_point: boolean;
+    }>(
+      `SELECT encode(record_id, 'hex') AS record_id, given_id, vessel,
+              (extract(epoch FROM t) * 1000000)::bigint::text AS us, lon, lat, speed, h3_cell AS cell, line,
+              ST_X(geom) = lon AND ST_Y(geom) = lat AS same_point
+         FROM feature_records WHERE pipeline = $1 ORDER BY line`,
+      [pipeline],
+    );
+    // to_timestamp(ms / 1000.0) rounds to the microsecond: 1748779200123.5 ms is ...123500 us.
+    expect(rows.rows).toEqual(
+      b.records.map((r, i) => ({
+        record_id: r.recordId,
+        given_id: r.givenId ?? null,
+        vessel: r.vessel,
+        us: ['1748779200123500', '1748779200001000', '1748779200000000'][i],
+        lon: r.lon,
+        lat: r.lat,
+        speed: r.speed,
+        cell: r.cell,
+        line: i + 1,
+        same_point: true,
+      })),
+    );
+    expect(rows.rows.map((r) => [r.given_id, r.speed])).toEqual([
+      ['ノード-Ω-😀', 0],
+      [null, null],
+      ['9007199254740991', 1e300],
+    ]);
+  });
+
   it('the H3-and-minute view counts rows, never batches: a duplicated record adds nothing to it', async () => {
     const pipeline = newPipeline();
     const lines = [position(1, 0), position(2, 10), position(3, 70)];

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { adotCollectorLayerArn, COLLECTOR_CONFIG_VARIABLE, XRAY_WRITE_ACTIONS } from '../../infra/aws/telemetry.js';
 import { LEASE_STOLEN_PATTERN } from '../../infra/aws/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
@@ -176,7 +177,7 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
     expect(tileMapping?.inputs.batchSize).toBe(1);
     // One ingest request per invocation: a download has the whole (540 s) timeout to itself.
     expect(mappings.find((m) => m.name.endsWith('-ingest'))?.inputs.batchSize).toBe(1);
-    // One batch object per invocation: its records go into PostGIS in one transaction (docs/streams.md).
+    // One batch object per invocation: its records go into PostGIS in one transaction (docs/feature-batches.md).
     expect(mappings.find((m) => m.name.endsWith('-stream'))?.inputs.batchSize).toBe(1);
   });
 
@@ -252,6 +253,20 @@ describe('the AWS stack (Pulumi.aws-eu-west-1.yaml under mocks)', () => {
         StringEquals: { 'aws:SourceAccount': '123456789012' },
       });
     }
+  });
+
+  it("lets a web map on tessera:outputCorsOrigins read the output bucket by ranges (tessera view's page, issue 26), and sets no CORS rule by default", async () => {
+    expect(run.ofType('aws:s3/bucketCorsConfiguration:BucketCorsConfiguration')).toEqual([]);
+    const withCors = await runStack(STACK, { ...BASE, 'tessera:outputCorsOrigins': 'https://maps.example.org' });
+    const [cors, ...more] = withCors.ofType('aws:s3/bucketCorsConfiguration:BucketCorsConfiguration');
+    expect(more).toEqual([]);
+    expect(cors?.inputs.bucket).toBe(withCors.one('aws:s3/bucket:Bucket', '-outputs').id);
+    const [rule, ...others] = cors?.inputs.corsRules as Record<string, string[]>[];
+    expect(others).toEqual([]);
+    expect(rule?.allowedOrigins).toEqual(['https://maps.example.org']);
+    expect(rule?.allowedMethods).toEqual(['GET', 'HEAD']);
+    expect(rule?.allowedHeaders).toContain('Range');
+    expect(rule?.exposeHeaders).toEqual(expect.arrayContaining(['Content-Range', 'ETag', 'Accept-Ranges', 'Content-Length']));
   });
 
   it('makes nothing public: access blocked, owner-enforced, encrypted, TLS-only buckets and no public grants', () => {
@@ -725,7 +740,7 @@ describe('the AWS stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
       expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
       const env = variables(fn);
       expect(env[ENV.featureSink], fn.name).toBeUndefined();
-      // The stream function writes its batches into the same PostGIS (docs/streams.md).
+      // The stream function writes its batches into the same PostGIS (docs/feature-batches.md).
       const isTile = roleOf(fn) === 'tile' || roleOf(fn) === 'stream';
       expect(env[ENV.featureSinkSecret], fn.name).toBe(isTile ? secretOf(set).state.arn : undefined);
       expect(env[ENV.featureSinkSecretVersion], fn.name).toBe(isTile ? versionOf(set).state.versionId : undefined);
@@ -807,5 +822,149 @@ describe('the AWS stack with tessera:stacAssets (multi-file scenes start on thei
     expect(await refusal(STACK, { ...STAC, 'tessera:sourceSuffix': '.tif' })).toContain(
       'tessera:sourceSuffix ".tif" would keep STAC Items (*.json) from the scene trigger',
     );
+  });
+});
+
+describe('the AWS stack with tessera:telemetry (OpenTelemetry export, docs/telemetry.md)', () => {
+  const variables = (fn: RecordedResource) => envOf((reveal(fn.inputs.environment).value as { variables: unknown }).variables);
+  const telemetryKeys = (env: Record<string, string>) => Object.keys(env).filter((k) => /^(OTEL_|OPENTELEMETRY_|TESSERA_OTEL_)/.test(k));
+  /** What the stack declares, by type and name: the telemetry runs must add exactly their own resources to it. */
+  const names = (run: StackRun) =>
+    run.resources
+      .filter((r) => r.custom)
+      .map((r) => `${r.type} ${r.name}`)
+      .sort();
+  /** Every role's layout policy, as deployed: telemetry must leave them as they are. */
+  const layoutPolicies = (run: StackRun) =>
+    Object.fromEntries(functions(run).map((fn) => [roleOf(fn), statements(policyOf(run, roleOf(fn) as FunctionRole).inputs.policy)]));
+  const telemetryPolicies = (run: StackRun) => run.ofType('aws:iam/rolePolicy:RolePolicy').filter((p) => p.name.endsWith('-telemetry'));
+  const HEADER_KEY = 'key-5be1d0c7-otlp';
+  let off: StackRun;
+
+  it('is off unless set: no layer, no OTEL_* variable, no grant and no resource for it, the same stack as `off`', async () => {
+    off = await runStack(STACK, BASE);
+    const explicit = await runStack(STACK, { ...BASE, 'tessera:telemetry': 'off' });
+    for (const run of [off, explicit]) {
+      for (const fn of functions(run)) {
+        expect(fn.inputs.layers, fn.name).toBeUndefined();
+        expect(telemetryKeys(variables(fn)), fn.name).toEqual([]);
+      }
+      expect(telemetryPolicies(run)).toEqual([]);
+      const actions = run
+        .ofType('aws:iam/rolePolicy:RolePolicy')
+        .flatMap((p) => statements(p.inputs.policy).flatMap((st) => list(st.Action)));
+      expect(actions.filter((a) => a.startsWith('xray:'))).toEqual([]);
+    }
+    expect(names(explicit)).toEqual(names(off));
+    expect(functions(explicit).map((fn) => fn.inputs)).toEqual(functions(off).map((fn) => fn.inputs));
+  });
+
+  it('cloud: the ADOT collector layer on every function, OTLP to it on localhost, traces to X-Ray, metrics as EMF; X-Ray writes granted, nothing else', async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"cloud","sampling":0.25}' });
+    expect(functions(run)).toHaveLength(FUNCTION_ROLES.length - 1); // every deployed role; verify is no function
+    for (const fn of functions(run)) {
+      expect(fn.inputs.layers, fn.name).toEqual([adotCollectorLayerArn('eu-west-1')]);
+      expect(fn.inputs.layers).toEqual(['arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1']);
+      const env = variables(fn);
+      expect(telemetryKeys(env).sort(), fn.name).toEqual(
+        [
+          'OTEL_EXPORTER_OTLP_ENDPOINT',
+          'OTEL_RESOURCE_ATTRIBUTES',
+          'OTEL_TRACES_SAMPLER',
+          'OTEL_TRACES_SAMPLER_ARG',
+          'OPENTELEMETRY_COLLECTOR_CONFIG_URI',
+          COLLECTOR_CONFIG_VARIABLE,
+        ].sort(),
+      );
+      expect(env).toMatchObject({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318',
+        OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+        OPENTELEMETRY_COLLECTOR_CONFIG_URI: `env:${COLLECTOR_CONFIG_VARIABLE}`,
+      });
+      const collector = JSON.parse(env[COLLECTOR_CONFIG_VARIABLE] as string);
+      expect(collector.service.pipelines).toEqual({
+        traces: { receivers: ['otlp'], exporters: ['awsxray'] },
+        metrics: { receivers: ['otlp'], exporters: ['awsemf'] },
+      });
+      expect(collector.exporters.awsemf).toEqual({ namespace: `Tessera/${STACK}`, output_destination: 'stdout' });
+      expect(collector.receivers.otlp.protocols).toEqual({ http: { endpoint: 'localhost:4318' } });
+    }
+    // Exactly one policy more per role, the two X-Ray write actions, and the function created after it.
+    const grants = telemetryPolicies(run);
+    expect(grants.map((p) => p.name).sort()).toEqual(
+      functions(run)
+        .map((fn) => `${fn.name}-telemetry`)
+        .sort(),
+    );
+    for (const p of grants) {
+      expect(statements(p.inputs.policy)).toEqual([{ Sid: 'XRayWrite', Effect: 'Allow', Action: [...XRAY_WRITE_ACTIONS], Resource: '*' }]);
+      const fn = run.one('aws:lambda/function:Function', p.name.replace(/-telemetry$/, ''));
+      expect(missingBefore(run, fn, [p])).toEqual([]);
+      expect((p.propertyDependencies.role ?? []).map((urn) => run.byUrn(urn)?.name)).toEqual([fn.name]);
+    }
+    expect(layoutPolicies(run)).toEqual(layoutPolicies(off));
+    expect(
+      names(run)
+        .filter((n) => !names(off).includes(n))
+        .sort(),
+    ).toEqual(grants.map((p) => `aws:iam/rolePolicy:RolePolicy ${p.name}`).sort());
+  });
+
+  it('otlp: the endpoint in every function, its headers only in a Secrets Manager secret each role may read, by ARN and pinned version', async () => {
+    const run = await runStack(STACK, {
+      ...BASE,
+      'tessera:telemetry': '{"exporter":"otlp","endpoint":"https://otlp.example.com/otlp/"}',
+      'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}`,
+    });
+    const secret = run.one('aws:secretsmanager/secret:Secret', '-otel-headers');
+    const version = run.one('aws:secretsmanager/secretVersion:SecretVersion', '-otel-headers');
+    expect(reveal(version.inputs.secretString)).toEqual({ secret: true, value: `x-api-key=${HEADER_KEY}` });
+    const holders = run.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(HEADER_KEY));
+    expect(holders.map((r) => r.type)).toEqual(['aws:secretsmanager/secretVersion:SecretVersion']);
+    for (const fn of functions(run)) {
+      const env = variables(fn);
+      expect(fn.inputs.layers, fn.name).toBeUndefined();
+      expect(Object.fromEntries(telemetryKeys(env).map((k) => [k, env[k]]))).toEqual({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otlp.example.com/otlp',
+        OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+        [ENV.otelHeadersSecret]: secret.state.arn,
+        [ENV.otelHeadersSecretVersion]: version.state.versionId,
+      });
+      expect(missingBefore(run, fn, [version])).toEqual([]);
+    }
+    const grants = telemetryPolicies(run);
+    expect(grants).toHaveLength(functions(run).length);
+    for (const p of grants)
+      expect(statements(p.inputs.policy)).toEqual([
+        { Sid: 'OtlpHeaders', Effect: 'Allow', Action: 'secretsmanager:GetSecretValue', Resource: secret.state.arn },
+      ]);
+    expect(layoutPolicies(run)).toEqual(layoutPolicies(off));
+    expect(
+      names(run)
+        .filter((n) => !names(off).includes(n))
+        .sort(),
+    ).toEqual([secret, version, ...grants].map((r) => `${r.type} ${r.name}`).sort());
+    // Without headers: the endpoint, and nothing declared or granted.
+    const bare = await runStack(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"otlp","endpoint":"http://collector.internal:4318"}' });
+    expect(names(bare)).toEqual(names(off));
+    expect(variables(bare.one('aws:lambda/function:Function', '-tile')).OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://collector.internal:4318');
+  });
+
+  it('refuses what cannot work, naming the fix, and never echoes the headers', async () => {
+    const t = (v: string, extra: Record<string, string> = {}) => refusal(STACK, { ...BASE, 'tessera:telemetry': v, ...extra });
+    expect(await t('on')).toContain('tessera:telemetry must be off, cloud, otlp, or JSON');
+    expect(await t('{"exporter":"otlp"}')).toContain('the otlp exporter needs an endpoint');
+    expect(await t('{"exporter":"otlp","endpoint":"https://user:pw@otlp.example.com"}')).toContain('must not carry credentials');
+    expect(await t('{"exporter":"cloud","sampling":0}')).toContain('sampling is the share of deliveries traced');
+    expect(await t('{"exporter":"cloud","endpoint":"https://x.example.com"}')).toContain('endpoint applies to the otlp exporter only');
+    expect(await t('{"exporter":"cloud","sample":0.5}')).toContain('"sample" is not a telemetry setting');
+    const headers = await t('cloud', { 'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}` });
+    expect(headers).toContain('tessera:telemetryHeaders is for the otlp exporter only');
+    expect(headers).not.toContain(HEADER_KEY);
+    const malformed = await t('{"exporter":"otlp","endpoint":"https://otlp.example.com"}', { 'tessera:telemetryHeaders': HEADER_KEY });
+    expect(malformed).toContain('tessera:telemetryHeaders must be key=value pairs');
+    expect(malformed).not.toContain(HEADER_KEY);
   });
 });

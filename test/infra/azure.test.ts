@@ -208,7 +208,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
       ],
       // Reads the manifest only.
       reconcile: [at(AZURE_ROLES.storageTableDataReader, tableScope('tesseramanifest'))],
-      // Claims of its batches, poison of its queue (docs/streams.md).
+      // Claims of its batches, poison of its queue (docs/feature-batches.md).
       stream: [
         at(AZURE_ROLES.storageTableDataContributor, tableScope('tesseraclaims')),
         at(sender, queueScope(azurePoisonQueue(AZURE_QUEUES.stream))),
@@ -243,7 +243,7 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(subs.map((x) => x.name).sort()).toEqual(['tessera-scene-events', 'tessera-stream-events']);
     const expected = {
       scene: { queue: AZURE_QUEUES.scene, begins: '/blobServices/default/containers/sources/blobs/scenes/', ends: '.tif' },
-      // Every batch object under streams/ (docs/streams.md), whatever its name ends in.
+      // Every batch object under streams/ (docs/feature-batches.md), whatever its name ends in.
       stream: {
         queue: AZURE_QUEUES.stream,
         begins: `/blobServices/default/containers/sources/blobs/${streamKeys.root()}`,
@@ -295,6 +295,19 @@ describe('the Azure stack (Pulumi.azure-westeurope.yaml under mocks)', () => {
     expect(missingBefore(run, app(run), [identity(run)])).toEqual([]);
     // verify's identity is not the app's, and the app waits for none of its grants.
     expect(missingBefore(run, app(run), [roleIdentity(run, 'verify')])).toEqual(['tessera-identity-verify']);
+  });
+
+  it("lets a web map on tessera:outputCorsOrigins read the outputs by ranges (tessera view's page, issue 26): a blob service CORS rule, none by default", async () => {
+    expect(run.one('azure-native:storage:BlobServiceProperties', '-blob-service').inputs.cors).toBeUndefined();
+    const withCors = await runStack(STACK, { ...BASE, 'tessera:outputCorsOrigins': '*' });
+    const props = withCors.one('azure-native:storage:BlobServiceProperties', '-blob-service');
+    // The data account holds the outputs container (and the sources): CORS is its blob service's, one rule.
+    expect(props.inputs.accountName).toBe(data(withCors).state.name);
+    const [rule, ...others] = (props.inputs.cors as { corsRules: Record<string, unknown>[] }).corsRules;
+    expect(others).toEqual([]);
+    expect(rule).toMatchObject({ allowedOrigins: ['*'], allowedMethods: ['GET', 'HEAD'] });
+    expect(rule?.allowedHeaders).toContain('Range');
+    expect(rule?.exposedHeaders).toEqual(expect.arrayContaining(['Content-Range', 'ETag', 'Accept-Ranges', 'Content-Length']));
   });
 
   it('turns blob versioning on for the data account, where the sources are', () => {
@@ -654,5 +667,79 @@ describe('the Azure blob grants: every one derived from the key layout (shared/d
     // A path comparison on a listing (no path) is unknown, which fails the condition unless the rest decides.
     expect(conditionAllows(`@Resource[${BLOBS}:path] StringStartsWith 'tiles/'`, listOf('tiles/'))).toBe(false);
     expect(() => conditionAllows(`@Resource[${BLOBS}:tags] StringEquals 'x'`, readOf('x'))).toThrow(/does not evaluate/);
+  });
+});
+
+describe('the Azure stack with tessera:telemetry (OpenTelemetry export, docs/telemetry.md)', () => {
+  const telemetrySettings = (run: StackRun) => Object.fromEntries(Object.entries(settings(run)).filter(([k]) => k.startsWith('OTEL_')));
+  const names = (run: StackRun) =>
+    run.resources
+      .filter((r) => r.custom)
+      .map((r) => `${r.type} ${r.name}`)
+      .sort();
+  const HEADER_KEY = 'key-5be1d0c7-otlp';
+  let off: StackRun;
+
+  it('is off unless set: no OTEL_* setting, no vault, no role assignment for it, the same stack as `off`', async () => {
+    off = await runStack(STACK, BASE);
+    const explicit = await runStack(STACK, { ...BASE, 'tessera:telemetry': 'off' });
+    for (const run of [off, explicit]) {
+      expect(telemetrySettings(run)).toEqual({});
+      expect(run.resources.filter((r) => r.type.startsWith('azure-native:keyvault:'))).toEqual([]);
+    }
+    expect(names(explicit)).toEqual(names(off));
+    expect(app(explicit).inputs).toEqual(app(off).inputs);
+    // Application Insights is there either way: the app's logs and the lease-stolen alert use it.
+    expect(settings(off).APPLICATIONINSIGHTS_CONNECTION_STRING).toBeDefined();
+  });
+
+  it('otlp: the endpoint in the app settings, its headers only in a Key Vault, as a reference resolved by the tile identity, its one reader', async () => {
+    const run = await runStack(STACK, {
+      ...BASE,
+      'tessera:telemetry': '{"exporter":"otlp","endpoint":"https://collector.example.com:4318","sampling":0.2}',
+      'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}`,
+    });
+    const vault = run.one('azure-native:keyvault:Vault', '-otel');
+    const secret = run.one('azure-native:keyvault:Secret', '-otel');
+    const holders = run.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(HEADER_KEY));
+    expect(holders.map((r) => r.type)).toEqual(['azure-native:keyvault:Secret']);
+    const properties = reveal(secret.inputs.properties);
+    expect(properties.secret).toBe(true);
+    expect(reveal((properties.value as { value: unknown }).value).value).toBe(`x-api-key=${HEADER_KEY}`);
+    expect(vault.inputs.properties).toMatchObject({ enableRbacAuthorization: true, enableSoftDelete: true, networkAcls: { bypass: 'None' } });
+    const uri = (secret.state.properties as { secretUriWithVersion: string }).secretUriWithVersion;
+    expect(telemetrySettings(run)).toEqual({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector.example.com:4318',
+      OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.2',
+      OTEL_EXPORTER_OTLP_HEADERS: `@Microsoft.KeyVault(SecretUri=${uri})`,
+    });
+    expect(app(run).inputs.keyVaultReferenceIdentity).toBe(roleIdentity(run, 'tile').state.id);
+    const secretId = String(secret.state.id);
+    const reaching = run
+      .ofType('azure-native:authorization:RoleAssignment')
+      .filter((a) => secretId === String(a.inputs.scope) || secretId.startsWith(`${String(a.inputs.scope)}/`));
+    expect(reaching.map((a) => [a.inputs.principalId, a.inputs.roleDefinitionId])).toEqual([
+      [
+        roleIdentity(run, 'tile').state.principalId,
+        `/subscriptions/${AZURE_SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/${AZURE_ROLES.keyVaultSecretsUser}`,
+      ],
+    ]);
+    expect(missingBefore(run, app(run), reaching)).toEqual([]);
+    expect(names(run).filter((n) => !names(off).includes(n))).toEqual([vault, secret, ...reaching].map((r) => `${r.type} ${r.name}`).sort());
+    // Without headers: the settings, and nothing declared.
+    const bare = await runStack(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"otlp","endpoint":"http://10.0.0.4:4318"}' });
+    expect(names(bare)).toEqual(names(off));
+    expect(telemetrySettings(bare)).toEqual({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://10.0.0.4:4318',
+      OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+    });
+  });
+
+  it('refuses the cloud exporter, which Azure Monitor cannot take without a collector, saying what to set instead', async () => {
+    const refused = await refusal(STACK, { ...BASE, 'tessera:telemetry': 'cloud' });
+    expect(refused).toContain('the cloud exporter has no Azure mapping');
+    expect(refused).toContain('"exporter":"otlp"');
   });
 });

@@ -1,11 +1,13 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, REPO_ROOT } from '../../infra/common/packaging.js';
+import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, LAMBDA_ARCHITECTURE, REPO_ROOT } from '../../infra/common/packaging.js';
 import { BuildError, buildFunctions, nodeMajorFor, parseArgs } from '../../scripts/build-functions.js';
 import { deployedNodeMajor, deployedRuntime } from '../../shared/domain/runtimes.js';
+import { IMAGE_CODEC } from '../../shared/raster/image-encoder.js';
 
 /**
  * build:functions against a throwaway repository root holding small
@@ -235,4 +237,59 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     expect(parseArgs(['gcp', '--out', '/tmp/x'], '/r')).toEqual({ root: '/r', outDir: '/tmp/x', clouds: ['gcp'] });
     expect(() => parseArgs(['oci'], '/r')).toThrow(/unknown argument "oci"/);
   });
+
+  it('ships sharp with the prebuilt libvips of the platform each cloud runs a rendering bundle on: Lambda linux-arm64, Azure linux-x64, GCF from Cloud Build', async () => {
+    // Handlers that render tiles import sharp (shared/raster/image-encoder.ts loads it on first use); the scene one does not.
+    const renders = "export const handler = async () => { const { default: sharp } = await import('sharp'); return sharp.versions; };\n";
+    const root = fakeRoot({
+      ...GOOD,
+      [HANDLER_ENTRIES.aws.tile]: renders,
+      [HANDLER_ENTRIES.gcp]: `${GOOD[HANDLER_ENTRIES.gcp]}export const render = async () => (await import('sharp')).default.versions;\n`,
+      [HANDLER_ENTRIES.azure]: `${GOOD[HANDLER_ENTRIES.azure]}export const render = async () => (await import('sharp')).default.versions;\n`,
+    });
+    await buildFunctions({ root, outDir: join(root, 'dist'), clouds: ['aws', 'gcp', 'azure'] });
+    /** ELF e_machine: x86-64 0x3e, AArch64 0xb7. */
+    const machine = (b: Buffer | undefined) => (b !== undefined && b.readUInt32BE(0) === 0x7f454c46 ? b.readUInt16LE(18) : undefined);
+    const sharpVersion = (zip: Map<string, Buffer>) =>
+      (JSON.parse(zip.get('node_modules/sharp/package.json')?.toString() ?? '{}') as { version?: string }).version;
+
+    expect(LAMBDA_ARCHITECTURE).toBe('arm64');
+    const tile = unzip(join(root, 'dist', ARCHIVES.aws.tile));
+    expect(sharpVersion(tile)).toBe(IMAGE_CODEC.sharp);
+    expect(tile.get('index.mjs')?.toString()).toMatch(/import\(["']sharp["']\)/);
+    const armAddon = `node_modules/@img/sharp-linux-arm64/lib/sharp-linux-arm64-${IMAGE_CODEC.sharp}.node`;
+    expect(machine(tile.get(armAddon))).toBe(0xb7);
+    expect(machine(tile.get(`node_modules/@img/sharp-libvips-linux-arm64/lib/libvips-cpp.so.${IMAGE_CODEC.vips}`))).toBe(0xb7);
+    for (const dep of ['detect-libc', 'semver', '@img/colour']) expect(tile.has(`node_modules/${dep}/package.json`), dep).toBe(true);
+    expect([...tile.keys()].filter((k) => k.includes('linux-x64'))).toEqual([]);
+    // Only the bundles that import sharp carry it.
+    expect([...unzip(join(root, 'dist', ARCHIVES.aws.scene)).keys()]).toEqual(['index.mjs', 'index.mjs.map']);
+
+    const gcp = unzip(join(root, 'dist', ARCHIVES.gcp));
+    expect([...gcp.keys()].sort()).toEqual(['index.js', 'index.js.map', 'package.json']);
+    const manifest = JSON.parse(gcp.get('package.json')?.toString() ?? '{}') as { dependencies: Record<string, string> };
+    expect(manifest.dependencies.sharp).toBe(IMAGE_CODEC.sharp);
+    expect(gcp.get('index.js')?.toString()).toMatch(/import\(["']sharp["']\)/);
+
+    const azure = unzip(join(root, 'dist', ARCHIVES.azure));
+    expect(sharpVersion(azure)).toBe(IMAGE_CODEC.sharp);
+    expect(machine(azure.get(`node_modules/@img/sharp-linux-x64/lib/sharp-linux-x64-${IMAGE_CODEC.sharp}.node`))).toBe(0x3e);
+    expect(machine(azure.get(`node_modules/@img/sharp-libvips-linux-x64/lib/libvips-cpp.so.${IMAGE_CODEC.vips}`))).toBe(0x3e);
+    // The Azure app as deployed (this machine is linux-x64, as the Functions host): its own sharp encodes a PNG.
+    const app = mkdtempSync(join(tmpdir(), 'tessera-azure-app-'));
+    roots.push(app);
+    for (const [name, data] of azure) {
+      mkdirSync(dirname(join(app, name)), { recursive: true });
+      writeFileSync(join(app, name), data);
+    }
+    const script =
+      "const sharp = (await import('sharp')).default; const png = await sharp(Buffer.alloc(4), { raw: { width: 1, height: 1, channels: 4 } }).png().toBuffer(); console.log(sharp.versions.vips, png.subarray(1, 4).toString());";
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: join(app, 'dist'),
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe(`${IMAGE_CODEC.vips} PNG`);
+  }, 240_000);
 });

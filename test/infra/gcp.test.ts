@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GCP_ENTRY_POINTS } from '../../infra/common/packaging.js';
+import { GCP_TELEMETRY_ROLES } from '../../infra/gcp/telemetry.js';
 import { LEASE_STOLEN_LOG_FILTER, VERIFY_TAP_PERMISSIONS } from '../../infra/gcp/tiling-stack.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { CEILINGS, type Platform } from '../../shared/domain/ceilings.js';
@@ -219,7 +220,7 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
   it('triggers the scene and stream functions on object finalize in the source bucket only, and tells them the prefix and suffix', () => {
     const sources = run.one('gcp:storage/bucket:Bucket', '-sources');
     const triggered = functions(run).filter((f) => f.inputs.eventTrigger !== undefined);
-    // The stream function takes the same events and keeps those under streams/ (docs/streams.md): Eventarc filters by bucket only.
+    // The stream function takes the same events and keeps those under streams/ (docs/feature-batches.md): Eventarc filters by bucket only.
     expect(triggered.map(entryPoint)).toEqual([GCP_ENTRY_POINTS.scene, GCP_ENTRY_POINTS.stream]);
     for (const fn of triggered) {
       expect(fn.inputs.eventTrigger, fn.name).toMatchObject({
@@ -230,6 +231,21 @@ describe('the GCP stack (Pulumi.gcp-europe-west1.yaml under mocks)', () => {
     }
     const env = envOf(serviceConfig(triggered[0] as RecordedResource).environmentVariables);
     expect(env).toMatchObject({ [ENV.sourcePrefix]: 'scenes/', [ENV.sourceSuffix]: '.tif' });
+  });
+
+  it("lets a web map on tessera:outputCorsOrigins read the output bucket by ranges (tessera view's page, issue 26), and sets no CORS rule by default", async () => {
+    for (const b of run.ofType('gcp:storage/bucket:Bucket')) expect(b.inputs.cors, b.name).toBeUndefined();
+    const withCors = await runStack(STACK, { ...BASE, 'tessera:outputCorsOrigins': 'https://maps.example.org,http://localhost:8080' });
+    const buckets = withCors.ofType('gcp:storage/bucket:Bucket');
+    expect(buckets.filter((b) => b.inputs.cors !== undefined).map((b) => b.name)).toEqual([
+      withCors.one('gcp:storage/bucket:Bucket', '-outputs').name,
+    ]);
+    const [rule, ...others] = withCors.one('gcp:storage/bucket:Bucket', '-outputs').inputs.cors as Record<string, string[]>[];
+    expect(others).toEqual([]);
+    expect(rule?.origins).toEqual(['https://maps.example.org', 'http://localhost:8080']);
+    expect(rule?.methods).toEqual(['GET', 'HEAD']);
+    // GCS's responseHeaders are both the headers a page may send (Range) and those it may read.
+    expect(rule?.responseHeaders).toEqual(expect.arrayContaining(['Range', 'Content-Range', 'ETag', 'Accept-Ranges', 'Content-Length']));
   });
 
   it('makes nothing public: uniform access, public access prevention, internal ingress, no allUsers anywhere', () => {
@@ -573,7 +589,7 @@ describe('the GCP stack with tessera:featureSinkUrl (the PostGIS sink, docs/post
       expect(JSON.stringify(fn.inputs), fn.name).not.toContain(PASSWORD);
       expect(envOf(config(fn).environmentVariables)[ENV.featureSink], fn.name).toBeUndefined();
       expect(reveal(fn.inputs.serviceConfig).secret, fn.name).toBe(false);
-      // The stream function writes its batches into the same PostGIS (docs/streams.md).
+      // The stream function writes its batches into the same PostGIS (docs/feature-batches.md).
       const isTile = entryPoint(fn) === GCP_ENTRY_POINTS.tile || entryPoint(fn) === GCP_ENTRY_POINTS.stream;
       expect(config(fn).secretEnvironmentVariables, fn.name).toEqual(
         isTile
@@ -786,5 +802,127 @@ describe('the GCP object grants: every one derived from the key layout (shared/d
       role: taps.state.name,
       member: verify.state.member,
     });
+  });
+});
+
+describe('the GCP stack with tessera:telemetry (OpenTelemetry export, docs/telemetry.md)', () => {
+  interface ServiceConfig {
+    readonly environmentVariables: unknown;
+    readonly secretEnvironmentVariables?: unknown;
+  }
+  const config = (fn: RecordedResource) => reveal(fn.inputs.serviceConfig).value as ServiceConfig;
+  const telemetryVars = (fn: RecordedResource) =>
+    Object.fromEntries(Object.entries(envOf(config(fn).environmentVariables)).filter(([k]) => k.startsWith('OTEL_')));
+  const names = (run: StackRun) =>
+    run.resources
+      .filter((r) => r.custom)
+      .map((r) => `${r.type} ${r.name}`)
+      .sort();
+  const grantsOf = (run: StackRun) =>
+    [
+      ...run.ofType('gcp:projects/iAMMember:IAMMember'),
+      ...run.ofType('gcp:secretmanager/secretIamMember:SecretIamMember'),
+      ...run.ofType('gcp:storage/bucketIAMMember:BucketIAMMember'),
+      ...run.ofType('gcp:pubsub/topicIAMMember:TopicIAMMember'),
+      ...run.ofType('gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember'),
+    ]
+      .map((g) => `${g.type} ${g.name} ${String(g.inputs.role)} ${String(g.inputs.member)}`)
+      .sort();
+  const HEADER_KEY = 'key-5be1d0c7-otlp';
+  let off: StackRun;
+
+  it('is off unless set: no OTEL_* variable, no API, no grant and no resource for it, the same stack as `off`', async () => {
+    off = await runStack(STACK, BASE);
+    const explicit = await runStack(STACK, { ...BASE, 'tessera:telemetry': 'off' });
+    for (const run of [off, explicit]) {
+      for (const fn of functions(run)) expect(telemetryVars(fn), fn.name).toEqual({});
+      const services = run.ofType('gcp:projects/service:Service').map((x) => x.inputs.service);
+      expect(services).not.toContain('telemetry.googleapis.com');
+      const projectRoles = run.ofType('gcp:projects/iAMMember:IAMMember').map((m) => String(m.inputs.role));
+      expect(projectRoles.filter((r) => (GCP_TELEMETRY_ROLES as readonly string[]).includes(r))).toEqual([]);
+    }
+    expect(names(explicit)).toEqual(names(off));
+    expect(functions(explicit).map((fn) => fn.inputs)).toEqual(functions(off).map((fn) => fn.inputs));
+  });
+
+  it("cloud: OTLP to the Telemetry API from every function, the API enabled, each function's account granted Cloud Trace Agent and Monitoring Metric Writer, nothing else", async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:telemetry': 'cloud' });
+    expect(functions(run)).toHaveLength(6);
+    for (const fn of functions(run)) {
+      expect(telemetryVars(fn), fn.name).toEqual({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://telemetry.googleapis.com',
+        OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK},gcp.project_id=${PROJECT}`,
+      });
+      expect(config(fn).secretEnvironmentVariables, fn.name).toBeUndefined();
+    }
+    const telemetryApi = run.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'telemetry.googleapis.com');
+    expect(telemetryApi).toHaveLength(1);
+    const added = run
+      .ofType('gcp:projects/iAMMember:IAMMember')
+      .filter((m) => (GCP_TELEMETRY_ROLES as readonly string[]).includes(String(m.inputs.role)));
+    const wanted = (Object.keys(GCP_ENTRY_POINTS) as (keyof typeof GCP_ENTRY_POINTS)[]).flatMap((role) =>
+      GCP_TELEMETRY_ROLES.map((r) => `${r} ${String(byName(run, `-${role}`).state.member)}`),
+    );
+    expect(added.map((m) => `${String(m.inputs.role)} ${String(m.inputs.member)}`).sort()).toEqual(wanted.sort());
+    expect(added.every((m) => m.inputs.project === PROJECT)).toBe(true);
+    // Each function after its account's grants and their propagation, and after the API.
+    const wait = run.one('time:index/sleep:Sleep', '-iam-propagation');
+    for (const role of Object.keys(GCP_ENTRY_POINTS) as (keyof typeof GCP_ENTRY_POINTS)[]) {
+      const mine = added.filter((m) => m.inputs.member === byName(run, `-${role}`).state.member);
+      expect(missingBefore(run, byRole(run, role), [...mine, wait, ...telemetryApi])).toEqual([]);
+    }
+    // Exactly those grants and the API more than a stack without telemetry.
+    expect(grantsOf(run).filter((g) => !grantsOf(off).includes(g))).toEqual(added.map((g) => `${g.type} ${g.name} ${String(g.inputs.role)} ${String(g.inputs.member)}`).sort());
+    expect(names(run).filter((n) => !names(off).includes(n))).toEqual([...added, ...telemetryApi].map((r) => `${r.type} ${r.name}`).sort());
+  });
+
+  it('otlp: the endpoint in every function, its headers only in Secret Manager, filled in by the platform, each account granted that one secret', async () => {
+    const run = await runStack(STACK, {
+      ...BASE,
+      'tessera:telemetry': '{"exporter":"otlp","endpoint":"https://otlp.example.com","sampling":0.5}',
+      'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}`,
+    });
+    const secret = run.one('gcp:secretmanager/secret:Secret', '-otel-headers');
+    const version = run.one('gcp:secretmanager/secretVersion:SecretVersion', '-otel-headers');
+    expect(reveal(version.inputs.secretData)).toEqual({ secret: true, value: `x-api-key=${HEADER_KEY}` });
+    expect(secret.inputs).toMatchObject({ project: PROJECT, secretId: `tessera-${STACK}-otel-headers`, replication: { userManaged: { replicas: [{ location: 'europe-west1' }] } } });
+    const holders = run.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(HEADER_KEY));
+    expect(holders.map((r) => r.type)).toEqual(['gcp:secretmanager/secretVersion:SecretVersion']);
+    const readers = run.ofType('gcp:secretmanager/secretIamMember:SecretIamMember');
+    expect(readers.map((g) => [g.inputs.secretId, g.inputs.role, g.inputs.member]).sort()).toEqual(
+      (Object.keys(GCP_ENTRY_POINTS) as (keyof typeof GCP_ENTRY_POINTS)[])
+        .map((role) => [secret.inputs.secretId, 'roles/secretmanager.secretAccessor', byName(run, `-${role}`).state.member])
+        .sort(),
+    );
+    const wait = run.one('time:index/sleep:Sleep', '-iam-propagation');
+    for (const fn of functions(run)) {
+      expect(telemetryVars(fn), fn.name).toEqual({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otlp.example.com',
+        OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.5',
+      });
+      expect(config(fn).secretEnvironmentVariables, fn.name).toEqual([
+        { key: 'OTEL_EXPORTER_OTLP_HEADERS', projectId: PROJECT, secret: secret.inputs.secretId, version: version.state.version },
+      ]);
+      const mine = readers.find((g) => g.inputs.member === byName(run, `-${Object.entries(GCP_ENTRY_POINTS).find(([, e]) => e === entryPoint(fn))?.[0]}`).state.member);
+      expect(mine, fn.name).toBeDefined();
+      expect(missingBefore(run, fn, [mine as RecordedResource, wait, version])).toEqual([]);
+    }
+    expect(run.ofType('gcp:projects/service:Service').map((x) => x.inputs.service)).toContain('secretmanager.googleapis.com');
+    expect(names(run).filter((n) => !names(off).includes(n))).toEqual(
+      [secret, version, ...readers, ...run.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'secretmanager.googleapis.com')]
+        .map((r) => `${r.type} ${r.name}`)
+        .sort(),
+    );
+    // With the PostGIS sink as well: the tile function gets both secret variables.
+    const both = await runStack(STACK, {
+      ...BASE,
+      'tessera:telemetry': '{"exporter":"otlp","endpoint":"https://otlp.example.com"}',
+      'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}`,
+      'tessera:featureSinkUrl': 'postgis://u:p@10.0.0.5:5432/gis',
+    });
+    expect((config(byRole(both, 'tile')).secretEnvironmentVariables as { key: string }[]).map((v) => v.key)).toEqual([ENV.featureSink, 'OTEL_EXPORTER_OTLP_HEADERS']);
+    expect(both.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'secretmanager.googleapis.com')).toHaveLength(1);
   });
 });

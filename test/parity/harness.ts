@@ -5,12 +5,14 @@ import type { IngestDeps } from '../../shared/app/ingest.js';
 import { HttpFetcher, ObjectStoreFetcher, RoutingFetcher } from '../../shared/app/ingest-fetchers.js';
 import { poisonReason } from '../../shared/app/poison.js';
 import { processTile } from '../../shared/app/process-tile.js';
+import { levelTiles, pyramidOf, pyramidScene } from '../../shared/app/pyramid-grid.js';
 import { handleQueueDelivery, type QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
 import type { RedeliverySchedule } from '../../shared/app/redelivery.js';
 import { makeTileJob, parseTileJob, type TileJob, type TileMode, toJobMessage } from '../../shared/app/tile-job.js';
 import { outputKeys, type ProcessingParams, repairJobKey, type SourceRef, sceneKey, tileJobKey } from '../../shared/domain/job-key.js';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { type TileGrid, tileGrid, windowAt, windows } from '../../shared/domain/tile-grid.js';
+import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { Delivery, PullQueue } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { ObjectHead } from '../../shared/ports/object-store.port.js';
@@ -61,7 +63,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Where a worker dies: right after its claim, or right after its output write. Nothing after that point runs, ever. */
 export interface Fault {
   /** `feature`: after the feature sink's insert, before the commit (only where a sink is set). */
-  readonly crashAfter: 'claim' | 'write' | 'feature';
+  readonly crashAfter: 'claim' | 'write' | 'feature' | 'parent';
   /** Only for these jobs (default every job the worker takes). */
   readonly when?: ((job: TileJob) => boolean) | undefined;
 }
@@ -303,7 +305,14 @@ export class ScenarioContext {
   registerScene(label: string, source: SourceRef, params: ProcessingParams = PARITY_PARAMS, grid: TileGrid = PARITY_GRID): string {
     const scene = sceneKey(source, params);
     this.#scenes.set(scene, label);
-    for (const w of windows(grid)) this.#jobs.set(tileJobKey(scene, w), `${label}/${w.row}_${w.col}`);
+    const pyramid = pyramidOf(tilingParams(params));
+    if (pyramid === undefined) for (const w of windows(grid)) this.#jobs.set(tileJobKey(scene, w), `${label}/${w.row}_${w.col}`);
+    // A pyramid's jobs are `A/z<zoom>/<row>_<col>`, each zoom's windows counted from its own first tile.
+    for (let z = pyramid?.maxZoom ?? 0; pyramid !== undefined && z >= pyramid.minZoom; z--) {
+      for (const t of levelTiles(pyramidScene(scene, grid, tilingParams(params)), z)) {
+        this.#jobs.set(tileJobKey(scene, t.window, z), `${label}/z${z}/${t.window.row}_${t.window.col}`);
+      }
+    }
     return scene;
   }
 
@@ -625,6 +634,10 @@ function withFault(options: DeliverOptions, onCrash: () => void): WorkerHooks | 
     afterFeature: async (job) => {
       await hooks?.afterFeature?.(job);
       if (crashes('feature', job)) await die();
+    },
+    afterParentEnqueue: async (job) => {
+      await hooks?.afterParentEnqueue?.(job);
+      if (crashes('parent', job)) await die();
     },
   };
 }

@@ -19,7 +19,7 @@ export interface Limitation {
 }
 
 export interface Scenario {
-  /** Two digits, the row of the matrix. */
+  /** Two digits (three from 100), the row of the matrix. */
   readonly id: string;
   readonly title: string;
   run(ctx: ScenarioContext): Promise<OutcomeRecord>;

@@ -19,7 +19,7 @@ import type { ClaimFact, Json } from './outcome.js';
 import { outcome, type Scenario } from './scenario-kit.js';
 
 /**
- * Feature streams (docs/streams.md): one claim per batch object, all its records into PostGIS in one transaction
+ * Feature streams (docs/feature-batches.md): one claim per batch object, all its records into PostGIS in one transaction
  * with the batch marked done, records keyed by their identity. Each backend's own claim store, source store and
  * queue carry the batch events; every backend writes into a PostGIS schema of its own (feature-sink.ts).
  */

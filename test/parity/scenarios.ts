@@ -11,7 +11,9 @@ import { INTEGRITY_SCENARIOS } from './scenarios-integrity.js';
 import { OBJECT_SCENARIOS } from './scenarios-objects.js';
 import { OUTPUT_SCENARIOS } from './scenarios-outputs.js';
 import { POSTGIS_SCENARIOS } from './scenarios-postgis.js';
+import { PYRAMID_SCENARIOS } from './scenarios-pyramids.js';
 import { RASTER_VALUE_SCENARIOS } from './scenarios-raster-values.js';
+import { RENDERED_SCENARIOS } from './scenarios-rendered.js';
 import { ROUND3_SCENARIOS } from './scenarios-round3.js';
 import { SCENE_SCENARIOS } from './scenarios-scenes.js';
 import { SOAK_SCENARIOS } from './scenarios-soak.js';
@@ -46,7 +48,10 @@ export const SCENARIOS: readonly Scenario[] = [
   ...INTEGRITY_SCENARIOS,
   ...RASTER_VALUE_SCENARIOS,
   ...CRS_SCENARIOS,
-].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  ...PYRAMID_SCENARIOS,
+  ...RENDERED_SCENARIOS,
+  // Rows in numeric order: 99 before 100.
+].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 // Two scenarios with one id would hide each other in the matrix.
 const ids = new Set<string>();

@@ -45,14 +45,28 @@ export const FAULT_KINDS = [
   // Per remote STAC Item.
   'remote-transient',
   'remote-hostile-item',
+  // Per batch event of a feature stream (test/soak/soak-feature-batches.ts): its objects and their events.
+  'duplicate-batch-event',
+  'poison-batch',
+  // Per delivery of a batch event: the stream function and its ports.
+  'batch-crash-after-claim',
+  'batch-crash-after-insert',
+  'batch-zombie',
+  'batch-lost-insert-answer',
+  'batch-connection-lost',
+  'batch-lost-commit-answer',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /**
- * What a kind rides on. `delivery`: one delivery of the tile queue; the rest: one event of the plan,
- * of the kind of event it needs (a single-file or chunked scene, a STAC Item, an ingest, a remote Item).
+ * What a kind rides on. `delivery`: one delivery of a tile job or chunk; `batch-delivery`: one delivery of a
+ * feature batch event; the rest: one event of the plan, of the kind of event it needs (a single-file or chunked
+ * scene, a STAC Item, an ingest, a remote Item, a batch event of a feature stream).
  */
-export type FaultScope = 'delivery' | 'scene' | 'chunked' | 'stac' | 'ingest' | 'remote';
+export type FaultScope = 'delivery' | 'batch-delivery' | 'scene' | 'chunked' | 'stac' | 'ingest' | 'remote' | 'batch';
+
+/** The scopes whose kinds ride deliveries (forced on deliveries), not events of the plan. */
+const DELIVERY_SCOPES: readonly FaultScope[] = ['delivery', 'batch-delivery'];
 
 export const FAULT_SCOPE: Readonly<Record<FaultKind, FaultScope>> = {
   'crash-before-claim': 'delivery',
@@ -89,6 +103,14 @@ export const FAULT_SCOPE: Readonly<Record<FaultKind, FaultScope>> = {
   'reconcile-race': 'ingest',
   'remote-transient': 'remote',
   'remote-hostile-item': 'remote',
+  'duplicate-batch-event': 'batch',
+  'poison-batch': 'batch',
+  'batch-crash-after-claim': 'batch-delivery',
+  'batch-crash-after-insert': 'batch-delivery',
+  'batch-zombie': 'batch-delivery',
+  'batch-lost-insert-answer': 'batch-delivery',
+  'batch-connection-lost': 'batch-delivery',
+  'batch-lost-commit-answer': 'batch-delivery',
 };
 
 /**
@@ -113,6 +135,8 @@ export function applicableKinds(backend: BackendName, enabled: readonly FaultKin
  *   without a fault takes the first kind, in the seed's order, that has not fired yet and that this
  *   delivery can carry. A kind stays pending until it has really taken effect (a lost answer whose
  *   delivery stopped at its claim before any write did not), so it is tried again on a later delivery.
+ *   Batch delivery kinds are forced the same way on deliveries of batch events, and while one is pending
+ *   the plan makes a batch event whenever no batch message is out (test/soak/soak-feature-batches.ts).
  *
  * The run judges the schedule at the end: a kind that never fired is an anomaly named in the report.
  */
@@ -120,18 +144,23 @@ export class FaultSchedule {
   readonly kinds: readonly FaultKind[];
   readonly #events: FaultKind[][];
   readonly #deliveryOrder: FaultKind[];
+  readonly #batchDeliveryOrder: FaultKind[];
   readonly #fired = new Map<FaultKind, number>();
 
   constructor(kinds: readonly FaultKind[], rnd: () => number) {
     this.kinds = kinds;
     this.#events = groups(
       shuffle(
-        kinds.filter((k) => FAULT_SCOPE[k] !== 'delivery'),
+        kinds.filter((k) => !DELIVERY_SCOPES.includes(FAULT_SCOPE[k])),
         rnd,
       ),
     );
     this.#deliveryOrder = shuffle(
       kinds.filter((k) => FAULT_SCOPE[k] === 'delivery'),
+      rnd,
+    );
+    this.#batchDeliveryOrder = shuffle(
+      kinds.filter((k) => FAULT_SCOPE[k] === 'batch-delivery'),
       rnd,
     );
   }
@@ -144,6 +173,11 @@ export class FaultSchedule {
   /** The delivery kinds not fired yet, in the order they are forced. */
   pendingDeliveryKinds(): readonly FaultKind[] {
     return this.#deliveryOrder.filter((k) => !this.#fired.has(k));
+  }
+
+  /** The batch delivery kinds not fired yet, in the order they are forced on deliveries of batch events. */
+  pendingBatchDeliveryKinds(): readonly FaultKind[] {
+    return this.#batchDeliveryOrder.filter((k) => !this.#fired.has(k));
   }
 
   /** A fault of `kind` took effect. */

@@ -1,5 +1,6 @@
 import type { BackendName } from '../parity/backends.js';
 import { anomalyCount, SOAK_PATHS, type SoakBackendReport } from './soak-driver.js';
+import { BATCH_ANOMALY_KINDS } from './soak-feature-batches.js';
 
 /** reports/soak.json, in the issue's shape. */
 export interface SoakReport {
@@ -88,6 +89,34 @@ export function renderSoakMarkdown(
         })
         .join(' | ')} |`,
     );
+  const fb = (b: BackendName) => (report.backends[b] as SoakBackendReport).featureBatches;
+  lines.push(
+    '',
+    '## Feature batches',
+    '',
+    'Each backend\'s generated batch objects, delivered as batch events on its queue to the stream function, and the record-level oracle (docs/soak.md, "Feature batches"): each anomaly kind is a count that must be 0.',
+    '',
+    `| | ${names.join(' | ')} |`,
+    `| --- | ${names.map(() => '---:').join(' | ')} |`,
+  );
+  const fbRows: [string, (b: BackendName) => string][] = [
+    ['batch events', (b) => String(fb(b).events)],
+    ['objects (+ poison)', (b) => `${fb(b).objects} (+ ${fb(b).poisonObjects})`],
+    [
+      'formats',
+      (b) =>
+        Object.entries(fb(b).formats)
+          .map(([f, n]) => `${f} ${n}`)
+          .join(', '),
+    ],
+    ['deliveries (redeliveries)', (b) => `${fb(b).deliveries} (${fb(b).redeliveries})`],
+    ['valid lines / distinct records', (b) => `${fb(b).validLines} / ${fb(b).distinctRecords}`],
+    ['bad lines / blank lines', (b) => `${fb(b).badLines} / ${fb(b).blankLines}`],
+    ['rows: records / rejects / batches', (b) => `${fb(b).recordRows} / ${fb(b).rejectRows} / ${fb(b).batchRows}`],
+    ['dead-lettered', (b) => String(fb(b).deadLettered)],
+    ...BATCH_ANOMALY_KINDS.map((k): [string, (b: BackendName) => string] => [`anomaly: ${k}`, (b) => String(fb(b).anomalies[k])]),
+  ];
+  for (const [row, cell] of fbRows) lines.push(`| ${row} | ${names.map(cell).join(' | ')} |`);
   const kinds = [...new Set(names.flatMap((b) => Object.keys((report.backends[b] as SoakBackendReport).faultsByKind)))].sort();
   lines.push(
     '',

@@ -52,6 +52,7 @@ import { itemPinKeys } from '../../shared/domain/key-layout.js';
 import { type TileGrid, windows } from '../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../shared/domain/tiling-params.js';
 import type { Clock } from '../../shared/ports/clock.port.js';
+import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { Delivery, JobMessage, JobQueue } from '../../shared/ports/job-queue.port.js';
 import type { ObjectStore, PutIfAbsentResult, PutIfMatchResult, PutOptions } from '../../shared/ports/object-store.port.js';
 import { unconditionalWrites } from '../contract/precondition-guard.js';
@@ -73,6 +74,7 @@ import { applicableKinds, FAULT_KINDS, FAULT_SCOPE, type FaultKind, FaultSchedul
 import { compareWithGdal, type GdalSample } from './gdal-check.js';
 import type { WorkerOrder } from './local-worker.js';
 import type { ReferenceAnswer, ReferenceRequest } from './reference-render.js';
+import { type FeatureBatchReport, SoakFeatureBatches } from './soak-feature-batches.js';
 import { type FeatureSceneFact, SoakFeatures } from './soak-features.js';
 import { SoakIngest } from './soak-ingest.js';
 
@@ -98,6 +100,8 @@ export interface SoakOptions {
    * bands read from each other's index. Never set by `npm run soak`.
    */
   readonly sharedRenderBug?: 'swapped-bands' | undefined;
+  /** A deliberately broken PostGIS batch sink (the record-level oracle's own test). Never set by `npm run soak`. */
+  readonly batchSinkMutant?: ((sink: FeatureBatchSink) => FeatureBatchSink) | undefined;
   /**
    * The kinds of event the plan makes (default all): a run narrowed to one path, to reproduce a finding on it.
    * A scheduled fault kind whose event is left out never fires, and the run says so.
@@ -111,17 +115,23 @@ export interface SoakOptions {
   readonly iam?: IamRun | undefined;
 }
 
-/** The kinds of event the plan makes: a single-file scene, a chunked one, a STAC Item, an ingest, a remote STAC Item. */
-export const SOAK_EVENTS = ['single', 'chunked', 'stac', 'ingest', 'remote'] as const;
+/**
+ * The kinds of event the plan makes: a single-file scene, a chunked one, a STAC Item, an ingest, a remote STAC Item,
+ * a batch event of a feature stream (a few consecutive batch objects).
+ */
+export const SOAK_EVENTS = ['single', 'chunked', 'stac', 'ingest', 'remote', 'batch'] as const;
 export type SoakEvent = (typeof SOAK_EVENTS)[number];
 
 /** The paths a soak runs, each with an oracle of its own beside the tile oracle (docs/soak.md). */
-export const SOAK_PATHS = ['single-file', 'chunked', 'stac', 'postgis', 'ingest', 'remote-stac'] as const;
+export const SOAK_PATHS = ['single-file', 'chunked', 'stac', 'postgis', 'ingest', 'remote-stac', 'feature-batches'] as const;
 export type SoakPath = (typeof SOAK_PATHS)[number];
 
 /** One path's share of a run: what ran, what its own oracle checked, and the anomalies it found. */
 export interface SoakPathReport {
-  /** Scenes (single-file, chunked), item events (stac), ingest deliveries (ingest, remote-stac), scenes judged (postgis). */
+  /**
+   * Scenes (single-file, chunked), item events (stac), ingest deliveries (ingest, remote-stac), scenes judged (postgis),
+   * batch events (feature-batches, whose `checked` counts batch objects judged record by record).
+   */
   readonly runs: number;
   readonly checked: number;
   readonly anomalies: number;
@@ -146,6 +156,8 @@ export interface SoakBackendReport {
   readonly gdalMismatches: number;
   /** Each path's own oracle (the tile oracle's counts above cover the tiles of every path). */
   readonly paths: Readonly<Record<SoakPath, SoakPathReport>>;
+  /** The feature batches and their record-level oracle (test/soak/soak-feature-batches.ts): each anomaly kind counted. */
+  readonly featureBatches: FeatureBatchReport;
   /** Fault kinds scheduled for this run that never took effect: each one an anomaly. */
   readonly unfiredFaultKinds: readonly string[];
   /** Accesses outside the deployed grants (each distinct role, action and key once), unclassified requests, IAM refusals. */
@@ -456,6 +468,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     postgis: 0,
     ingest: 0,
     'remote-stac': 0,
+    'feature-batches': 0,
   };
   const pathRuns: Record<SoakPath, number> = { ...pathAnomalies };
   const flag = (path: SoakPath, line: string) => {
@@ -490,6 +503,28 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     },
     await syntheticSceneBytes({ width: 64, height: 48, seed: options.seed * 1000 + 999_999 }),
   );
+  const batches = await SoakFeatureBatches.start({
+    name,
+    ctx,
+    postgres: endpoints.postgres,
+    transport,
+    skewMarginMs: skewAllowed ? SKEW_MARGIN_MS : 0,
+    schedule,
+    random: (stream) => prng(options.seed, stream),
+    enabled: on,
+    say,
+    hooks: {
+      fired: (kind, n) => count(kind, n),
+      sent: (n) => {
+        sent += n;
+      },
+      finished: () => {
+        finished++;
+      },
+      deliveries: () => deliveries,
+    },
+    mutant: options.batchSinkMutant,
+  });
 
   const ports =
     (clock: WorkerClock, queueAfter?: () => Promise<void>) =>
@@ -570,22 +605,26 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     const r = ++sceneSeq;
     const scope = forced[0] === undefined ? undefined : FAULT_SCOPE[forced[0]];
     const allowed = options.events ?? SOAK_EVENTS;
-    // The kinds of event that can carry the forced kinds, weighted; or any kind, as drawn.
+    // The kinds of event that can carry the forced kinds, weighted; or any kind, as drawn. While a batch delivery kind
+    // has not fired, a batch event whenever no batch message is out, so that its deliveries can carry it.
     const weights: [SoakEvent, number][] =
-      scope === 'scene'
-        ? [
-            ['single', 0.7],
-            ['chunked', 0.3],
-          ]
-        : scope === 'chunked' || scope === 'stac' || scope === 'ingest' || scope === 'remote'
-          ? [[scope, 1]]
-          : [
-              ['single', 0.35],
-              ['chunked', 0.15],
-              ['stac', 0.25],
-              ['ingest', 0.13],
-              ['remote', 0.12],
-            ];
+      scope === undefined && allowed.includes('batch') && batches.wantsEvent()
+        ? [['batch', 1]]
+        : scope === 'scene'
+          ? [
+              ['single', 0.7],
+              ['chunked', 0.3],
+            ]
+          : scope === 'chunked' || scope === 'stac' || scope === 'ingest' || scope === 'remote' || scope === 'batch'
+            ? [[scope, 1]]
+            : [
+                ['single', 0.32],
+                ['chunked', 0.14],
+                ['stac', 0.23],
+                ['ingest', 0.12],
+                ['remote', 0.11],
+                ['batch', 0.08],
+              ];
     const roll = plan();
     const usable = weights.filter(([k]) => allowed.includes(k));
     const choices = usable.length > 0 ? usable : SOAK_EVENTS.filter((k) => allowed.includes(k)).map((k): [SoakEvent, number] => [k, 1]);
@@ -619,6 +658,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         };
         return ingest.remoteItem(`R${r}`, assets, new Set(wanted));
       }
+      case 'batch':
+        pathRuns['feature-batches']++;
+        return batches.event(`B${r}`, want);
       default: {
         const never: never = kind;
         throw new Error(`unknown event ${String(never)}`);
@@ -959,6 +1001,11 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
 
   /** Hand one delivery to a worker with this draw's faults, and settle it as its platform would. */
   async function handle(d: Delivery): Promise<void> {
+    if (batches.owns(d.body)) {
+      // A batch event on the backend's queue (as parity 85-89 carry it): the stream function's delivery.
+      deliveries++;
+      return batches.deliver(d);
+    }
     const armed: { kind: FaultKind; shot: FaultShot | { readonly hits: number }; disarm: () => void }[] = [];
     try {
       await deliverOnce(d, armed);
@@ -1247,6 +1294,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       ...delayed.map((x) => x.at),
       ...planned.map((x) => x.at),
       ...zombies.map((z) => z.resumeAt),
+      batches.nextAt(),
       Number.POSITIVE_INFINITY,
     );
     const limit = force ? nextAt : horizon;
@@ -1270,6 +1318,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       judgeVerdict(z.delivery, r);
       fired = true;
     }
+    if (await batches.fireDue(limit)) fired = true;
     return fired;
   }
 
@@ -1283,12 +1332,13 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     ({ report: judged, gdal } = await judge());
   } catch (error) {
     // The run itself broke: let go of what it holds (worker processes, HTTP origins, pools), or the process cannot end.
-    await Promise.allSettled([processes?.close(), ingest.close(), features.close(), pb.close()]);
+    await Promise.allSettled([processes?.close(), ingest.close(), features.close(), batches.close(), pb.close()]);
     rmSync(tmp, { recursive: true, force: true });
     throw error;
   }
   await ingest.close();
   await features.close();
+  await batches.close();
   // After the oracle: its mosaics are the mosaic function's work, checked like the rest.
   const iamFindings = [
     ...(iamCheck === undefined ? [] : (options.iam as IamRun).finish(iamCheck)),
@@ -1309,18 +1359,28 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
   async function run(): Promise<void> {
     let sceneDue = 0;
     let empty = 0;
+    let lateBatchEvents = 0;
+    // Past the size, a batch event (at most 20) while a batch delivery kind has not fired and no batch message is out:
+    // a short run whose batch events came late, behind the tile jobs on the queue, still fires every kind.
+    const lateBatch = (): boolean =>
+      (options.events ?? SOAK_EVENTS).includes('batch') &&
+      schedule.forcedEvent(eventSeq).length === 0 &&
+      batches.wantsEvent() &&
+      lateBatchEvents < 20;
     for (;;) {
       // A new event while the deliveries made, plus one per message still out, fall short of the size;
       // if the drain ends short of it after all (retries are extra deliveries, not extra messages), more come.
       // The events that carry the schedule's kinds come close together, so that a short run has room for all of them.
-      if (deliveries >= sceneDue && deliveries + (sent - finished) < options.deliveries) {
+      const under = deliveries + (sent - finished) < options.deliveries;
+      if (deliveries >= sceneDue && (under || lateBatch())) {
+        if (!under) lateBatchEvents++;
         await newEvent();
         sceneDue = deliveries + (schedule.forcedEvent(eventSeq).length > 0 ? int(plan, 1, 4) : int(plan, 4, 16));
       }
       await fireDue(false);
       const batch = await ctx.queue.receive(10, RECEIVE_VISIBILITY_MS);
       if (batch.length === 0) {
-        if (deliveries < options.deliveries) {
+        if (deliveries < options.deliveries || lateBatch()) {
           sceneDue = deliveries;
           continue;
         }
@@ -1438,6 +1498,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     for await (const row of ctx.backend.claims.list()) {
       if (row.state === 'COMMITTED') continue;
       if (sourceChanged.has(row.jobId)) continue;
+      // A batch's claim row is judged by the batch oracle (a poison object's is given back, never committed).
+      if (batches.ownsClaim(row.jobId)) continue;
       wedgedJobs++;
       anomalies.push(`${ctx.jobLabel(row.jobId)}: claim ${row.state}, lease ${row.leaseUntil < ctx.clock.now() ? 'lapsed' : 'live'}`);
     }
@@ -1455,6 +1517,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     for (const l of ctx.logs() as {
       level?: string;
       event?: string;
+      batchKey?: string;
+      key?: string;
       jobKey?: string;
       claimId?: string;
       owner?: string;
@@ -1463,6 +1527,8 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       kind?: string;
     }[]) {
       if (l.level !== 'ERROR') continue;
+      // The batch path's alarms are judged by its own oracle (a zombie's lease-stolen, a poison object's poison-batch).
+      if (batches.ownsLog(l)) continue;
       const id = l.claimId ?? l.jobKey ?? '';
       if (l.event === 'lease-stolen' && zombieJobs.has(id) && l.holder !== undefined && l.holder !== l.owner) continue;
       // Poison on the tile queue is judged one by one below, from the verdicts; a refused remote Item is the ingest oracle's.
@@ -1479,8 +1545,9 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     const dead = await ctx.queue.deadLetters();
     let explained = 0;
     for (const m of dead) {
-      if (poisonBodies.has(m.body)) explained++;
-      else anomalies.push(`dead-lettered without a reason: ${ctx.jobLabel(safeJobKey(m.body))}`);
+      if (poisonBodies.has(m.body) || batches.explainsDeadLetter(m.body)) explained++;
+      // A readable batch object's event dead-lettered: counted here (unexplained), named by the batch oracle.
+      else if (!batches.owns(m.body)) anomalies.push(`dead-lettered without a reason: ${ctx.jobLabel(safeJobKey(m.body))}`);
     }
     for (const body of poisonBodies.keys()) {
       if (!dead.some((m) => m.body === body)) {
@@ -1499,6 +1566,10 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
     pathRuns.postgis = postgis.checked;
     pathAnomalies.postgis += postgis.anomalies;
     await ingest.judge();
+    // The feature batches, record by record.
+    const fb = await batches.judge(dead);
+    anomalies.push(...fb.anomalies);
+    pathAnomalies['feature-batches'] += fb.anomalies.length;
     // The render itself, against GDAL's.
     const gdal: string[] = [];
     let gdalMismatches = 0;
@@ -1520,6 +1591,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
       postgis: postgis.checked,
       ingest: ingest.checked('ingest'),
       'remote-stac': ingest.checked('remote-stac'),
+      'feature-batches': fb.report.objects + fb.report.poisonObjects,
     };
     return {
       report: {
@@ -1540,6 +1612,7 @@ export async function runSoak(name: BackendName, endpoints: EmulatorEndpoints, o
         paths: Object.fromEntries(
           SOAK_PATHS.map((p) => [p, { runs: pathRuns[p], checked: checkedOf[p], anomalies: pathAnomalies[p] }]),
         ) as Record<SoakPath, SoakPathReport>,
+        featureBatches: fb.report,
         unfiredFaultKinds,
         seconds: Math.round((Date.now() - t0) / 100) / 10,
       },

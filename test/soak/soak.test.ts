@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
 import type { Backend } from '../../shared/app/backend.js';
+import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { ObjectStore, PutIfAbsentResult, PutOptions } from '../../shared/ports/object-store.port.js';
 import { BACKEND_NAMES, type BackendName, PARITY_SOURCE_PREFIX } from '../parity/backends.js';
 import { IamRun } from '../support/iam/run.js';
@@ -10,7 +11,8 @@ import { anomalyCount, FAULT_KINDS, runSoak } from './soak-driver.js';
 /**
  * The CI soak (issues 13 and 25): at least 500 deliveries per backend with every fault kind firing (the
  * schedule forces the rare ones; test/soak/fault-schedule.ts), over every path (single-file and chunked
- * scenes, STAC Items, the PostGIS sink, ingestion, remote STAC Items), a fresh random seed each run
+ * scenes, STAC Items, the PostGIS sink, ingestion, remote STAC Items, feature batches judged record by record), a
+ * fresh random seed each run
  * (printed, with the one command that replays it), failing on any anomaly. Each cloud runs on the
  * Node major it deploys: scripts/test.mjs's main pass (Node 24) covers local, AWS and GCP
  * (TESSERA_TEST_CLOUDS), its Node 22 pass covers Azure. By hand, every backend; TESSERA_SOAK_SEED replays one.
@@ -53,6 +55,15 @@ describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
       // Every path ran and its oracle checked something: a path that never ran would pass for nothing.
       for (const [path, p] of Object.entries(report.paths)) expect(p.checked, `${path} checked (seed ${SEED})`).toBeGreaterThan(0);
       expect(report.gdalCompared, 'reference tiles compared with GDAL').toBeGreaterThan(0);
+      // The feature batches: objects (and a poison one) delivered and judged record by record, with records repeated
+      // across objects and bad lines to reject; every anomaly kind of the record-level oracle is 0.
+      const fb = report.featureBatches;
+      expect(fb.objects, `batch objects (seed ${SEED})`).toBeGreaterThan(0);
+      expect(fb.poisonObjects, `poison batch objects (seed ${SEED})`).toBeGreaterThan(0);
+      expect(fb.repeatedLines, `records repeated across batch objects (seed ${SEED})`).toBeGreaterThan(0);
+      expect(fb.badLines, `bad lines (seed ${SEED})`).toBeGreaterThan(0);
+      expect(fb.recordRows).toBe(fb.distinctRecords);
+      expect(Object.entries(fb.anomalies).filter(([, n]) => n > 0)).toEqual([]);
       expect(anomalies, `seed ${SEED}; reproduce with: ${rerun}`).toEqual([]);
       expect(anomalyCount(report)).toBe(0);
       expect(report.tilesCorrect).toBe(report.tilesExpected);
@@ -100,6 +111,24 @@ describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
     expect(anomalyCount(report)).toBeGreaterThan(0);
   }, 180_000);
 
+  it('the record-level oracle catches a batch sink that drops records, misplaces them and loses a reject', async () => {
+    const { report, anomalies } = await runSoak('local', inject('emulators'), {
+      seed: SEED,
+      deliveries: 30,
+      faults: ['duplicate-batch-event', 'poison-batch'],
+      events: ['batch'],
+      batchSinkMutant: droppingRecords,
+    });
+    const fb = report.featureBatches;
+    expect(fb.objects).toBeGreaterThan(0);
+    expect(fb.anomalies['missing-record']).toBeGreaterThan(0);
+    expect(fb.anomalies['misattributed-record']).toBeGreaterThan(0);
+    expect(fb.anomalies['missing-reject']).toBeGreaterThan(0);
+    expect(anomalies.some((a) => a.startsWith('feature-batches missing-record: '))).toBe(true);
+    expect(report.paths['feature-batches'].anomalies).toBeGreaterThan(0);
+    expect(anomalyCount(report)).toBeGreaterThan(0);
+  }, 180_000);
+
   it('a scheduled fault kind that never fires fails the soak, naming the kind', async () => {
     // band-reupload needs a STAC Item to carry it; a plan of single-file scenes only has none.
     const { report, anomalies } = await runSoak('local', inject('emulators'), {
@@ -114,6 +143,23 @@ describe(`randomized fault soak, seed ${SEED} (reproduce: ${rerun})`, () => {
     expect(anomalyCount(report)).toBeGreaterThan(0);
   }, 180_000);
 });
+
+/**
+ * A batch sink bug the record-level oracle must catch: of each batch, every fifth record is never written, every
+ * fifth (another one) is written with the wrong line, and the first reject is dropped; the answer looks right.
+ */
+function droppingRecords(sink: FeatureBatchSink): FeatureBatchSink {
+  return {
+    name: sink.name,
+    putBatch: (batch) =>
+      sink.putBatch({
+        ...batch,
+        records: batch.records.filter((_, i) => i % 5 !== 2).map((r, i) => (i % 5 === 1 ? { ...r, line: r.line + 1000 } : r)),
+        rejects: batch.rejects.slice(1),
+      }),
+    batchDone: (key) => sink.batchDone(key),
+  };
+}
 
 /** A worker bug the sink oracle must catch: every fifth feature row is answered `inserted` and never written. */
 let rowsPut = 0;

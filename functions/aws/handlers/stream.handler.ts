@@ -13,7 +13,7 @@ import { notificationOf, versionTokenOf } from './scene.handler.js';
 import { deadLetterSinkOf, queueUrlOf, receiveCountOf, requeueDelaySeconds, settleSqsRecords } from './sqs-batch.js';
 
 /**
- * The stream function (docs/streams.md): S3 -> SQS -> Lambda, one SQS record per batch object that Amazon Data
+ * The stream function (docs/feature-batches.md): S3 -> SQS -> Lambda, one SQS record per batch object that Amazon Data
  * Firehose (or anything else) wrote under streams/. Each S3 record of the notification is one batch: its bucket,
  * URL-decoded key and version token (the versionId on the versioned source bucket) make the batch key, and
  * `handleBatchDelivery` claims it once, inserts all its records into PostGIS in one transaction and commits.

@@ -37,6 +37,6 @@ export function registerFunctions(registrar: FunctionRegistrar = app): void {
   // Ingestion (design note 2): requests on their own queue (its own poison twin), and the weekly manifest reconcile.
   registrar.storageQueue('ingest', { queueName: INGEST_QUEUE, connection: TRIGGER_CONNECTION, handler: makeIngestHandler() });
   registrar.timer('reconcile', { schedule: RECONCILE_SCHEDULE, handler: makeReconcileHandler() });
-  // Feature streams (docs/streams.md): BlobCreated of batch objects under streams/, one batch per message.
+  // Feature streams (docs/feature-batches.md): BlobCreated of batch objects under streams/, one batch per message.
   registrar.storageQueue('stream', { queueName: STREAM_EVENT_QUEUE, connection: TRIGGER_CONNECTION, handler: makeStreamHandler() });
 }

@@ -21,7 +21,7 @@ export type StreamEventResult =
   | { readonly kind: 'poison'; readonly code: string; readonly message: string };
 
 /**
- * The stream function (docs/streams.md): BlobCreated events of batch objects under streams/ of the sources
+ * The stream function (docs/feature-batches.md): BlobCreated events of batch objects under streams/ of the sources
  * container (Event Hubs Capture's Avro files, or any NDJSON writer), delivered by Event Grid through the stream
  * Storage Queue. The blob name (unencoded, as the subject gives it) and its ETag make the batch key;
  * `handleBatchDelivery` claims the batch once and inserts it into PostGIS in one transaction.

@@ -42,7 +42,7 @@ export function registerGcpFunctions(
   // Ingest requests arrive by a Pub/Sub push, as tile jobs do; the reconcile is Cloud Scheduler's HTTP call, as the sweep is.
   cloudEvent(names.ingest, createIngestHandler(runtimes.ingest));
   http(names.reconcile, createReconcileHandler(runtimes.reconcile));
-  // Batch objects of feature streams: Eventarc on the source bucket, as the scene function (docs/streams.md).
+  // Batch objects of feature streams: Eventarc on the source bucket, as the scene function (docs/feature-batches.md).
   cloudEvent(names.stream, createStreamHandler(runtimes.stream));
 }
 

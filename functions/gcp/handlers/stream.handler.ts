@@ -21,7 +21,7 @@ export type StreamEventOutcome =
   | { readonly kind: 'poison'; readonly code: string; readonly message: string };
 
 /**
- * The stream function (docs/streams.md): a CloudEvent function for `google.cloud.storage.object.v1.finalized` on
+ * The stream function (docs/feature-batches.md): a CloudEvent function for `google.cloud.storage.object.v1.finalized` on
  * the source bucket (Eventarc, which cannot filter by prefix: objects outside streams/ are ignored and counted). A
  * Pub/Sub Cloud Storage subscription, or any writer, lands batch objects there; the object's generation is the
  * version token, and `handleBatchDelivery` claims the batch once and inserts it into PostGIS in one transaction.

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { canonicalJson } from '../../../shared/domain/canonical-json.js';
 import { InvalidEventError, InvalidParamsError } from '../../../shared/domain/errors.js';
 import {
   batchEventBody,
   batchJobKey,
+  canonicalRecordJson,
   DEFAULT_BATCH_PARAMS,
   featureBatchParams,
   isReject,
@@ -79,6 +81,47 @@ describe('readPositionRecord', () => {
     ).not.toBe(named.recordId);
   });
 
+  it('keeps the record ids it gave before the flat-record fast path: stored ids never change', () => {
+    // Computed with canonicalJson and createHash before canonicalRecordJson and crypto.hash replaced them in this path.
+    const ids = [
+      '{"vessel":219000001,"time":"2025-06-01T12:00:00Z","lon":4.5,"lat":55.1,"speed":11.2}',
+      '{"vessel":1,"time":1748779200000,"lon":-0,"lat":1e-7,"speed":0,"extra":{"b":[1,2,{"z":null}],"a":"\u00e9"},"Z":true,"é":false,"😀":"x"}',
+      '{"id":"r-1","vessel":1,"time":"2025-06-01T12:00:00Z","lon":4.5,"lat":55.1}',
+      '{"vessel":"a\\"b\\\\c\\n","time":1748779200000.5,"lon":179.999999,"lat":-89.5,"speed":null,"note":"\\u2028"}',
+    ].map((text) => (readPositionRecord(text, 1, 'ais-positions') as PositionRecord).recordId);
+    expect(ids).toEqual([
+      '741c5d8baea7705d6407f6df4b61edf080278c8eb7eb329622f30d348829a6e1',
+      '2f04eba2be423e3c158e15208b36178076088a305cb13b3e2a3ba106445bfa88',
+      'e6de2ad372cdccb20e3936a949c6e92719a4a50551c53201693414d9b477a73d',
+      '2c4651a056b7e1622778f83c89efe46a41b2872772c4d76507a2c64e40ed8d49',
+    ]);
+  });
+
+  it('canonicalRecordJson is canonicalJson, on the fast path and off it, and refuses what canonicalJson refuses', () => {
+    // Keys that sort differently by UTF-16 code unit than by code point or by number, values of every flat kind.
+    const keys = ['vessel', 'time', 'lon', 'lat', 'Z', 'a', '_', 'é', '😀', '\uff61', '', 'a b', '10', '9', '__proto__', 'x"y'];
+    const values: unknown[] = [0, -0, 1e21, 1e-7, 0.1, 123456789.123, -5e-324, 'x', 'é😀', '\u2028', '"\\', true, false, null];
+    let seed = 7;
+    // The LCG's high bits (its low bits repeat with a short period).
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return Math.floor((seed / 2147483648) * n);
+    };
+    for (let i = 0; i < 2000; i++) {
+      const text = `{${Array.from({ length: 1 + rand(6) }, () => `${JSON.stringify(keys[rand(keys.length)])}:${JSON.stringify(values[rand(values.length)])}`).join(',')}}`;
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      expect(canonicalRecordJson(parsed), text).toBe(canonicalJson(parsed));
+    }
+    const nested = JSON.parse('{"b":{"y":[1,-0,{"k":"v"}],"x":2},"a":1}') as Record<string, unknown>;
+    expect(canonicalRecordJson(nested)).toBe('{"a":1,"b":{"x":2,"y":[1,0,{"k":"v"}]}}');
+    // A lone surrogate and a number JSON.parse made infinite have no canonical form: both paths refuse them.
+    for (const text of ['{"a":"\\ud800"}', '{"a":1e999}']) {
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      expect(() => canonicalJson(parsed)).toThrow(InvalidParamsError);
+      expect(() => canonicalRecordJson(parsed)).toThrow(InvalidParamsError);
+    }
+  });
+
   it.each([
     ['not JSON', 'AIVDM,1,1,,A,13u?et', 'unparsable'],
     ['an array', '[1,2]', 'not-an-object'],
@@ -93,6 +136,10 @@ describe('readPositionRecord', () => {
     ["AIS's 181/91", '{"vessel":1,"time":1748779200000,"lon":181,"lat":91}', 'out-of-range'],
     ['a latitude past the pole', '{"vessel":1,"time":1748779200000,"lon":0,"lat":-90.5}', 'out-of-range'],
     ['a negative speed', '{"vessel":1,"time":1748779200000,"lon":0,"lat":0,"speed":-1}', 'bad-speed'],
+    ['an infinite speed', '{"id":"r-2","vessel":1,"time":1748779200000,"lon":0,"lat":0,"speed":1e999}', 'bad-speed'],
+    ['a vessel with a lone surrogate', '{"id":"r-3","vessel":"a\\ud800","time":1748779200000,"lon":0,"lat":0}', 'no-vessel'],
+    ['an id with a lone surrogate', '{"id":"\\udc00x","vessel":1,"time":1748779200000,"lon":0,"lat":0}', 'bad-id'],
+    ['a field with a lone surrogate', '{"vessel":1,"time":1748779200000,"lon":0,"lat":0,"note":"\\ud800"}', 'unparsable'],
   ] as const)('rejects %s as %s, keeping its line and its start', (_what, text, reason) => {
     const r = read(text);
     expect(isReject(r) ? { reason: r.reason, line: r.line, excerpt: r.excerpt } : r).toEqual({
