@@ -11,7 +11,9 @@
  *   - `index.js`, `import ... from 'tessera'`: the core and the local runtime (functions/local/index.ts);
  *   - `pulumi.js`, `import ... from 'tessera/pulumi'`: the Pulumi components (infra/components/index.ts);
  *   - `worker-entry.js`, what the local runtime forks per worker process (worker-process.ts finds it beside
- *     its own code).
+ *     its own code);
+ *   - `view-bundle/`, the web page `tessera view` serves (view.js, view.css), built by the view's own esbuild step
+ *     (cli/view/bundle.ts buildViewPage): the package ships neither the page's sources nor esbuild.
  * - `lib/types/`: `.d.ts` files from tsc for the typed exports, at their sources' repository paths.
  * - `dist/`: the function archives (`npm run build:functions`) that the Pulumi components deploy; they find
  *   them there (infra/components/args.ts packageArchiveDir).
@@ -21,15 +23,17 @@
  * Every package import stays an import: npm installs the dependencies. The package's
  * dependencies are the repository's that the built code (or its types) imports, and the build fails if the code
  * imports a package that is neither a dependency nor one of the optional peers (a devDependency would be missing
- * on a user's machine). The code version is fixed in the bundle, as in the functions' bundles
+ * on a user's machine), dynamically or not. The code version is fixed in the bundle, as in the functions' bundles
  * (shared/domain/code-version.ts): the package ships no sources to digest.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build, type Metafile, type Plugin } from 'esbuild';
+import { buildViewPage, PREBUILT_DIR, VIEW_BUNDLE_FILES, VIEW_PREBUILT_DEFINE } from '../cli/view/bundle.js';
 import { CODE_VERSION_DEFINE, computeCodeVersion } from '../shared/domain/code-version.js';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
@@ -52,15 +56,6 @@ const EXPORTS: Readonly<Record<string, PackageEntry>> = { '.': 'index', './pulum
  * the range `^<the version the repository tests with>` (its devDependencies).
  */
 export const PEER_PACKAGES = ['@pulumi/pulumi', '@pulumi/aws', '@pulumi/gcp', '@pulumi/azure-native', '@pulumiverse/time'] as const;
-
-/**
- * devDependencies the bundle may import dynamically, on a path a user of the package cannot take yet: each with why.
- * The build warns about each; any other import of a package that is not a dependency or a peer fails it.
- */
-export const KNOWN_DEV_IMPORTS: Readonly<Record<string, string>> = {
-  esbuild:
-    '`tessera view` builds its web page from cli/view/page/ with esbuild on first use (cli/view/bundle.ts); the package ships neither, so `tessera view` works from a checkout only (docs/packages.md)',
-};
 
 /** The Node the package supports (the engines it declares: the repository's, `>=22`); the bundle's syntax target. */
 export const PACKAGE_NODE_TARGET = 'node22';
@@ -85,6 +80,15 @@ export interface PackageBuildOptions {
   readonly entries?: readonly PackageEntry[];
 }
 
+/** The page `tessera view` serves, as the package ships it (`lib/view-bundle/`). */
+export interface ViewPageBuild {
+  /** Its files' sizes in bytes. */
+  readonly bytes: Readonly<Record<string, number>>;
+  /** sha256 of view.js, then view.css: the same sources and packages give the same digest. */
+  readonly sha256: string;
+  readonly ms: number;
+}
+
 export interface PackageBuild {
   readonly outDir: string;
   /** The package.json written. */
@@ -93,8 +97,8 @@ export interface PackageBuild {
   readonly outputs: Readonly<Record<string, number>>;
   /** The packages the bundle imports at run time. */
   readonly externals: readonly string[];
-  /** Imports a user's install cannot satisfy on some path ({@link KNOWN_DEV_IMPORTS}). */
-  readonly warnings: readonly string[];
+  /** The prebuilt page of `tessera view`; undefined without the `cli` entry. */
+  readonly view: ViewPageBuild | undefined;
   readonly codeVersion: string;
   /** Declaration files written (0 without types): those the exported types reach. */
   readonly declarations: number;
@@ -156,7 +160,7 @@ export function undeclaredImports(metafile: Metafile, repo: RepoManifest, libDir
     for (const imp of output.imports) {
       if (!imp.external || isBuiltin(imp.path) || imp.path.startsWith('.')) continue;
       const pkg = packageName(imp.path);
-      if (declared.has(pkg) || (imp.kind === 'dynamic-import' && KNOWN_DEV_IMPORTS[pkg] !== undefined)) continue;
+      if (declared.has(pkg)) continue;
       const where = repo.devDependencies?.[pkg] !== undefined ? 'a devDependency' : 'not in package.json';
       problems.add(`${pkg} (${where}), imported by lib/${relative(libDir, resolve(root, file))}`);
     }
@@ -205,7 +209,8 @@ async function bundle(root: string, libDir: string, entries: readonly PackageEnt
     plugins: [externalPackages(root)],
     sourcemap: 'linked',
     sourcesContent: false,
-    define: { [CODE_VERSION_DEFINE]: JSON.stringify(codeVersion) },
+    // The view's page is prebuilt (lib/view-bundle/): its build from sources, and its import of esbuild, drop out.
+    define: { [CODE_VERSION_DEFINE]: JSON.stringify(codeVersion), [VIEW_PREBUILT_DEFINE]: 'true' },
     metafile: true,
     logLevel: 'silent',
     legalComments: 'none',
@@ -395,6 +400,26 @@ export function packageManifest(
   };
 }
 
+/**
+ * The page `tessera view` serves, built into `dir` by the view's own esbuild step (cli/view/bundle.ts buildViewPage,
+ * what a checkout's first `tessera view` runs): the bundle's chunks find it beside them (lib/view-bundle/).
+ */
+async function viewPage(dir: string): Promise<ViewPageBuild> {
+  const started = Date.now();
+  await buildViewPage(dir).catch((e: unknown) => {
+    const errors = (e as { errors?: { text: string }[] }).errors;
+    throw new PackageBuildError(`building the page of tessera view failed: ${errors?.map((x) => x.text).join('; ') ?? String(e)}`);
+  });
+  const h = createHash('sha256');
+  const bytes: Record<string, number> = {};
+  for (const file of VIEW_BUNDLE_FILES) {
+    const data = readFileSync(join(dir, file));
+    h.update(data);
+    bytes[file] = data.byteLength;
+  }
+  return { bytes, sha256: h.digest('hex'), ms: Date.now() - started };
+}
+
 async function functionArchives(root: string, outDir: string): Promise<number> {
   // Loaded here: it imports the infra configuration, and with it @pulumi/pulumi.
   const { buildFunctions } = await import('./build-functions.js');
@@ -429,19 +454,16 @@ export async function buildPackage(options: PackageBuildOptions): Promise<Packag
   for (const output of Object.values(metafile.outputs)) {
     for (const imp of output.imports) if (imp.external && !isBuiltin(imp.path)) externals.add(packageName(imp.path));
   }
-  const warnings = Object.entries(KNOWN_DEV_IMPORTS)
-    .filter(([pkg]) => externals.has(pkg))
-    .map(([pkg, why]) => `${pkg} is a devDependency, imported on one path only: ${why}`);
-
-  // The two slow parts side by side: tsc in its own process, the archives' esbuild in its own.
+  // The slow parts side by side: tsc in its own process, the archives' esbuild in its own, the page's esbuild.
   const typesDir = join(libDir, 'types');
   const timed = async <T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> => {
     const t = Date.now();
     return { value: await work(), ms: Date.now() - t };
   };
-  const [types, archives] = await Promise.all([
+  const [types, archives, view] = await Promise.all([
     timed(() => ((options.types ?? true) ? declarations(root, typesDir, entries) : Promise.resolve({ files: 0, ignored: [] }))),
     timed(() => ((options.archives ?? true) ? functionArchives(root, join(outDir, 'dist')) : Promise.resolve(0))),
+    entries.includes('cli') ? viewPage(join(libDir, PREBUILT_DIR)) : Promise.resolve(undefined),
   ]);
 
   mkdirSync(join(outDir, 'bin'), { recursive: true });
@@ -458,7 +480,7 @@ export async function buildPackage(options: PackageBuildOptions): Promise<Packag
     manifest,
     outputs,
     externals: [...externals].sort(),
-    warnings,
+    view,
     codeVersion,
     declarations: types.value.files,
     ignoredTypeErrors: types.value.ignored,
@@ -516,10 +538,12 @@ async function main(): Promise<void> {
   console.log(
     `built ${relative(process.cwd(), built.outDir) || '.'} (tessera ${built.manifest.version}, code version ${built.codeVersion}): ` +
       `${(bytes / 1024).toFixed(0)} KiB of JavaScript in ${built.ms.bundle} ms, ${built.declarations} declaration files in ${built.ms.types} ms, ` +
-      `${built.archives} function archives in ${built.ms.archives} ms`,
+      `${built.archives} function archives in ${built.ms.archives} ms` +
+      (built.view
+        ? `, the page of tessera view (${(Object.values(built.view.bytes).reduce((n, b) => n + b, 0) / 1024).toFixed(0)} KiB, sha256 ${built.view.sha256.slice(0, 16)}) in ${built.view.ms} ms`
+        : ''),
   );
   console.log(`dependencies: ${Object.keys(built.manifest.dependencies).join(', ')}`);
-  for (const w of built.warnings) console.warn(`warning: ${w}`);
   if (built.ignoredTypeErrors.length > 0)
     console.warn(
       `warning: ${built.ignoredTypeErrors.length} tsc errors outside the exported types (npm run typecheck):\n  ${built.ignoredTypeErrors.join('\n  ')}`,

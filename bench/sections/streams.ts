@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -45,7 +46,69 @@ interface PerRecordResult {
   readonly seconds: number;
   readonly claims: number;
   readonly inserted: number;
+  /** CPU seconds over the run (migration included): this process, and the PostgreSQL instance (undefined off Linux). */
+  readonly cpu: CpuUse;
 }
+
+interface CpuUse {
+  readonly node: number;
+  readonly postgres: number | undefined;
+}
+
+/**
+ * CPU seconds a PostgreSQL instance has used so far, from Linux's /proc: its postmaster (with the children it has
+ * reaped: backends that ended) and its live children (backends, WAL writer, checkpointer, autovacuum). The two
+ * contenders run one after the other on one instance, so the difference over a run is that run's database work,
+ * whatever else the shared machine runs. Undefined where /proc cannot tell (the rows then leave the figure out).
+ */
+class PostgresCpu {
+  private constructor(
+    private readonly postmaster: number,
+    private readonly tick: number,
+  ) {}
+
+  static async of(admin: pg.Pool): Promise<PostgresCpu | undefined> {
+    try {
+      const dir = (await admin.query<{ data_directory: string }>('SHOW data_directory')).rows[0]?.data_directory;
+      const pid = Number(readFileSync(join(dir ?? '', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const tick = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+      const probe = new PostgresCpu(pid, tick);
+      return probe.seconds() === undefined ? undefined : probe;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** utime, stime, cutime, cstime and the parent of a process: /proc/<pid>/stat fields 14-17 and 4. */
+  private static stat(pid: string | number): { ticks: number; parent: number } {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { ticks: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]), parent: Number(f[1]) };
+  }
+
+  seconds(): number | undefined {
+    try {
+      let ticks = PostgresCpu.stat(this.postmaster).ticks;
+      for (const entry of readdirSync('/proc')) {
+        if (!/^\d+$/.test(entry)) continue;
+        try {
+          const s = PostgresCpu.stat(entry);
+          if (s.parent === this.postmaster) ticks += s.ticks;
+        } catch {
+          // The process ended between the listing and the read: the postmaster has its time now.
+        }
+      }
+      return ticks / this.tick;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+const nodeCpuSeconds = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
 
 /** The baseline's one-row insert: the micro-batch's statement shape for one record. */
 const PER_RECORD_INSERT = `INSERT INTO feature_records (record_id, given_id, pipeline, batch_key, line, vessel, t, lon, lat, speed, h3_cell, geom)
@@ -70,10 +133,12 @@ async function perRecordClaims(
   url: string,
   params: FeatureBatchParams,
   concurrency: number,
+  pgCpu: PostgresCpu | undefined,
 ): Promise<PerRecordResult> {
   const backend = createLocalBackend(dir);
   const pool = new pg.Pool({ connectionString: url, max: concurrency + 1 });
   try {
+    const cpuAtStart = { node: nodeCpuSeconds(), postgres: pgCpu?.seconds() };
     await new PostgisFeatureBatchSink(pool).migrate();
     const files = readdirSync(folder)
       .filter((f) => f.endsWith('.ndjson'))
@@ -134,7 +199,13 @@ async function perRecordClaims(
       }
     };
     await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
-    return { positions, seconds: (performance.now() - started) / 1000, claims, inserted };
+    const seconds = (performance.now() - started) / 1000;
+    const pgAtEnd = pgCpu?.seconds();
+    const cpu = {
+      node: nodeCpuSeconds() - cpuAtStart.node,
+      postgres: pgAtEnd === undefined || cpuAtStart.postgres === undefined ? undefined : pgAtEnd - cpuAtStart.postgres,
+    };
+    return { positions, seconds, claims, inserted, cpu };
   } finally {
     backend.close();
     await pool.end();
@@ -168,13 +239,16 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
       'ais',
     );
     const tessera: StreamRunSummary[] = [];
+    const tesseraCpu: CpuUse[] = [];
     const baseline: PerRecordResult[] = [];
+    const pgCpu = await PostgresCpu.of(admin);
     for (let rep = 0; rep < cfg.reps; rep++) {
       // Alternate the contenders so a change in the machine's load falls on both.
       const url = await freshSchema(admin, endpoints.url, `bench_batches_${rep}`);
       const dir = freshRunDir(`streams-tessera-${rep}`);
       const backend = createLocalBackend(dir);
       try {
+        const cpuAtStart = { node: nodeCpuSeconds(), postgres: pgCpu?.seconds() };
         const s = await runStreamFolder(backend, url, {
           folder: data,
           params,
@@ -184,6 +258,14 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
           progress: silentProgress,
         });
         tessera.push(s);
+        // The run's whole CPU (staging and migration included, which its records/s leaves out); its pool has ended, and
+        // its backends' time is the postmaster's once reaped.
+        await new Promise((r) => setTimeout(r, 200));
+        const pgAtEnd = pgCpu?.seconds();
+        tesseraCpu.push({
+          node: nodeCpuSeconds() - cpuAtStart.node,
+          postgres: pgAtEnd === undefined || cpuAtStart.postgres === undefined ? undefined : pgAtEnd - cpuAtStart.postgres,
+        });
         if (s.totals.records !== truth.distinctRecords || s.totals.rejects !== truth.badLines) {
           broken.push(
             `Tessera's run ${rep} holds ${s.totals.records} records / ${s.totals.rejects} rejects; the batches hold ${truth.distinctRecords} / ${truth.badLines}`,
@@ -197,7 +279,14 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
         backend.close();
       }
       const baseUrl = await freshSchema(admin, endpoints.url, `bench_per_record_${rep}`);
-      const b = await perRecordClaims(freshRunDir(`streams-baseline-${rep}`), join(baselineData, 'ais'), baseUrl, params, cfg.concurrency);
+      const b = await perRecordClaims(
+        freshRunDir(`streams-baseline-${rep}`),
+        join(baselineData, 'ais'),
+        baseUrl,
+        params,
+        cfg.concurrency,
+        pgCpu,
+      );
       baseline.push(b);
       if (b.inserted !== baselineTruth.distinctRecords) {
         broken.push(`the baseline's run ${rep} inserted ${b.inserted} records; its batches hold ${baselineTruth.distinctRecords}`);
@@ -221,6 +310,32 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
     const repRatios = summarize(
       tessera.map((s, i) => positionsOf(s) / processingOf(s) / ((baseline[i]?.positions ?? 0) / (baseline[i]?.seconds ?? 1))),
     );
+    // CPU per record, microseconds: Node and PostgreSQL, where /proc could tell PostgreSQL's.
+    const cpuPerRecord = (cpu: readonly CpuUse[], positions: readonly number[]) => {
+      if (cpu.some((c) => c.postgres === undefined)) return undefined;
+      const node = summarize(cpu.map((c, i) => (c.node / (positions[i] ?? 1)) * 1e6));
+      const postgres = summarize(cpu.map((c, i) => ((c.postgres ?? 0) / (positions[i] ?? 1)) * 1e6));
+      const total = summarize(cpu.map((c, i) => ((c.node + (c.postgres ?? 0)) / (positions[i] ?? 1)) * 1e6));
+      return { node, postgres, total };
+    };
+    const tCpu = cpuPerRecord(tesseraCpu, tessera.map(positionsOf));
+    const bCpu = cpuPerRecord(
+      baseline.map((b) => b.cpu),
+      baseline.map((b) => b.positions),
+    );
+    const cpuRatios =
+      tCpu && bCpu
+        ? summarize(
+            tesseraCpu.map((t, i) => {
+              const b = baseline[i] as PerRecordResult;
+              return (
+                (b.cpu.node + (b.cpu.postgres ?? 0)) /
+                b.positions /
+                ((t.node + (t.postgres ?? 0)) / positionsOf(tessera[i] as StreamRunSummary))
+              );
+            }),
+          )
+        : undefined;
     const shape = `${cfg.batches} batches x ${cfg.recordsPerBatch} records (1% repeated across batches, 0.5% bad lines)`;
     const rows: Row[] = [
       {
@@ -263,6 +378,19 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
             : 'the whole path on a shared 2-core machine (PostgreSQL on the same cores): parsing and hashing in Node and the insert with its two indexes share them; see docs/feature-batches.md',
       },
     ];
+    if (tCpu && bCpu && cpuRatios) {
+      const us = (x: Summary) => `${fmt(x.median)} us`;
+      rows.push({
+        section: '8 streams',
+        metric: 'CPU per record (Node + PostgreSQL), micro-batch vs per-record claims',
+        backend: 'local',
+        target: 'context',
+        measured: `${us(tCpu.total)} (Node ${us(tCpu.node)}, PostgreSQL ${us(tCpu.postgres)}) vs ${us(bCpu.total)} (Node ${us(bCpu.node)}, PostgreSQL ${us(bCpu.postgres)}), n=${tCpu.total.n}`,
+        ratio: `${times(bCpu.total.median / tCpu.total.median)} (${times(cpuRatios.min)}-${times(cpuRatios.max)} rep by rep)`,
+        status: 'INFO',
+        note: "CPU time, not wall time: what a record costs the machine whatever else runs on it; where the cores are saturated the records/s ratio tends to this one. The micro-batch's includes its staging and migration; PostgreSQL's is the instance's (its postmaster and children, /proc)",
+      });
+    }
     const loadAtEnd = load();
     log(`  load average at the end: ${loadAtEnd.join(' / ')}`);
     return {
@@ -277,6 +405,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
         microBatch: { recordsPerSecond: rate, claimsPerRecord, claimStoreTripsPerRecord: tripsPerRecord, runs: tessera },
         ratioRepByRep: repRatios,
         perRecord: { recordsPerSecond: baseRate, claimsPerRecord: baseClaimsPerRecord, runs: baseline },
+        cpuPerRecordMicroseconds: { microBatch: tCpu, perRecord: bCpu, ratioRepByRep: cpuRatios, microBatchRuns: tesseraCpu },
       },
       durationSec: (performance.now() - started) / 1000,
     };

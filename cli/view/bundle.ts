@@ -15,13 +15,24 @@ const SHARED_TYPES = join(import.meta.dirname, 'view-config.ts');
 /** Built bundles, one folder per hash of their inputs: npm's usual cache folder, so `npm ci` starts it afresh. */
 export const VIEW_CACHE_DIR = join(ROOT, 'node_modules', '.cache', 'tessera-view');
 
-/** Where a package may ship the built page, beside the code that serves it. */
+/** Where the package ships the built page (lib/view-bundle/), beside the code that serves it. */
 export const PREBUILT_DIR = 'view-bundle';
+/** The page's two files, in the cache's folders and the package's. */
+export const VIEW_BUNDLE_FILES = ['view.js', 'view.css'] as const;
 /** The npm packages the page is built from; their versions are part of the cache key. */
 const PAGE_PACKAGES = ['ol', 'pmtiles', 'proj4', 'esbuild'] as const;
 
+/**
+ * `true` in the package (scripts/build-package.ts defines it): its page is prebuilt in {@link PREBUILT_DIR}, and the
+ * build from sources, with its import of esbuild (a devDependency), is dead code the package's bundle leaves out.
+ * Undefined when running from source.
+ */
+declare const __TESSERA_VIEW_PREBUILT__: boolean | undefined;
+/** The name the package build's esbuild `define` replaces. */
+export const VIEW_PREBUILT_DEFINE = '__TESSERA_VIEW_PREBUILT__';
+
 export interface ViewBundle extends PageAssets {
-  /** True when the bundle came from the cache, false when this call built it. */
+  /** True when the bundle came from the cache or the package, false when this call built it. */
   readonly cached: boolean;
   /** Milliseconds spent building (0 from the cache). */
   readonly buildMs: number;
@@ -29,48 +40,49 @@ export interface ViewBundle extends PageAssets {
 }
 
 /**
- * The page's bundle (one minified ES module and one stylesheet), built with esbuild from cli/view/page/ and the npm
- * packages it imports (OpenLayers, pmtiles, proj4, and geotiff.js as OpenLayers pins it), on first use and cached
- * under node_modules/.cache/tessera-view/<hash>/: the hash covers the page's sources and the packages' versions, so
- * an edit or an upgrade builds again and nothing stale is served. Nothing comes from a CDN: the server sends these
- * bytes. Two processes building at once each write their own folder and rename it into place; the loser's rename
- * fails on the existing folder and it uses the winner's (same inputs, same bytes).
+ * The page's bundle (one minified ES module and one stylesheet): in the installed package, the one it ships
+ * prebuilt; from a checkout, built with esbuild from cli/view/page/ and the npm packages it imports (OpenLayers,
+ * pmtiles, proj4, and geotiff.js as OpenLayers pins it) on first use and cached under
+ * node_modules/.cache/tessera-view/<hash>/: the hash covers the page's sources, this file (the build's options) and
+ * the packages' versions, so an edit or an upgrade builds again and nothing stale is served. Nothing comes from a
+ * CDN: the server sends these bytes. Two processes building at once each write their own folder and rename it into
+ * place; the loser's rename fails on the existing folder and it uses the winner's (same inputs, same bytes).
  */
 export async function viewBundle(): Promise<ViewBundle> {
-  // A package that ships the page prebuilt (view.js and view.css beside the code, `view-bundle/`) serves it as it is.
-  const prebuilt = join(import.meta.dirname, PREBUILT_DIR);
-  if (!existsSync(PAGE_DIR) && existsSync(join(prebuilt, 'view.js')) && existsSync(join(prebuilt, 'view.css'))) {
-    return { ...read(prebuilt, 'prebuilt'), cached: true, buildMs: 0, dir: prebuilt };
+  // A ternary, not an `if`: esbuild drops the branch a defined constant rules out, and with it cachedBundle's esbuild.
+  return typeof __TESSERA_VIEW_PREBUILT__ !== 'undefined' && __TESSERA_VIEW_PREBUILT__ ? prebuiltBundle() : cachedBundle();
+}
+
+/** The package's page, lib/view-bundle/ beside this code; its ETag a digest of its bytes. */
+function prebuiltBundle(): ViewBundle {
+  const dir = join(import.meta.dirname, PREBUILT_DIR);
+  const missing = VIEW_BUNDLE_FILES.filter((f) => !existsSync(join(dir, f)));
+  if (missing.length > 0) {
+    throw new InvalidParamsError(
+      `tessera view serves the page this package ships prebuilt, and ${missing.map((f) => join(dir, f)).join(' and ')} ` +
+        `${missing.length > 1 ? 'are' : 'is'} missing: install the package again (a package built by \`npm run package\` ships them)`,
+    );
   }
+  const assets = read(dir, '');
+  const hash = createHash('sha256').update(assets.js).update('\0').update(assets.css).digest('hex').slice(0, 16);
+  return { ...assets, hash, cached: true, buildMs: 0, dir };
+}
+
+async function cachedBundle(): Promise<ViewBundle> {
   if (!existsSync(PAGE_DIR)) {
     throw new InvalidParamsError(
-      `tessera view builds its page from cli/view/page/ with esbuild, and ${PAGE_DIR} is not there (an installed package ` +
-        'ships neither): run `tessera view` from a clone of the repository after `npm ci` (docs/packages.md)',
+      `tessera view builds its page from cli/view/page/ with esbuild, and ${PAGE_DIR} is not there: run it from a clone ` +
+        'of the repository after `npm ci`, or from the installed package, which ships the page prebuilt (docs/packages.md)',
     );
   }
   const hash = inputHash();
   const dir = join(VIEW_CACHE_DIR, hash);
-  if (existsSync(join(dir, 'view.js')) && existsSync(join(dir, 'view.css'))) return { ...read(dir, hash), cached: true, buildMs: 0, dir };
+  if (VIEW_BUNDLE_FILES.every((f) => existsSync(join(dir, f)))) return { ...read(dir, hash), cached: true, buildMs: 0, dir };
   const started = performance.now();
   const tmp = `${dir}.tmp-${process.pid}-${Date.now().toString(36)}`;
   mkdirSync(tmp, { recursive: true });
   try {
-    const esbuild = await import('esbuild');
-    await esbuild.build({
-      absWorkingDir: ROOT,
-      entryPoints: { view: join(PAGE_DIR, 'main.ts') },
-      outdir: tmp,
-      bundle: true,
-      minify: true,
-      format: 'esm',
-      platform: 'browser',
-      target: ['es2022'],
-      sourcemap: false,
-      legalComments: 'eof',
-      logLevel: 'silent',
-      tsconfig: join(PAGE_DIR, 'tsconfig.json'),
-      plugins: [geotiffAsOlResolvesIt],
-    });
+    await buildViewPage(tmp);
     try {
       renameSync(tmp, dir);
     } catch (error) {
@@ -86,6 +98,30 @@ export async function viewBundle(): Promise<ViewBundle> {
     if (old !== hash && !old.includes('.tmp-')) rmSync(join(VIEW_CACHE_DIR, old), { recursive: true, force: true });
   }
   return { ...read(dir, hash), cached: false, buildMs: Math.round(performance.now() - started), dir };
+}
+
+/**
+ * The esbuild step: cli/view/page/ bundled into `outDir` (view.js, view.css). The same inputs give the same bytes (no
+ * timestamp, no absolute path, no source map), wherever it runs: the view's cache and the package
+ * (scripts/build-package.ts, which ships the result) get identical files.
+ */
+export async function buildViewPage(outDir: string): Promise<void> {
+  const esbuild = await import('esbuild');
+  await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: { view: join(PAGE_DIR, 'main.ts') },
+    outdir: outDir,
+    bundle: true,
+    minify: true,
+    format: 'esm',
+    platform: 'browser',
+    target: ['es2022'],
+    sourcemap: false,
+    legalComments: 'eof',
+    logLevel: 'silent',
+    tsconfig: join(PAGE_DIR, 'tsconfig.json'),
+    plugins: [geotiffAsOlResolvesIt],
+  });
 }
 
 function read(dir: string, hash: string): PageAssets {
@@ -124,7 +160,7 @@ function isGeotiffPackage(dir: string): boolean {
 
 function inputHash(): string {
   const h = createHash('sha256');
-  const files = [SHARED_TYPES, ...walk(PAGE_DIR)].sort();
+  const files = [SHARED_TYPES, import.meta.filename, ...walk(PAGE_DIR)].sort();
   for (const f of files) h.update(relative(ROOT, f)).update('\0').update(readFileSync(f)).update('\0');
   const req = createRequire(join(ROOT, 'package.json'));
   for (const pkg of PAGE_PACKAGES) h.update(`${pkg}@${(req(`${pkg}/package.json`) as { version: string }).version}\0`);

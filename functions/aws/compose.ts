@@ -13,8 +13,7 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
-import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
-import { parseOtlpHeaders } from '../otel/otlp-headers.js';
+import { type OtelSdk, otelRequested, otelSdkFor, parseOtlpHeaders } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { DynamoDbClaimStore, type DynamoDbSender } from './adapters/dynamodb-claim-store.js';
@@ -22,6 +21,10 @@ import { DynamoDbManifestStore } from './adapters/dynamodb-manifest-store.js';
 import { S3ObjectStore, type S3Sender } from './adapters/s3-object-store.js';
 import { SecretsManagerSecret, type SecretsManagerSender } from './adapters/secrets-manager-secret.js';
 import { SqsJobQueue, type SqsSender } from './adapters/sqs-job-queue.js';
+
+// The OpenTelemetry SDK (some 600 files, about 0.15 s of a cold start) is loaded only when OTEL_* variables ask for it:
+// otelSdkFor (otel-env.ts) sets it up from there (docs/telemetry.md, docs/packages.md "Start-up").
+if (otelRequested(process.env)) await import('../otel/otel-sdk.js');
 
 /** The SDK clients the AWS backend is built from. Tests pass clients pointed at the emulators. */
 export interface AwsClients {
@@ -97,7 +100,7 @@ export function composeAws(env: Readonly<Record<string, string | undefined>>, op
         purpose: 'the OTLP exporter headers',
       })
     : undefined;
-  const otel = setUpOpenTelemetry(env, {
+  const otel = otelSdkFor(env, {
     serviceName: env.AWS_LAMBDA_FUNCTION_NAME ?? 'tessera',
     otlpHeaders: headersSecret ? async () => parseOtlpHeaders(await headersSecret.value()) : undefined,
   });

@@ -13,7 +13,7 @@ import type { Clock } from '../../shared/ports/clock.port.js';
 import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
-import { type OtelSdk, setUpOpenTelemetry } from '../otel/otel-sdk.js';
+import { type OtelSdk, otelRequested, otelSdkFor } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { FirestoreClaimStore } from './adapters/firestore-claim-store.js';
@@ -22,6 +22,10 @@ import { GcsObjectStore } from './adapters/gcs-object-store.js';
 import { PubSubDeadLetterTopic } from './adapters/pubsub-dead-letter-topic.js';
 import { PubSubJobQueue, TILE_TOPIC_BATCHING } from './adapters/pubsub-job-queue.js';
 import { googleTelemetryHeaders } from './telemetry-auth.js';
+
+// The OpenTelemetry SDK (some 600 files, about 0.15 s of a cold start) is loaded only when OTEL_* variables ask for it:
+// otelSdkFor (otel-env.ts) sets it up from there (docs/telemetry.md, docs/packages.md "Start-up").
+if (otelRequested(process.env)) await import('../otel/otel-sdk.js');
 
 /** The functions Tessera deploys on GCP (infra/common/packaging.ts GCP_ENTRY_POINTS). */
 export type GcpFunctionRole = 'scene' | 'tile' | 'mosaic' | 'ingest' | 'reconcile' | 'stream';
@@ -159,7 +163,7 @@ export function composeGcp(env: Readonly<Record<string, string | undefined>>, op
   // Off unless OTEL_* variables ask for it: OTLP to Google's Telemetry API (Cloud Trace, Cloud Monitoring) or any
   // OTLP receiver (docs/telemetry.md).
   // Google's Telemetry API takes the function's own OAuth token on each export, which a fixed header cannot hold.
-  const otel = setUpOpenTelemetry(env, {
+  const otel = otelSdkFor(env, {
     serviceName: env.K_SERVICE ?? env.FUNCTION_TARGET ?? 'tessera',
     otlpHeaders: googleTelemetryHeaders(env, () => clients.storage.authClient.getRequestHeaders()),
   });

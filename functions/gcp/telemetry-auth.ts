@@ -22,9 +22,11 @@ export function googleTelemetryHeaders(
   env: Readonly<Record<string, string | undefined>>,
   requestHeaders: () => Promise<unknown>,
 ): OtlpHeaderSource | undefined {
-  const endpoints = [env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT].filter(
-    (e): e is string => e !== undefined && e.trim() !== '',
-  );
+  const endpoints = [
+    env.OTEL_EXPORTER_OTLP_ENDPOINT,
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+  ].filter((e): e is string => e !== undefined && e.trim() !== '');
   if (endpoints.length === 0 || !endpoints.every((e) => hostOf(e) === GOOGLE_TELEMETRY_HOST)) return undefined;
   return async () => {
     const headers = await requestHeaders();

@@ -1,9 +1,12 @@
+import { InvalidParamsError } from '../../shared/domain/errors.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import type { OtelSetupOptions } from './otel-sdk.js';
 
 /**
  * Whether a process sets up the OpenTelemetry SDK, and the one it set up: no SDK import here, so a wiring file
- * can ask before it loads otel-sdk.ts. The local runtime loads the SDK's modules (some 600 files, about 0.15 s
- * in every process it starts) only when this says so (functions/local/compose.ts, docs/packages.md "Start-up").
+ * can ask before it loads otel-sdk.ts. Every wiring file loads the SDK's modules (some 600 files, about 0.15 s
+ * in every process it starts, a local worker's or a cloud function's cold start) only when this says so
+ * (functions/<cloud>/compose.ts, functions/local/compose.ts, docs/packages.md "Start-up").
  */
 
 /**
@@ -49,4 +52,47 @@ export function installedOtelSdk(): OtelSdk | undefined {
 /** Recorded by otel-sdk.ts when it sets an SDK up, and cleared when that one shuts down. */
 export function recordInstalledOtelSdk(sdk: OtelSdk | undefined): void {
   installed = sdk;
+}
+
+/** otel-sdk.ts's setUpOpenTelemetry, recorded when that module is loaded: a wiring file reaches it through here. */
+let loadedSetUp: ((env: Env, options: OtelSetupOptions) => OtelSdk | undefined) | undefined;
+
+/** Called by otel-sdk.ts as it loads. */
+export function recordOtelSetUp(setUp: (env: Env, options: OtelSetupOptions) => OtelSdk | undefined): void {
+  loadedSetUp = setUp;
+}
+
+/**
+ * The SDK of a runtime a cloud wiring file composes from `env`: the one this process set up already (a test's, with
+ * its in-memory exporter), else one set up now when `env` asks for it ({@link otelRequested}), else none. The wiring
+ * file loaded otel-sdk.ts before this runs, when process.env asked for it (`if (otelRequested(process.env)) await
+ * import('../otel/otel-sdk.js')`): a function whose OTEL_* variables are unset never loads the SDK.
+ */
+export function otelSdkFor(env: Env, options: OtelSetupOptions): OtelSdk | undefined {
+  const sdk = installed;
+  if (sdk) return sdk;
+  if (!otelRequested(env)) return undefined;
+  if (loadedSetUp === undefined) {
+    throw new InvalidParamsError(
+      'the environment a runtime is composed from asks for OpenTelemetry (OTEL_* variables), but the SDK was not loaded: ' +
+        "process.env asked for none when the wiring file was loaded. Set the OTEL_* variables in process.env before importing it, or import functions/otel/otel-sdk.js first",
+    );
+  }
+  return loadedSetUp(env, options);
+}
+
+/**
+ * Headers in OTEL_EXPORTER_OTLP_HEADERS' format (`key=value,key2=value2`, values percent-encoded), as a record.
+ * Throws on a pair without `=`, naming its position only: the values are keys. Here, not in otlp-headers.ts, so a
+ * wiring file reads its secret's headers without loading the OTLP exporters (otlp-headers.ts re-exports it).
+ */
+export function parseOtlpHeaders(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  text.split(',').forEach((pair, i) => {
+    if (pair.trim() === '') return;
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new Error(`OTLP headers: pair ${i + 1} is not key=value`);
+    out[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim());
+  });
+  return out;
 }

@@ -12,7 +12,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-node';
 import { COUNTERS, type Counter, type LogLevel, type Telemetry } from '../../shared/ports/telemetry.port.js';
-import { installedOtelSdk, type OtelSdk, otelRequested, recordInstalledOtelSdk } from './otel-env.js';
+import { installedOtelSdk, type OtelSdk, otelRequested, recordInstalledOtelSdk, recordOtelSetUp } from './otel-env.js';
 import { HeaderedMetricExporter, HeaderedSpanExporter, type OtlpHeaderSource } from './otlp-headers.js';
 
 // Re-exported: the wiring files and tests that import them from here keep doing so.
@@ -103,6 +103,9 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
   process.once('beforeExit', () => void sdk.flush());
   return sdk;
 }
+
+// Found by the wiring files through otel-env.ts (otelSdkFor), which load this module only when OTEL_* ask for it.
+recordOtelSetUp(setUpOpenTelemetry);
 
 /** The logs as before; every count also added to its OTel counter. */
 class OtelTelemetry implements Telemetry {

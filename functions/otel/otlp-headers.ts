@@ -5,29 +5,15 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 
 /**
  * OTLP exporters whose headers are looked up before each export, for what OTEL_EXPORTER_OTLP_HEADERS cannot hold:
- * a token that expires (Google's Telemetry API takes the function's own OAuth token, functions/gcp/compose.ts) or a
- * key kept in a secret store rather than in the environment (AWS, functions/aws/compose.ts; docs/telemetry.md).
+ * a token that expires (Google's Telemetry API takes the function's own OAuth token, functions/gcp/telemetry-auth.ts)
+ * or a key kept in a secret store rather than in the environment (AWS, functions/aws/compose.ts; docs/telemetry.md).
  * The SDK's own exporters take fixed headers, so one is built per set of headers and replaced when they change.
+ * (Parsing the headers' text is otel-env.ts's parseOtlpHeaders: a wiring file needs it without loading exporters.)
  */
 export type OtlpHeaderSource = () => Promise<Readonly<Record<string, string>>>;
 
 /** OpenTelemetry's ExportResultCode.FAILED (in @opentelemetry/core, which this package does not depend on directly). */
 const EXPORT_FAILED = 1;
-
-/**
- * Headers in OTEL_EXPORTER_OTLP_HEADERS' format (`key=value,key2=value2`, values percent-encoded), as a record.
- * Throws on a pair without `=`, naming its position only: the values are keys.
- */
-export function parseOtlpHeaders(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  text.split(',').forEach((pair, i) => {
-    if (pair.trim() === '') return;
-    const at = pair.indexOf('=');
-    if (at <= 0) throw new Error(`OTLP headers: pair ${i + 1} is not key=value`);
-    out[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim());
-  });
-  return out;
-}
 
 /** The exporter for the current headers; a change of headers replaces it (the old one finishes what it sends). */
 class ByHeaders<E extends { shutdown(): Promise<void>; forceFlush?(): Promise<void> }> {

@@ -1,5 +1,4 @@
 import type * as pulumi from '@pulumi/pulumi';
-import type { Cloud, ConfigKey, SettingsDialect } from './config.js';
 
 /**
  * `tessera:telemetry`: where the functions export their OpenTelemetry traces and metrics (docs/telemetry.md). Off
@@ -32,6 +31,19 @@ export type TelemetryConfig =
 
 export const TELEMETRY_OFF: TelemetryConfig = { exporter: 'off' };
 
+/** The settings this file reads. */
+type TelemetryKey = 'telemetry' | 'telemetryHeaders';
+
+/**
+ * How a problem names a setting and says how to set it: the part of config.ts's SettingsDialect used here (a stack
+ * file's `tessera:telemetry`, a component's `telemetry` arg). Declared here so config.ts imports this file, not both ways.
+ */
+export interface TelemetryDialect {
+  name(key: TelemetryKey): string;
+  set(key: TelemetryKey, example: string): string;
+  setSecret(key: TelemetryKey, placeholder: string): string;
+}
+
 export const TELEMETRY_EXPORTERS = ['off', 'cloud', 'otlp'] as const;
 export type TelemetryExporter = (typeof TELEMETRY_EXPORTERS)[number];
 
@@ -46,7 +58,7 @@ const FIELDS = {
 export const TELEMETRY_CONFIG_DOC =
   'optional OpenTelemetry export of traces and metrics (docs/telemetry.md): off (default), cloud (AWS: ADOT layer to X-Ray/CloudWatch; GCP: Cloud Trace/Cloud Monitoring), or JSON {"exporter":"otlp","endpoint":"https://collector:4318","sampling":0.1}';
 export const TELEMETRY_HEADERS_DOC =
-  'optional headers of the otlp exporter (key=value,...; an API key): set it as a secret, `pulumi config set --secret tessera:telemetryHeaders ...`; the stack keeps it in the cloud\'s secret store';
+  "optional headers of the otlp exporter (key=value,...; an API key): set it as a secret, `pulumi config set --secret tessera:telemetryHeaders ...`; the stack keeps it in the cloud's secret store";
 
 /** OTEL_EXPORTER_OTLP_HEADERS' format: comma-separated `key=value`, keys as HTTP header names, values percent-encoded. */
 const HEADERS = /^\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*=[^,]*(,\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*=[^,]*)*$/;
@@ -58,11 +70,11 @@ const HEADERS = /^\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*=[^,]*(,\s*[A-Za-z0-9!#$%&'*+
 export function parseTelemetry(
   text: string | undefined,
   headers: pulumi.Input<string> | undefined,
-  cloud: Cloud | undefined,
-  dialect: Pick<SettingsDialect, 'name' | 'set' | 'setSecret'>,
+  cloud: 'aws' | 'gcp' | 'azure' | undefined,
+  dialect: TelemetryDialect,
   problems: string[],
 ): TelemetryConfig {
-  const key = (k: ConfigKey) => dialect.name(k);
+  const key = (k: TelemetryKey) => dialect.name(k);
   const example = `'{"exporter":"otlp","endpoint":"https://collector.example.com:4318"}'`;
   let fields: Record<string, unknown>;
   const word = text?.trim();
@@ -118,8 +130,13 @@ export function parseTelemetry(
           `${key('telemetry')}: the cloud exporter has no Azure mapping (Azure Monitor takes OTLP only through an OpenTelemetry Collector, whose azuremonitor exporter holds the connection string); run one and set \`${dialect.set('telemetry', `'{"exporter":"otlp","endpoint":"https://<collector>:4318"}'`)}\` (docs/telemetry.md)`,
         );
       const layer = fields.collectorLayerArn;
-      if (layer !== undefined && (typeof layer !== 'string' || !/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/.test(layer)))
-        problems.push(`${key('telemetry')}: collectorLayerArn must be a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>), got ${JSON.stringify(layer)}`);
+      if (
+        layer !== undefined &&
+        (typeof layer !== 'string' || !/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/.test(layer))
+      )
+        problems.push(
+          `${key('telemetry')}: collectorLayerArn must be a Lambda layer version ARN (arn:aws:lambda:<region>:<account>:layer:<name>:<version>), got ${JSON.stringify(layer)}`,
+        );
       if (layer !== undefined && cloud !== undefined && cloud !== 'aws')
         problems.push(`${key('telemetry')}: collectorLayerArn is for AWS stacks only; remove it`);
       if (problems.length > before) return TELEMETRY_OFF;
@@ -142,7 +159,12 @@ export function parseTelemetry(
           `${key('telemetry')}: the endpoint must not carry credentials (they would sit in every function's settings); put them in ${key('telemetryHeaders')} as a secret`,
         );
       if (problems.length > before || typeof endpoint !== 'string') return TELEMETRY_OFF;
-      return { exporter: 'otlp', endpoint: endpoint.replace(/\/+$/, ''), sampling: sampling as number | undefined, headers: hasHeaders ? headers : undefined };
+      return {
+        exporter: 'otlp',
+        endpoint: endpoint.replace(/\/+$/, ''),
+        sampling: sampling as number | undefined,
+        headers: hasHeaders ? headers : undefined,
+      };
     }
     default:
       return TELEMETRY_OFF;

@@ -273,7 +273,10 @@ export class TesseraArgsError extends pulumi.RunError {
     readonly problems: readonly string[],
     options?: { readonly cause?: unknown },
   ) {
-    super(`${component} ${JSON.stringify(resourceName)} cannot be deployed with these args:\n${problems.map((p) => `  - ${p}`).join('\n')}`, options);
+    super(
+      `${component} ${JSON.stringify(resourceName)} cannot be deployed with these args:\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+      options,
+    );
     this.name = 'TesseraArgsError';
   }
 }
@@ -483,7 +486,8 @@ export function prepare<C extends Cloud>(
     if (value === undefined) continue;
     const text = argText(arg, spec, value, problems);
     if (text === undefined) {
-      if (spec.kind === 'secret' && pulumi.Output.isInstance(value)) secretOutputs[spec.setting as SecretSetting] = value as pulumi.Output<string>;
+      if (spec.kind === 'secret' && pulumi.Output.isInstance(value))
+        secretOutputs[spec.setting as SecretSetting] = value as pulumi.Output<string>;
       continue;
     }
     if (spec.setting === 'gcp:project') project = text;
@@ -519,7 +523,11 @@ export function prepare<C extends Cloud>(
     ...(sink === undefined
       ? {}
       : {
-          featureSinkUrl: checkedSecret(sink, (url) => featureSinkUrlProblem(url, dialect), (p) => new TesseraArgsError(component, name, [p])),
+          featureSinkUrl: checkedSecret(
+            sink,
+            (url) => featureSinkUrlProblem(url, dialect),
+            (p) => new TesseraArgsError(component, name, [p]),
+          ),
         }),
     ...(secretOutputs.telemetryHeaders === undefined ? {} : { telemetryHeaders: pulumi.secret(secretOutputs.telemetryHeaders) }),
   };
@@ -586,9 +594,7 @@ function argText(arg: string, spec: ArgSpec, value: unknown, problems: string[])
       return undefined;
     case 'string':
       if (typeof value === 'string' && value.trim() !== '') return value;
-      problems.push(
-        typeof value === 'string' ? `${arg} is empty; leave it out for the default` : `${arg} must be a string, ${got(value)}`,
-      );
+      problems.push(typeof value === 'string' ? `${arg} is empty; leave it out for the default` : `${arg} must be a string, ${got(value)}`);
       return undefined;
     case 'secret':
       if (pulumi.Output.isInstance(value)) return undefined;
@@ -607,7 +613,9 @@ function argText(arg: string, spec: ArgSpec, value: unknown, problems: string[])
       }
       for (const v of value as string[]) {
         if (v.trim() === '' || /[\s,]/.test(v.trim())) {
-          problems.push(`${arg}: ${JSON.stringify(v)} must be one non-empty item without spaces or commas; give each its own array element`);
+          problems.push(
+            `${arg}: ${JSON.stringify(v)} must be one non-empty item without spaces or commas; give each its own array element`,
+          );
           return undefined;
         }
       }

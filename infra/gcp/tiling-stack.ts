@@ -160,10 +160,12 @@ export class GcpTilingStack extends pulumi.ComponentResource {
     const storageAgent = storage.getProjectServiceAccountOutput({ project }, parent);
 
     const services = [
-      ...new Set([...GCP_SERVICES, ...(cfg.featureSinkUrl === undefined ? [] : [GCP_SECRET_MANAGER_SERVICE]), ...gcpTelemetryServices(cfg)]),
-    ].map(
-      (service) => new projects.Service(`${name}-${service.split('.')[0]}`, { project, service, disableOnDestroy: false }, parent),
-    );
+      ...new Set([
+        ...GCP_SERVICES,
+        ...(cfg.featureSinkUrl === undefined ? [] : [GCP_SECRET_MANAGER_SERVICE]),
+        ...gcpTelemetryServices(cfg),
+      ]),
+    ].map((service) => new projects.Service(`${name}-${service.split('.')[0]}`, { project, service, disableOnDestroy: false }, parent));
     const afterApis = { parent: this, dependsOn: services };
     // Service agents are created lazily by Google on first use; creating them here makes them exist before their grants.
     const agent = (service: 'pubsub' | 'eventarc') =>

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MissingTilesError, MosaicChangedError, SourceChangedError } from '../domain/errors.js';
 import { outputKeys, type TmsTileIndex } from '../domain/job-key.js';
-import { tileFormatOf } from '../domain/render-params.js';
+import { tileContentType, tileFormatOf } from '../domain/render-params.js';
 import type { StacItemMetadata } from '../domain/stac-item.js';
 import { type Window, windows } from '../domain/tile-grid.js';
 import { type TilingParams, tilingParams } from '../domain/tiling-params.js';
@@ -10,11 +10,14 @@ import { renderedBands } from '../raster/image-encoder.js';
 import { buildVrt, epsgFromWkt, type GeoTransform, type RasterCrs } from '../raster/index.js';
 import type { Backend } from './backend.js';
 import { buildCogMosaic, type CogMosaicInput } from './cog-mosaic.js';
-import type { DerivedWrite } from './derived-output.js';
+import { type DerivedWrite, writeDerivedOutput } from './derived-output.js';
+import { buildSceneArchive } from './pmtiles-archive.js';
 import { lowerLevelTiles } from './pyramid-grid.js';
+import { writeQuicklook } from './quicklook.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
-import { sceneStacItem, TILE_VERSIONS_PROPERTY, writeSceneStacItem } from './stac-output.js';
+import { type SceneStacItemInput, sceneStacItem, TILE_VERSIONS_PROPERTY, writeSceneStacItem } from './stac-output.js';
+import { isWebMapScene, sceneTileJson, TILEJSON_CONTENT_TYPE, WEB_MAP_TMS, webMapExtent } from './tilejson.js';
 import { tileOutputKey } from './tile-job.js';
 
 /** One tile of a scene, from its manifest: its deterministic key and its window of the scene grid. */
@@ -48,6 +51,12 @@ export interface MosaicResult {
   readonly mosaicKey: string;
   /** The COG mosaic, when the parameters ask for one (`mosaic: cog`). */
   readonly cogMosaicKey?: string | undefined;
+  /** The PMTiles archive, when the parameters ask for one (`mosaic: pmtiles`; rendered tiles on WebMercatorQuad). */
+  readonly pmtilesKey?: string | undefined;
+  /** The TileJSON of a rendered scene on WebMercatorQuad. */
+  readonly tileJsonKey?: string | undefined;
+  /** The quicklook PNG of a rendered scene (the STAC Item's thumbnail). */
+  readonly quicklookKey?: string | undefined;
   /** The output's STAC Item; absent only for a scene with no CRS at all (a CRS without an EPSG code is written as proj:wkt2). */
   readonly stacItemKey?: string | undefined;
   /** Sources listed in the VRT: always the grid count when assembly succeeds. */
@@ -69,10 +78,18 @@ export interface MosaicResult {
  * assembling twice is harmless. The COG mosaic and the STAC Item depend on the
  * tiles' bytes: after an overwrite repair of a tile, a re-assembly replaces
  * them, on condition of the versions it read ({@link staleOutputs}).
+ *
+ * The outputs, in the order they are written, each create-only: the COG mosaic (`mosaic: cog`), the PMTiles archive
+ * (`mosaic: pmtiles`), the TileJSON (rendered tiles on WebMercatorQuad), the quicklook (rendered tiles), the STAC
+ * Item, and the VRT last. The VRT is what tells the mosaic sweep a scene is assembled (mosaic-sweep.ts `isResolved`),
+ * so a crash anywhere before it leaves the scene to the next sweep, which finds the outputs already written
+ * `already-present` (the same bytes) and writes the rest: a crash can never leave an assembled scene without its
+ * archive, TileJSON, quicklook or Item.
  */
 export async function assembleMosaic(backend: Backend, sceneKey: string): Promise<MosaicResult> {
   const manifest = await readSceneManifest(backend.outputs, sceneKey);
-  const listed = await listTileVersions(backend.outputs, sceneKey);
+  const heads = await listTiles(backend.outputs, sceneKey);
+  const listed = new Map([...heads].map(([key, head]) => [key, head.version]));
   const sources = [];
   const missing: string[] = [];
   for (const { key, window: w } of sceneTiles(manifest)) {
@@ -104,12 +121,6 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     sources,
   });
   const mosaicKey = outputKeys.mosaic(sceneKey);
-  const put = await backend.outputs.putIfAbsent(mosaicKey, new TextEncoder().encode(vrt), { contentType: 'application/xml' });
-  if (put.kind === 'already-present') {
-    backend.telemetry.count('write-already-present');
-    backend.telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
-  }
-  backend.telemetry.log('INFO', 'mosaic-assembled', { sceneKey, mosaicKey, sources: sources.length, result: put.kind });
   const tileVersions = tileVersionsDigest(manifest, listed);
   const stale = staleOutputs(backend.outputs, manifest, listed, tileVersions);
   let cogMosaicKey: string | undefined;
@@ -119,10 +130,22 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
     cogMosaicKey = cog.key;
     replaced = cog.kind === 'replaced';
   }
-  const item = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey, tileVersions, stale.item);
+  const web = await writeWebMapOutputs(backend, manifest, tiling, heads, stale.cog);
+  replaced ||= web.replaced;
+  const item = await writeStacItem(backend, manifest, tiling, georef, mosaicKey, cogMosaicKey, tileVersions, stale.item, web.refs);
+  // Last: the VRT marks the scene assembled for the sweep (see above).
+  const put = await backend.outputs.putIfAbsent(mosaicKey, new TextEncoder().encode(vrt), { contentType: 'application/xml' });
+  if (put.kind === 'already-present') {
+    backend.telemetry.count('write-already-present');
+    backend.telemetry.log('INFO', 'write-already-present', { sceneKey, outputKey: mosaicKey });
+  }
+  backend.telemetry.log('INFO', 'mosaic-assembled', { sceneKey, mosaicKey, sources: sources.length, result: put.kind });
   return {
     mosaicKey,
     ...(cogMosaicKey === undefined ? {} : { cogMosaicKey }),
+    ...(web.refs.pmtiles === undefined ? {} : { pmtilesKey: web.refs.pmtiles }),
+    ...(web.refs.tileJson === undefined ? {} : { tileJsonKey: web.refs.tileJson }),
+    ...(web.refs.thumbnail === undefined ? {} : { quicklookKey: web.refs.thumbnail.key }),
     ...(item === undefined ? {} : { stacItemKey: item.key }),
     manifestCount: sources.length,
     gridCount: manifest.grid.count,
@@ -130,11 +153,71 @@ export async function assembleMosaic(backend: Backend, sceneKey: string): Promis
   };
 }
 
+type WebMapRefs = NonNullable<SceneStacItemInput['web']>;
+
+/**
+ * The web map outputs of a rendered scene, in this order: its PMTiles archive (`mosaic: pmtiles`), its TileJSON (on
+ * WebMercatorQuad), its quicklook. The archive and the quicklook are made of the tiles' bytes, so `isStale` (the COG
+ * mosaic's judgement: the item in place records other tile versions) lets a re-assembly after a repair replace them;
+ * the TileJSON is made of the manifest alone. Nothing for a COG scene.
+ */
+async function writeWebMapOutputs(
+  backend: Backend,
+  manifest: SceneManifest,
+  tiling: TilingParams,
+  heads: ReadonlyMap<string, ObjectHead>,
+  isStale: DerivedWrite['isStale'],
+): Promise<{ readonly refs: WebMapRefs; readonly replaced: boolean }> {
+  const render = tiling.render;
+  if (render === undefined) return { refs: {}, replaced: false };
+  let replaced = false;
+  let pmtiles: string | undefined;
+  if (tiling.mosaic === 'pmtiles') {
+    const archive = await buildSceneArchive(backend.outputs, manifest, tiling, heads, backend.telemetry, { isStale });
+    pmtiles = archive.key;
+    replaced ||= archive.kind === 'replaced';
+  }
+  let tileJson: string | undefined;
+  let xyz: WebMapRefs['xyz'];
+  if (isWebMapScene(manifest, tiling)) {
+    const doc = sceneTileJson(manifest, tiling, { pmtilesKey: pmtiles });
+    await writeDerivedOutput(backend.outputs, backend.telemetry, {
+      sceneKey: manifest.sceneKey,
+      key: doc.key,
+      body: doc.bytes,
+      contentType: TILEJSON_CONTENT_TYPE,
+    });
+    tileJson = doc.key;
+    const extent = webMapExtent(manifest, tiling);
+    xyz = {
+      template: outputKeys.tileTemplate(manifest.sceneKey, WEB_MAP_TMS, render.format),
+      type: tileContentType(render.format),
+      minZoom: extent.minZoom,
+      maxZoom: extent.maxZoom,
+    };
+  }
+  const quicklook = await writeQuicklook(backend.outputs, manifest, tiling, heads, backend.telemetry, { isStale });
+  replaced ||= quicklook.kind === 'replaced';
+  return {
+    refs: {
+      ...(pmtiles === undefined ? {} : { pmtiles }),
+      ...(tileJson === undefined ? {} : { tileJson, xyz }),
+      thumbnail: { key: quicklook.key, width: quicklook.width, height: quicklook.height },
+    },
+    replaced,
+  };
+}
+
+/** Every tile under the scene's prefix and what the listing says of it (version token, size). */
+async function listTiles(outputs: ObjectStore, sceneKey: string): Promise<Map<string, ObjectHead>> {
+  const listed = new Map<string, ObjectHead>();
+  for await (const head of outputs.list(outputKeys.tilePrefix(sceneKey))) listed.set(head.key, head);
+  return listed;
+}
+
 /** Every tile under the scene's prefix and the version token the listing gives it. */
 async function listTileVersions(outputs: ObjectStore, sceneKey: string): Promise<Map<string, string>> {
-  const listed = new Map<string, string>();
-  for await (const head of outputs.list(outputKeys.tilePrefix(sceneKey))) listed.set(head.key, head.version);
-  return listed;
+  return new Map([...(await listTiles(outputs, sceneKey))].map(([key, head]) => [key, head.version]));
 }
 
 /** SHA-256 (hex) over each tile key of the grid and its listed version, in grid order: which tiles a mosaic shows. */
@@ -269,6 +352,7 @@ async function writeStacItem(
   cogKey: string | undefined,
   tileVersions: string,
   isStale: DerivedWrite['isStale'],
+  web: WebMapRefs,
 ): Promise<{ readonly key: string; readonly kind: 'written' | 'already-present' | 'replaced' } | undefined> {
   const epsg = georef.crs.epsg ?? (georef.crs.wkt === undefined ? undefined : epsgFromWkt(georef.crs.wkt));
   // A CRS without an EPSG code is described by its WKT2 (proj:wkt2); only a raster with no CRS at all gets no item.
@@ -293,6 +377,7 @@ async function writeStacItem(
     noData: tiling.noData,
     ...(tiling.render === undefined ? {} : { rendered: { format: tiling.render.format, bands: renderedBands(tiling.render) } }),
     assets: { vrt: vrtKey, ...(cogKey === undefined ? {} : { cog: cogKey }) },
+    ...(Object.keys(web).length === 0 ? {} : { web }),
     expression: tiling.expression,
     // A manifest from before createdAt was recorded: the Unix epoch says "unknown" without inventing a time.
     datetime: manifest.createdAt ?? new Date(0).toISOString(),

@@ -18,6 +18,7 @@ import type { ReadPin } from '../ports/object-store.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend } from './backend.js';
 import { enqueueReadyParents } from './pyramid.js';
+import { assertArchiveFits } from './pmtiles-archive.js';
 import { assertSceneTileCount, pyramidOf } from './pyramid-grid.js';
 import { type OpenedBand, openSceneBands, sceneBands, sceneTarget } from './scene-grid.js';
 import {
@@ -179,6 +180,8 @@ async function sceneSource(
   const target = sceneTarget(opened, tiling);
   // Every zoom's tiles counted, before any grid is built or job enqueued (docs/pyramids.md).
   if (target !== undefined) assertSceneTileCount({ width: target.width, height: target.height, target }, tiling);
+  // A PMTiles archive (`mosaic: pmtiles`) estimated from the same count, refused with the estimate if it would not fit one archive.
+  if (target !== undefined) assertArchiveFits({ width: target.width, height: target.height, target }, tiling);
   const r = (opened[0] as OpenedBand).raster;
   const base = tileGrid(target?.width ?? r.width, target?.height ?? r.height, tiling.tilePx);
   const grid: TileGrid =

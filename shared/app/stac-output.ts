@@ -5,6 +5,7 @@ import type { ObjectStore } from '../ports/object-store.port.js';
 import type { Telemetry } from '../ports/telemetry.port.js';
 import { type Crs, crsFromEpsg, crsOfRaster, crsTransform } from '../raster/crs.js';
 import type { GeoTransform } from '../raster/index.js';
+import { PMTILES_CONTENT_TYPE } from '../raster/pmtiles-writer.js';
 import { COG_CONTENT_TYPE } from './cog-mosaic.js';
 import { type DerivedWrite, type DerivedWriteResult, writeDerivedOutput } from './derived-output.js';
 
@@ -21,6 +22,8 @@ import { type DerivedWrite, type DerivedWriteResult, writeDerivedOutput } from '
 export const STAC_VERSION = '1.0.0';
 export const PROJECTION_EXTENSION = 'https://stac-extensions.github.io/projection/v2.0.0/schema.json';
 export const RASTER_EXTENSION = 'https://stac-extensions.github.io/raster/v1.1.0/schema.json';
+/** Web Map Links v1.2.0: the `pmtiles`, `tilejson` and `xyz` links of a rendered scene on WebMercatorQuad. */
+export const WEB_MAP_LINKS_EXTENSION = 'https://stac-extensions.github.io/web-map-links/v1.2.0/schema.json';
 export const STAC_ITEM_CONTENT_TYPE = 'application/geo+json';
 /**
  * The item property naming the tile versions the mosaics were assembled from (a SHA-256 over each tile key
@@ -63,6 +66,19 @@ export interface SceneStacItemInput {
   readonly rendered?: { readonly format: string; readonly bands: readonly string[] } | undefined;
   /** Output keys of the mosaics: the VRT always, the COG when `--mosaic cog` built it. */
   readonly assets: { readonly vrt: string; readonly cog?: string | undefined };
+  /**
+   * The web map outputs of a rendered scene (docs/web-maps.md): output keys of its PMTiles archive (`--mosaic pmtiles`)
+   * and TileJSON (on WebMercatorQuad), the URL template of its XYZ tiles (a key template: outputKeys.tileTemplate) with
+   * their media type, and its quicklook PNG (the `thumbnail`) with its size.
+   */
+  readonly web?:
+    | {
+        readonly pmtiles?: string | undefined;
+        readonly tileJson?: string | undefined;
+        readonly xyz?: { readonly template: string; readonly type: string; readonly minZoom: number; readonly maxZoom: number } | undefined;
+        readonly thumbnail?: { readonly key: string; readonly width: number; readonly height: number } | undefined;
+      }
+    | undefined;
   /** The band math the pixels are (for the assets' description). */
   readonly expression?: string | undefined;
   /**
@@ -151,10 +167,12 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
       'raster:bands': [band],
     };
   }
+  const { assets: webAssets, links: webLinks } = webMapRefs(input);
+  Object.assign(assets, webAssets);
   return {
     type: 'Feature',
     stac_version: STAC_VERSION,
-    stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION],
+    stac_extensions: [PROJECTION_EXTENSION, RASTER_EXTENSION, ...(webLinks.length === 0 ? [] : [WEB_MAP_LINKS_EXTENSION])],
     id: input.sceneKey,
     // A grid on another body than Earth has no WGS 84 footprint: STAC's geometry is then null and bbox absent.
     ...(where === undefined ? { geometry: null } : { bbox: where.bbox, geometry: where.geometry }),
@@ -176,8 +194,8 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
                 : `tiles on the OGC TileMatrixSet ${target.tms.id}, zooms ${target.tms.minZoom} to ${target.tms.zoom}; the mosaics are of zoom ${target.tms.zoom}, from column ${target.tms.minCol}, row ${target.tms.minRow}`,
           }),
     },
-    links:
-      input.source === undefined
+    links: [
+      ...(input.source === undefined
         ? []
         : [
             {
@@ -186,9 +204,51 @@ export function sceneStacItem(input: SceneStacItemInput): StacItem {
               type: STAC_ITEM_CONTENT_TYPE,
               title: `source item ${input.source.metadata.id}`,
             },
-          ],
+          ]),
+      ...webLinks,
+    ],
     assets,
   };
+}
+
+/**
+ * The assets and Web Map Links of a rendered scene's web map outputs: the PMTiles archive (asset roles `data`, `tiles`;
+ * link `pmtiles`), the TileJSON (asset role `tilejson`; link `tilejson`), the XYZ tiles (link `xyz`, a template relative
+ * to the item) and the quicklook (asset `thumbnail`, role `thumbnail`). Every href relative to the item.
+ */
+function webMapRefs(input: SceneStacItemInput): { assets: Record<string, unknown>; links: Record<string, unknown>[] } {
+  const web = input.web;
+  const assets: Record<string, unknown> = {};
+  const links: Record<string, unknown>[] = [];
+  if (web === undefined) return { assets, links };
+  const href = (key: string) => relativeHref(input.itemKey, key);
+  if (web.pmtiles !== undefined) {
+    const title = 'PMTiles archive (every zoom of the rendered tiles in one file, read by range requests)';
+    assets.pmtiles = { href: href(web.pmtiles), type: PMTILES_CONTENT_TYPE, title, roles: ['data', 'tiles'] };
+    links.push({ rel: 'pmtiles', href: href(web.pmtiles), type: PMTILES_CONTENT_TYPE, title });
+  }
+  if (web.tileJson !== undefined) {
+    const title = 'TileJSON 3.0.0 of the rendered tiles (its tile URLs are relative to it)';
+    assets.tilejson = { href: href(web.tileJson), type: 'application/json', title, roles: ['tilejson', 'metadata'] };
+    links.push({ rel: 'tilejson', href: href(web.tileJson), type: 'application/json', title });
+  }
+  if (web.xyz !== undefined) {
+    links.push({
+      rel: 'xyz',
+      href: href(web.xyz.template),
+      type: web.xyz.type,
+      title: `XYZ tiles, zooms ${web.xyz.minZoom} to ${web.xyz.maxZoom} (relative to this item)`,
+    });
+  }
+  if (web.thumbnail !== undefined) {
+    assets.thumbnail = {
+      href: href(web.thumbnail.key),
+      type: 'image/png',
+      title: `Quicklook of the mosaic (${web.thumbnail.width} x ${web.thumbnail.height} pixels)`,
+      roles: ['thumbnail'],
+    };
+  }
+  return { assets, links };
 }
 
 /** The bytes of an item as written: canonical JSON (RFC 8785), so equal items are equal bytes. */

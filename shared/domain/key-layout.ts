@@ -59,8 +59,12 @@ export const AREAS = {
   tiles: { store: 'outputs', prefix: 'tiles/', holds: 'output tiles' },
   /** A scene's manifest and lifecycle facts: `scenes/{scene}/...`. */
   scenes: { store: 'outputs', prefix: 'scenes/', holds: 'scene manifests, fan-out chunk markers, superseded tombstones' },
-  /** Mosaics, COG mosaics, output STAC Items, close-out reports: `mosaics/{scene}.*`. */
-  mosaics: { store: 'outputs', prefix: 'mosaics/', holds: 'VRT and COG mosaics, output STAC Items, close-out reports' },
+  /** Mosaics, COG mosaics, PMTiles archives, TileJSON, quicklooks, output STAC Items, close-out reports: `mosaics/{scene}.*`. */
+  mosaics: {
+    store: 'outputs',
+    prefix: 'mosaics/',
+    holds: 'VRT and COG mosaics, PMTiles archives, TileJSON documents, quicklook PNGs, output STAC Items, close-out reports',
+  },
   /** The mosaic sweep's pending index: `index/scenes/{hour}/{scene}`. */
   sceneIndex: { store: 'outputs', prefix: 'index/scenes/', holds: "the mosaic sweep's index of scenes by hour" },
   /** The mosaic sweep's own state: one object. */
@@ -142,7 +146,7 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
     {
       area: 'mosaics',
       access: ['read', 'create', 'replace', 'list'],
-      why: 'mosaics, STAC Items and close-out reports are written create-only and re-assembled after a repair',
+      why: 'mosaics (VRT, COG, PMTiles), TileJSON, quicklooks, STAC Items and close-out reports are written create-only and re-assembled after a repair',
     },
     { area: 'sceneIndex', access: ['read', 'list'], why: 'the sweep lists the scenes waiting by hour' },
     { area: 'sweepState', access: ['read', 'create', 'replace'], why: 'the sweep keeps its progress in one object, compare-and-set' },
@@ -222,6 +226,12 @@ export const outputKeys = {
       ? `${tiles.prefix}${scene}/${window.row}_${window.col}.${tileExtension(format)}`
       : `${tiles.prefix}${scene}/${tms.tms}/${tms.z}/${tms.x}/${tms.y}.${tileExtension(format)}`,
   tilePrefix: (scene: string): string => `${tiles.prefix}${scene}/`,
+  /**
+   * The URL template of a scene's tiles on tile matrix set `tms` as web maps address them:
+   * `tiles/{scene}/{tms}/{z}/{x}/{y}.{ext}`, the placeholders left in (the TileJSON's `tiles`, the STAC Item's `xyz` link).
+   */
+  tileTemplate: (scene: string, tms: string, format: TileFormat): string =>
+    `${tiles.prefix}${scene}/${tms}/{z}/{x}/{y}.${tileExtension(format)}`,
   /** Every scene's tiles. */
   allTiles: (): string => tiles.prefix,
   sceneManifest: (scene: string): string => `${scenes.prefix}${scene}/scene.json`,
@@ -234,6 +244,12 @@ export const outputKeys = {
   cogMosaic: (scene: string): string => `${mosaics.prefix}${scene}.tif`,
   /** The STAC Item describing the output, beside the mosaic. */
   stacItem: (scene: string): string => `${mosaics.prefix}${scene}.stac.json`,
+  /** The PMTiles v3 archive of a rendered scene's tiles, every zoom (`--mosaic pmtiles`: docs/web-maps.md). */
+  pmtiles: (scene: string): string => `${mosaics.prefix}${scene}.pmtiles`,
+  /** The TileJSON 3.0.0 of a rendered scene on WebMercatorQuad: its tile URL template is relative to it (`../tiles/...`). */
+  tileJson: (scene: string): string => `${mosaics.prefix}${scene}.tilejson.json`,
+  /** A PNG of the mosaic, at most 1024 px a side: the STAC Item's `thumbnail`. */
+  quicklook: (scene: string): string => `${mosaics.prefix}${scene}.quicklook.png`,
   /** Every mosaic. */
   allMosaics: (): string => mosaics.prefix,
 } as const;

@@ -17,7 +17,7 @@ export interface TilingParams {
   readonly level: number;
   /** The grid the tiles are cut from: the source's own, a CRS's, or a tile matrix set's. */
   readonly target: TargetParams;
-  /** `mosaic`: the VRT mosaic only (default), or also one COG mosaic built from the tiles (`cog`). */
+  /** `mosaic`: the VRT mosaic only (default), or also one COG mosaic (`cog`) or one PMTiles archive (`pmtiles`) of the tiles. */
   readonly mosaic: MosaicKind;
   /**
    * `unscale`: each band's scale and offset are applied (value * scale + offset) before the band math, so the
@@ -42,8 +42,11 @@ export interface ScaleOffset {
   readonly offset: number;
 }
 
-/** The mosaics a scene gets: always the VRT over its tiles; `cog` adds one Cloud Optimized GeoTIFF of them all. */
-export const MOSAIC_KINDS = ['vrt', 'cog'] as const;
+/**
+ * The mosaics a scene gets: always the VRT over its tiles; `cog` adds one Cloud Optimized GeoTIFF of them all; `pmtiles`
+ * adds one PMTiles archive of a rendered scene's tiles on WebMercatorQuad, every zoom (docs/web-maps.md, "PMTiles archive").
+ */
+export const MOSAIC_KINDS = ['vrt', 'cog', 'pmtiles'] as const;
 export type MosaicKind = (typeof MOSAIC_KINDS)[number];
 
 /**
@@ -174,10 +177,20 @@ export function tilingParams(params: ProcessingParams): TilingParams {
   const target = targetParams(params, tilePx, fail);
   const mosaic = params.mosaic ?? 'vrt';
   if (!(MOSAIC_KINDS as readonly unknown[]).includes(mosaic))
-    fail(`mosaic ${JSON.stringify(mosaic)} is not supported; use "vrt" (the VRT mosaic) or "cog" (also one COG mosaic)`);
+    fail(
+      `mosaic ${JSON.stringify(mosaic)} is not supported; use "vrt" (the VRT mosaic), "cog" (also one COG mosaic) or "pmtiles" (also one PMTiles archive of rendered tiles)`,
+    );
   if (mosaic === 'cog' && render !== undefined)
     fail(
       `mosaic "cog" is built from COG tiles of the band math; ${format} tiles are rendered images: use mosaic "vrt" (the default), or output.format COG`,
+    );
+  if (mosaic === 'pmtiles' && render === undefined)
+    fail(
+      'mosaic "pmtiles" is an archive of rendered map tiles: add output.format PNG, WEBP or JPEG with output.rescale (--format png --rescale MIN,MAX), or use mosaic "cog" for COG tiles',
+    );
+  if (mosaic === 'pmtiles' && target.tms?.id !== 'WebMercatorQuad')
+    fail(
+      `mosaic "pmtiles" holds tiles by zoom/x/y of WebMercatorQuad, the web map's grid; ${target.tms === undefined ? 'these tiles are on no tile matrix set' : `these are on ${target.tms.id}`}: add tms WebMercatorQuad and a zoom (--tms WebMercatorQuad --zoom 8-14), or use mosaic "vrt"`,
     );
   const { unscale, scaleOffset } = unscaleParams(params, bands, fail);
   return {

@@ -2,7 +2,9 @@ import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import {
   constants,
+  crc32,
   deflate as deflateCallback,
+  deflateRawSync,
   deflateSync,
   inflate as inflateCallback,
   inflateSync,
@@ -101,6 +103,24 @@ function deflateOptions(n: number, level: number) {
 /** zlib-wrapped DEFLATE at `level` (GDAL's default ZLEVEL is 6). */
 export function deflate(bytes: Uint8Array, level: number): Uint8Array {
   return deflateSync(bytes, deflateOptions(bytes.byteLength, level));
+}
+
+/**
+ * A gzip member (RFC 1952) of `bytes`: the raw DEFLATE stream of {@link deflate}'s compressor settings inside a
+ * header written here, not by zlib, so nothing in it depends on the machine: no file name, modification time 0, no
+ * extra flags, operating system 255 ("unknown", where zlib writes its build's OS code). What PMTiles' internal
+ * compression 2 (gzip) is: its directories and metadata (shared/raster/pmtiles-writer.ts).
+ */
+export function gzip(bytes: Uint8Array, level: number): Uint8Array {
+  const body = deflateRawSync(bytes, deflateOptions(bytes.byteLength, level));
+  const out = new Uint8Array(10 + body.byteLength + 8);
+  out.set([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff], 0);
+  out.set(body, 10);
+  const trailer = new DataView(out.buffer, 10 + body.byteLength, 8);
+  trailer.setUint32(0, crc32(bytes), true);
+  // ISIZE: the input's length modulo 2^32.
+  trailer.setUint32(4, bytes.byteLength % 2 ** 32, true);
+  return out;
 }
 
 const inflateOnPool = promisify(inflateCallback);

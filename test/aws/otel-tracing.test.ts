@@ -2,16 +2,16 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { composeAws } from '../../functions/aws/compose.js';
+import { createSceneHandler } from '../../functions/aws/handlers/scene.handler.js';
 import { createTileHandler } from '../../functions/aws/handlers/tile.handler.js';
 import { type OtelSdk, setUpOpenTelemetry } from '../../functions/otel/otel-sdk.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
-import { SPAN, SPAN_ATTR } from '../../shared/app/tracing.js';
+import { inSpan, SPAN, SPAN_ATTR } from '../../shared/app/tracing.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid } from '../../shared/domain/tile-grid.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
-import { exportedMetricNames, exportedSpans, startOtlpReceiver } from '../support/otel-trace.js';
+import { deliveryTraces, exportedMetricNames, exportedSpans, startOtlpReceiver } from '../support/otel-trace.js';
 import { awsEndpoints, freshName } from './clients.js';
 import { asFunction, createTestStack, drain } from './stack.js';
 
@@ -45,7 +45,10 @@ describe('AWS tile handler on DynamoDB Local and moto, traced', () => {
     expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
 
     const finished = spans.getFinishedSpans();
-    console.error('SPANNAMES', [...new Set(finished.map((x) => x.name))].join(','));
+    // Every span in one delivery's tree, each delivery the root of its own trace.
+    expect(deliveryTraces(finished).map((d) => d.tile?.steps)).toEqual(
+      Array(TILES).fill(['claim:claimed', 'read', 'render', 'write:written', 'commit:committed']),
+    );
     const deliveries = finished.filter((s) => s.name === SPAN.delivery);
     expect(deliveries).toHaveLength(TILES);
     for (const delivery of deliveries) {
@@ -66,14 +69,23 @@ describe('AWS tile handler on DynamoDB Local and moto, traced', () => {
     try {
       const e = awsEndpoints();
       // moto serves Secrets Manager on the S3/SQS endpoint.
-      const secrets = new SecretsManagerClient({ endpoint: e.moto, region: e.region, credentials: { accessKeyId: 'tesseratest', secretAccessKey: 'tesseratest' } });
-      const created = await secrets.send(new CreateSecretCommand({ Name: freshName('otel-headers'), SecretString: 'x-api-key=k%3D1,x-team=tiles' }));
-      const stack = await createTestStack();
-      await stack.s3.send(new PutObjectCommand({ Bucket: stack.sourceBucket, Key: 'incoming/scene.tif', Body: await syntheticSceneBytes(SCENE) }));
-      await drain(stack.scenes, createSceneHandler(stack.runtime()), { emptyPolls: 1 });
+      const secrets = new SecretsManagerClient({
+        endpoint: e.moto,
+        region: e.region,
+        credentials: { accessKeyId: 'tesseratest', secretAccessKey: 'tesseratest' },
+      });
+      const created = await secrets.send(
+        new CreateSecretCommand({ Name: freshName('otel-headers'), SecretString: 'x-api-key=k%3D1,x-team=tiles' }),
+      );
       // The tile function's environment as infra/ writes it for an otlp exporter with headers: the endpoint, and where the headers are.
       const env = {
-        ...stack.env,
+        // A tile function's variables (composing touches none of these resources).
+        [ENV.platform]: 'aws-lambda',
+        [ENV.claimsTable]: 'claims',
+        [ENV.sourceBucket]: 'sources',
+        [ENV.outputBucket]: 'outputs',
+        [ENV.tileQueue]: `${e.moto}/000000000000/tiles`,
+        [ENV.functionTimeoutSeconds]: '900',
         AWS_LAMBDA_FUNCTION_NAME: 'tessera-tile-otlp',
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
         [ENV.otelHeadersSecret]: created.ARN as string,
@@ -81,20 +93,27 @@ describe('AWS tile handler on DynamoDB Local and moto, traced', () => {
       };
       // The SDK's exporters read their endpoint from process.env, as in a deployed function.
       process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
-      const rt = composeAws(env, { clients: { ...stack.clients(), secretsManager: secrets }, telemetry: new JsonTelemetry(), owner: 'worker-a' });
+      const rt = composeAws(env, { clients: { secretsManager: secrets }, telemetry: new JsonTelemetry(), owner: 'worker-a' });
       sdk = rt.otel;
       expect(sdk).toBeDefined();
-      const { responses } = await drain(stack.tiles, createTileHandler(rt), { emptyPolls: 1 });
-      expect(responses.every((r) => r.batchItemFailures.length === 0)).toBe(true);
-      // Flushed before each answer: every delivery's spans are there already, and every export carried the headers.
-      const spans = exportedSpans(receiver.requests);
-      expect(spans.filter((x) => x.name === SPAN.delivery)).toHaveLength(TILES);
-      expect(spans.every((x) => x.service === 'tessera-tile-otlp')).toBe(true);
+      // A span and a count, exported as the tile handler exports them: by flushing.
+      await inSpan(SPAN.delivery, {}, async () => rt.backend.telemetry.count('written'));
+      await sdk?.flush();
+      expect(exportedSpans(receiver.requests).map((x) => [x.service, x.name])).toEqual([['tessera-tile-otlp', SPAN.delivery]]);
       expect(exportedMetricNames(receiver.requests)).toContain('tessera.written');
-      expect(receiver.requests.length).toBeGreaterThan(0);
-      for (const r of receiver.requests) expect({ path: r.path, key: r.headers['x-api-key'], team: r.headers['x-team'] }).toEqual({ path: r.path, key: 'k=1', team: 'tiles' });
+      for (const r of receiver.requests)
+        expect({ path: r.path, key: r.headers['x-api-key'], team: r.headers['x-team'] }).toEqual({
+          path: r.path,
+          key: 'k=1',
+          team: 'tiles',
+        });
+      // Nothing of the headers in the environment the function was given.
+      expect(JSON.stringify(env)).not.toContain('k%3D1');
     } finally {
       delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      // Shut down while the receiver still answers: its last export would otherwise retry a refused connection for seconds.
+      await sdk?.shutdown();
+      sdk = undefined;
       await receiver.close();
     }
   });

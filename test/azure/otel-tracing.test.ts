@@ -32,7 +32,9 @@ async function fanOut(stack: TestStack, rt: AzureRuntime, key: string): Promise<
   const put = await rt.backend.sources.putIfAbsent(key, bytes, { contentType: 'image/tiff' });
   if (put.kind !== 'written') throw new Error(`fixture ${key} already exists`);
   const event = blobCreatedEvent(blobEndpoint(), stack.sourceContainer, key, put.version, bytes.byteLength);
-  expect(await makeSceneHandler(() => rt)(event, invocationContext('scene', 'eventGridTrigger').context)).toMatchObject({ kind: 'fanned-out' });
+  expect(await makeSceneHandler(() => rt)(event, invocationContext('scene', 'eventGridTrigger').context)).toMatchObject({
+    kind: 'fanned-out',
+  });
 }
 
 /** One queue-trigger invocation, with the arguments the host gives it for this dequeue. */
@@ -117,7 +119,13 @@ describe('Azure tile function on Azurite, traced', () => {
       const job = (d: AzureDelivery) => parseTileJob(d.body);
       const J = job(m1);
       const tile = (d: AzureDelivery) => `${job(d).window.row}_${job(d).window.col}`;
-      const full = (d: AzureDelivery, owner: string, lease: number, write: 'written' | 'already-present', commit: 'committed' | 'lease-stolen') => ({
+      const full = (
+        d: AzureDelivery,
+        owner: string,
+        lease: number,
+        write: 'written' | 'already-present',
+        commit: 'committed' | 'lease-stolen',
+      ) => ({
         jobKey: job(d).jobKey,
         owner,
         tile: tile(d),
@@ -135,7 +143,12 @@ describe('Azure tile function on Azurite, traced', () => {
         steps: [step],
       });
       expect(traces).toEqual([
-        { deliveryId: m1.deliveryId, receiveCount: 1, ...ack('lease-stolen', J.jobKey), tile: full(m1, `${m1.deliveryId}@worker-a`, t0 + a.settings.leaseMs, 'written', 'lease-stolen') },
+        {
+          deliveryId: m1.deliveryId,
+          receiveCount: 1,
+          ...ack('lease-stolen', J.jobKey),
+          tile: full(m1, `${m1.deliveryId}@worker-a`, t0 + a.settings.leaseMs, 'written', 'lease-stolen'),
+        },
         { deliveryId: dup.deliveryId, receiveCount: 1, ...ack('claim-rejected', J.jobKey), tile: refused(dup, 'claim:held') },
         {
           deliveryId: m1.deliveryId,
@@ -150,7 +163,15 @@ describe('Azure tile function on Azurite, traced', () => {
           tile: full(d, `${d.deliveryId}@worker-b`, t1 + b.settings.leaseMs, 'written', 'committed'),
         })),
         { deliveryId: dup.deliveryId, receiveCount: 2, ...ack('claim-rejected', J.jobKey), tile: refused(dup, 'claim:done') },
-        { deliveryId: poison.deliveryId, receiveCount: 1, verdict: 'poison', outcome: undefined, jobKey: undefined, error: true, tile: undefined },
+        {
+          deliveryId: poison.deliveryId,
+          receiveCount: 1,
+          verdict: 'poison',
+          outcome: undefined,
+          jobKey: undefined,
+          error: true,
+          tile: undefined,
+        },
       ]);
 
       // Every counter the logs kept, as a metric of the same name and the same total (scene, A and B together).
@@ -159,10 +180,17 @@ describe('Azure tile function on Azurite, traced', () => {
       for (const c of COUNTERS) expect({ counter: c, metric: sums.get(`tessera.${c}`) ?? 0 }).toEqual({ counter: c, metric: logged(c) });
       expect(
         Object.fromEntries(
-          ['enqueued', 'claimed', 'written', 'write-already-present', 'committed', 'claim-rejected', 'lease-taken-over', 'lease-stolen', 'poison'].map((c) => [
-            c,
-            sums.get(`tessera.${c}`),
-          ]),
+          [
+            'enqueued',
+            'claimed',
+            'written',
+            'write-already-present',
+            'committed',
+            'claim-rejected',
+            'lease-taken-over',
+            'lease-stolen',
+            'poison',
+          ].map((c) => [c, sums.get(`tessera.${c}`)]),
         ),
       ).toEqual({
         enqueued: TILES,
@@ -215,7 +243,9 @@ describe('Azure tile function on Azurite, traced', () => {
         'tessera.outcome': 'written',
         'tessera.claim_owner': `${d.deliveryId}@${deployed.settings.owner}`,
       });
-      expect(exportedMetricNames(receiver.requests)).toEqual(expect.arrayContaining(['tessera.claimed', 'tessera.written', 'tessera.committed']));
+      expect(exportedMetricNames(receiver.requests)).toEqual(
+        expect.arrayContaining(['tessera.claimed', 'tessera.written', 'tessera.committed']),
+      );
     } finally {
       await deployed?.otel?.shutdown();
       for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];

@@ -17,7 +17,9 @@ import { createSceneHandler as createGcpSceneHandler, type StorageObjectData } f
 import { createTileHandler as createGcpTileHandler } from '../../functions/gcp/handlers/tile.handler.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { LIVE_SCENARIOS, type VerifyReport } from '../../shared/app/verify/verify-stack.js';
+import { parseStackConfig } from '../../infra/common/config.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
+import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import type { FunctionRole } from '../../shared/domain/key-layout.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
 import { awsEndpoints, dynamoDbClient, freshBucket, freshClaimsTable, s3Client } from '../aws/clients.js';
@@ -276,7 +278,7 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
  * scene queue for every new source blob), the queue triggers (runQueueHost)
  * and the mosaic timer.
  */
-async function azureEmulatorStack() {
+async function azureEmulatorStack(params: ProcessingParams = AZURE_PARAMS) {
   const [sources, outputs, table] = await Promise.all([freshContainer('src'), freshContainer('out'), freshTable('claims')]);
   const tileQueue = freshName('tiles');
   const sceneQueue = freshName('scenes');
@@ -292,7 +294,7 @@ async function azureEmulatorStack() {
     [ENV.tileQueue]: tileQueue,
     [ENV.sourcePrefix]: 'scenes/',
     [ENV.sourceSuffix]: '.tif',
-    [ENV.params]: canonicalJson(AZURE_PARAMS),
+    [ENV.params]: canonicalJson(params),
   };
   registerResources({
     [sources.containerName]: 'sourceBucket',
@@ -401,8 +403,8 @@ describe('tessera verify against Azurite as a deployed Azure stack', () => {
  * Scheduler (a mosaic sweep over HTTP). verify opens its own tap
  * subscriptions on the tile and dead-letter topics, as it does on GCP.
  */
-async function gcpEmulatorStack() {
-  const stack = await createGcpStack();
+async function gcpEmulatorStack(params?: ProcessingParams) {
+  const stack = await createGcpStack(params === undefined ? {} : { params });
   const topic = (name: string | undefined) => name?.split('/').pop() ?? '';
   registerResources({
     [stack.sourceBucket]: 'sourceBucket',
@@ -582,4 +584,67 @@ describe('tessera verify over three stacks', () => {
     }
     for (const w of watches) expectWithinGrants(w);
   }, 180_000);
+});
+
+/**
+ * The processing parameters of a stack configured with `pulumi config set` (infra/common/config.ts reads them as
+ * `pulumi up` does): here a zoom range, `tessera:zoom 13-15` of WebMercatorQuad, and a tile format. The smoke scene
+ * (96 x 80 px at 10 m) makes 4 tiles at zoom 15, 2 at 14 and 1 at 13: parents with two children and a root.
+ */
+function configuredParams(config: Record<string, string>): ProcessingParams {
+  const values = { 'tessera:cloud': 'aws', 'tessera:region': 'eu-west-1', 'aws:region': 'eu-west-1', ...config };
+  return parseStackConfig(values, { stack: 'verify-pyramid', defaultArchiveDir: 'dist' }).params;
+}
+
+const PYRAMID = { 'tessera:tms': 'WebMercatorQuad', 'tessera:zoom': '13-15', 'tessera:tilePx': '256' };
+
+describe('tessera verify on stacks configured with a zoom range (docs/pyramids.md) and a rendered format', () => {
+  beforeEach(() => {
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'tesseratest');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'tesseratest');
+    vi.stubEnv('AWS_PROFILE', '');
+  });
+  afterEach(() => vi.unstubAllEnvs());
+
+  it('passes every check on a PNG pyramid (AWS), a COG pyramid (GCP) and a JPEG pyramid (Azure); no tile delivery fails', async () => {
+    const watches = [await watchIam('aws', TEST_SOURCE_PREFIX), await watchIam('gcp', 'incoming/'), await watchIam('azure', 'scenes/')];
+    const aws = await createTestStack({
+      params: configuredParams({ ...PYRAMID, 'tessera:format': 'png', 'tessera:rescale': '-1,1', 'tessera:colormap': 'rdylgn' }),
+    });
+    registerAwsStack(aws);
+    const awsFns = deployedFunctions(aws);
+    const gcp = await gcpEmulatorStack(configuredParams(PYRAMID));
+    const azure = await azureEmulatorStack(
+      configuredParams({ ...PYRAMID, 'tessera:format': 'jpeg', 'tessera:rescale': '-1,1', 'tessera:background': '255,255,255' }),
+    );
+    try {
+      const r = await verify([
+        ...['--outputs', writeOutputs(outputsOf(aws), 'aws-png-pyramid.json')],
+        ...['--outputs', writeOutputs(gcp.outputsFile, 'gcp-cog-pyramid.json')],
+        ...['--outputs', writeOutputs(azure.outputsFile, 'azure-jpeg-pyramid.json')],
+        ...['--timeout', '60', '--quiet', '2', '--json'],
+      ]);
+      const reports = JSON.parse(r.stdout) as VerifyReport[];
+      for (const report of reports) {
+        expect(report.smoke, `${report.stack}\n${r.stderr}`).toMatchObject({ pass: true, tiles: 7 });
+        expect([report.stack, report.replay.pass, report.replay.detail]).toEqual([report.stack, true, expect.any(String)]);
+        expect(report.parity.filter((p) => !p.pass).map((p) => [report.stack, p.scenario, p.detail])).toEqual([]);
+        expect(report.cleanup, report.stack).toMatchObject({ pass: true });
+      }
+      expect(r.code).toBe(0);
+      // Every tile delivery ended in a commit or a claim stop: none failed (a parent that cannot read its scene's
+      // manifest fails, is retried and ends dead-lettered). The only poison: verify's probe and its refused repair.
+      for (const [name, telemetry] of [
+        ['aws', awsFns.telemetry],
+        ['gcp', gcp.telemetry],
+        ['azure', azure.telemetry],
+      ] as const) {
+        expect([name, telemetry.counters().failed ?? 0, telemetry.counters().poison]).toEqual([name, 0, 2]);
+      }
+    } finally {
+      await Promise.all([awsFns.stop(), gcp.stop(), azure.stop()]);
+      for (const w of watches) stopIam(w);
+    }
+    for (const w of watches) expectWithinGrants(w);
+  }, 240_000);
 });

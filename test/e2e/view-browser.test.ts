@@ -68,12 +68,15 @@ afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** `tessera run` on a 512 x 512 synthetic scene in 128-pixel tiles (16), with the mosaic asked for. */
-async function runScene(mosaic: 'cog' | 'vrt'): Promise<{ dir: string; summary: MainJobSummary }> {
+/** `tessera run` on a 512 x 512 synthetic scene in 128-pixel tiles (16) by default, with the mosaic asked for. */
+async function runScene(
+  mosaic: 'cog' | 'vrt',
+  grid: string[] = ['--size', '512', '--tile', '128'],
+): Promise<{ dir: string; summary: MainJobSummary }> {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-view-'));
   dirs.push(dir);
   let out = '';
-  const code = await main(['run', '--size', '512', '--tile', '128', '--mosaic', mosaic, '--workers', '1', '--json', '--dir', dir], {
+  const code = await main(['run', ...grid, '--mosaic', mosaic, '--workers', '1', '--json', '--dir', dir], {
     stdout: (t) => (out += t),
     stderr: () => {},
     cwd: ROOT,
@@ -147,8 +150,11 @@ async function load(url: string): Promise<Loaded> {
   return { ...loaded, box, png: await page.screenshot({ type: 'png' }) };
 }
 
-/** The map is not blank where the scene is: many colours inside the footprint, the margin beside it one colour. */
-async function expectNotBlank({ png, box }: Loaded): Promise<void> {
+/**
+ * The map is not blank where the scene is: many colours inside the footprint, the margin beside it one colour, and
+ * at most `maxBackground` of the inside the margin's colour.
+ */
+async function expectNotBlank({ png, box }: Loaded, maxBackground = 0.01): Promise<void> {
   const inset = (box[2] - box[0]) * 0.1;
   const inside = await colours(png, [box[0] + inset, box[1] + inset, box[2] - inset, box[3] - inset]);
   // Left of the footprint, clear of the zoom buttons (top) and the scale line (bottom): the map's empty background.
@@ -156,7 +162,7 @@ async function expectNotBlank({ png, box }: Loaded): Promise<void> {
   expect(margin.distinct).toBe(1);
   expect(inside.distinct).toBeGreaterThan(64);
   expect(inside.transparent).toBe(0);
-  expect(inside.share(margin.top)).toBeLessThan(0.01);
+  expect(inside.share(margin.top)).toBeLessThan(maxBackground);
 }
 
 /** The value the page shows under the cursor is `source`'s pixel at the point it read, for two points of the scene. */
@@ -185,12 +191,12 @@ async function expectProbe(
 }
 
 /** Every request was answered 200 or 206, none failed, the console has no error, and COGs were read by ranges only. */
-function expectCleanLoad({ consoleErrors, failed, responses }: Loaded): void {
+function expectCleanLoad({ consoleErrors, failed, responses }: Loaded, cogs = true): void {
   expect(consoleErrors).toEqual([]);
   expect(failed).toEqual([]);
   expect(responses.filter((r) => r.status !== 200 && r.status !== 206)).toEqual([]);
   const cogReads = responses.filter((r) => r.url.endsWith('.tif'));
-  expect(cogReads.length).toBeGreaterThan(0);
+  expect(cogReads.length > 0).toBe(cogs);
   expect(cogReads.filter((r) => r.status !== 206 || r.range === undefined)).toEqual([]);
 }
 
@@ -238,6 +244,36 @@ describe('tessera view in a real browser (Debian chromium, playwright-core)', ()
       (key) => openGeoTiff(outputs, key),
     );
     expectCleanLoad(loaded);
+  }, 60_000);
+
+  it('shows rendered PNG tiles on WebMercatorQuad as XYZ tiles, with the legend they were rendered with', async () => {
+    // 1,024 pixels of 10 m on zoom 13's 256-pixel tiles: 16 tiles.
+    const { dir } = await runScene('vrt', [
+      '--size',
+      '1024',
+      '--tile',
+      '256',
+      '--tms',
+      'WebMercatorQuad',
+      '--zoom',
+      '13',
+      '--format',
+      'png',
+      '--rescale=-1,1',
+      '--colormap',
+      'rdylgn',
+    ]);
+    const view = await startView(['--dir', dir]);
+    expect(view.layers).toEqual([{ kind: 'xyz', title: 'PNG tiles (WebMercatorQuad)' }]);
+    const loaded = await load(view.url);
+    // The footprint is the tile grid's, whole tiles: their pixels past the scene are transparent (nodata).
+    await expectNotBlank(loaded, 0.2);
+    const { page } = loaded;
+    expect(await page.textContent('#legend-name')).toBe('rdylgn');
+    expect([await page.textContent('#legend-min'), await page.textContent('#legend-max')]).toEqual(['-1', '1']);
+    expect(await page.textContent('#probe')).toBe('no COG to read values from');
+    expect(loaded.responses.filter((r) => r.url.endsWith('.png')).length).toBeGreaterThan(0);
+    expectCleanLoad(loaded, false);
   }, 60_000);
 });
 

@@ -5,12 +5,12 @@ import { composeGcp, functionRuntime, type GcpRuntime } from '../../functions/gc
 import { GCP_FUNCTIONS } from '../../functions/gcp/handlers/index.js';
 import { createSceneHandler } from '../../functions/gcp/handlers/scene.handler.js';
 import { createTileHandler, type MessagePublishedData } from '../../functions/gcp/handlers/tile.handler.js';
-import { COUNTERS } from '../../shared/ports/telemetry.port.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { parseTileJob } from '../../shared/app/tile-job.js';
 import { SPAN } from '../../shared/app/tracing.js';
 import { clockSkewMarginMs, ENV } from '../../shared/domain/runtime-config.js';
 import { tileGrid } from '../../shared/domain/tile-grid.js';
+import { COUNTERS } from '../../shared/ports/telemetry.port.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { syntheticSceneBytes } from '../support/local-scene.js';
 import { deliveryTraces, exportedMetricNames, exportedSpans, fullSteps, inMemoryOtel, startOtlpReceiver } from '../support/otel-trace.js';
@@ -94,7 +94,10 @@ describe('GCP tile function on the emulators, traced', () => {
       const stalled = createTileHandler(a)(attempt(m1, 1));
       await atWrite;
       // The duplicate meets A's live claim: acknowledged, A's own message completes the job.
-      expect(await createTileHandler(b)(attempt(dup, 1))).toMatchObject({ kind: 'ack', outcome: { kind: 'claim-rejected', reason: 'held' } });
+      expect(await createTileHandler(b)(attempt(dup, 1))).toMatchObject({
+        kind: 'ack',
+        outcome: { kind: 'claim-rejected', reason: 'held' },
+      });
       // A's lease lapses; Pub/Sub redelivers A's message to B, which takes the claim over and finds A's tile written.
       clock.advance(b.settings.leaseMs + clockSkewMarginMs(b.config) + 1000);
       const t1 = clock.now();
@@ -102,15 +105,25 @@ describe('GCP tile function on the emulators, traced', () => {
       // A wakes up and commits as the owner it no longer is.
       resume();
       expect(await stalled).toMatchObject({ kind: 'ack', outcome: { kind: 'lease-stolen' } });
-      for (const e of others) expect(await createTileHandler(b)(attempt(e, 1))).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
-      expect(await createTileHandler(b)(attempt(dup, 2))).toMatchObject({ kind: 'ack', outcome: { kind: 'claim-rejected', reason: 'done' } });
+      for (const e of others)
+        expect(await createTileHandler(b)(attempt(e, 1))).toMatchObject({ kind: 'ack', outcome: { kind: 'written' } });
+      expect(await createTileHandler(b)(attempt(dup, 2))).toMatchObject({
+        kind: 'ack',
+        outcome: { kind: 'claim-rejected', reason: 'done' },
+      });
       expect(await createTileHandler(b)(attempt(poison, 1))).toMatchObject({ kind: 'dead-lettered', reason: 'INVALID_EVENT' });
 
       const traces = deliveryTraces(otel.spans.getFinishedSpans());
       const job = (e: CloudEvent<MessagePublishedData>) => parseTileJob(body(e).toString('utf8'));
       const J = job(m1);
       const tile = (e: CloudEvent<MessagePublishedData>) => `${job(e).window.row}_${job(e).window.col}`;
-      const full = (e: CloudEvent<MessagePublishedData>, owner: string, lease: number, write: 'written' | 'already-present', commit: 'committed' | 'lease-stolen') => ({
+      const full = (
+        e: CloudEvent<MessagePublishedData>,
+        owner: string,
+        lease: number,
+        write: 'written' | 'already-present',
+        commit: 'committed' | 'lease-stolen',
+      ) => ({
         jobKey: job(e).jobKey,
         owner,
         tile: tile(e),
@@ -120,12 +133,24 @@ describe('GCP tile function on the emulators, traced', () => {
       });
       const ack = (outcome: string, jobKey: string) => ({ verdict: 'ack', outcome, jobKey, error: false });
       expect(traces).toEqual([
-        { deliveryId: id(m1), receiveCount: 1, ...ack('lease-stolen', J.jobKey), tile: full(m1, `${id(m1)}@worker-a`, t0 + a.settings.leaseMs, 'written', 'lease-stolen') },
+        {
+          deliveryId: id(m1),
+          receiveCount: 1,
+          ...ack('lease-stolen', J.jobKey),
+          tile: full(m1, `${id(m1)}@worker-a`, t0 + a.settings.leaseMs, 'written', 'lease-stolen'),
+        },
         {
           deliveryId: id(dup),
           receiveCount: 1,
           ...ack('claim-rejected', J.jobKey),
-          tile: { jobKey: J.jobKey, owner: `${id(dup)}@worker-b`, tile: tile(m1), outcome: 'claim-rejected', leaseDeadline: undefined, steps: ['claim:held'] },
+          tile: {
+            jobKey: J.jobKey,
+            owner: `${id(dup)}@worker-b`,
+            tile: tile(m1),
+            outcome: 'claim-rejected',
+            leaseDeadline: undefined,
+            steps: ['claim:held'],
+          },
         },
         {
           deliveryId: id(m1),
@@ -143,7 +168,14 @@ describe('GCP tile function on the emulators, traced', () => {
           deliveryId: id(dup),
           receiveCount: 2,
           ...ack('claim-rejected', J.jobKey),
-          tile: { jobKey: J.jobKey, owner: `${id(dup)}@worker-b`, tile: tile(m1), outcome: 'claim-rejected', leaseDeadline: undefined, steps: ['claim:done'] },
+          tile: {
+            jobKey: J.jobKey,
+            owner: `${id(dup)}@worker-b`,
+            tile: tile(m1),
+            outcome: 'claim-rejected',
+            leaseDeadline: undefined,
+            steps: ['claim:done'],
+          },
         },
         { deliveryId: id(poison), receiveCount: 1, verdict: 'poison', outcome: undefined, jobKey: undefined, error: true, tile: undefined },
       ]);
@@ -152,7 +184,21 @@ describe('GCP tile function on the emulators, traced', () => {
       const sums = await otel.metrics();
       const logged = (c: (typeof COUNTERS)[number]) => logs.scene.counters()[c] + logs.a.counters()[c] + logs.b.counters()[c];
       for (const c of COUNTERS) expect({ counter: c, metric: sums.get(`tessera.${c}`) ?? 0 }).toEqual({ counter: c, metric: logged(c) });
-      expect(Object.fromEntries(['enqueued', 'claimed', 'written', 'write-already-present', 'committed', 'claim-rejected', 'lease-taken-over', 'lease-stolen', 'poison'].map((c) => [c, sums.get(`tessera.${c}`)]))).toEqual({
+      expect(
+        Object.fromEntries(
+          [
+            'enqueued',
+            'claimed',
+            'written',
+            'write-already-present',
+            'committed',
+            'claim-rejected',
+            'lease-taken-over',
+            'lease-stolen',
+            'poison',
+          ].map((c) => [c, sums.get(`tessera.${c}`)]),
+        ),
+      ).toEqual({
         enqueued: TILES,
         claimed: TILES + 1,
         written: TILES,
@@ -203,7 +249,15 @@ describe('GCP tile function on the emulators, traced', () => {
           reconcile: () => s.runtime({ role: 'reconcile' }),
           stream: () => s.runtime({ role: 'stream' }),
         },
-        { ...GCP_FUNCTIONS, tile: name, scene: `${name}-scene`, mosaic: `${name}-mosaic`, ingest: `${name}-ingest`, reconcile: `${name}-reconcile`, stream: `${name}-stream` },
+        {
+          ...GCP_FUNCTIONS,
+          tile: name,
+          scene: `${name}-scene`,
+          mosaic: `${name}-mosaic`,
+          ingest: `${name}-ingest`,
+          reconcile: `${name}-reconcile`,
+          stream: `${name}-stream`,
+        },
       );
       const server = getTestServer(name);
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -230,7 +284,9 @@ describe('GCP tile function on the emulators, traced', () => {
           'tessera.outcome': 'written',
           'tessera.claim_owner': expect.stringMatching(new RegExp(`^${event.data?.message?.messageId}@`)),
         });
-        expect(exportedMetricNames(receiver.requests)).toEqual(expect.arrayContaining(['tessera.claimed', 'tessera.written', 'tessera.committed']));
+        expect(exportedMetricNames(receiver.requests)).toEqual(
+          expect.arrayContaining(['tessera.claimed', 'tessera.written', 'tessera.committed']),
+        );
       } finally {
         await new Promise((resolve) => server.close(resolve));
       }

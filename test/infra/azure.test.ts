@@ -706,7 +706,11 @@ describe('the Azure stack with tessera:telemetry (OpenTelemetry export, docs/tel
     const properties = reveal(secret.inputs.properties);
     expect(properties.secret).toBe(true);
     expect(reveal((properties.value as { value: unknown }).value).value).toBe(`x-api-key=${HEADER_KEY}`);
-    expect(vault.inputs.properties).toMatchObject({ enableRbacAuthorization: true, enableSoftDelete: true, networkAcls: { bypass: 'None' } });
+    expect(vault.inputs.properties).toMatchObject({
+      enableRbacAuthorization: true,
+      enableSoftDelete: true,
+      networkAcls: { bypass: 'None' },
+    });
     const uri = (secret.state.properties as { secretUriWithVersion: string }).secretUriWithVersion;
     expect(telemetrySettings(run)).toEqual({
       OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector.example.com:4318',
@@ -727,7 +731,9 @@ describe('the Azure stack with tessera:telemetry (OpenTelemetry export, docs/tel
       ],
     ]);
     expect(missingBefore(run, app(run), reaching)).toEqual([]);
-    expect(names(run).filter((n) => !names(off).includes(n))).toEqual([vault, secret, ...reaching].map((r) => `${r.type} ${r.name}`).sort());
+    expect(names(run).filter((n) => !names(off).includes(n))).toEqual(
+      [vault, secret, ...reaching].map((r) => `${r.type} ${r.name}`).sort(),
+    );
     // Without headers: the settings, and nothing declared.
     const bare = await runStack(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"otlp","endpoint":"http://10.0.0.4:4318"}' });
     expect(names(bare)).toEqual(names(off));

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
@@ -61,6 +62,24 @@ export const TABLE_START = '<!-- component-args: generated from infra/components
 export const TABLE_END = '<!-- /component-args -->';
 export const DEPLOY_DOC = join(REPO_ROOT, 'docs', 'deploy.md');
 
+/**
+ * A markdown table as rows of trimmed cells, separator row dropped: what it says, whatever the column padding
+ * (Biome aligns the columns of the tables in docs/).
+ */
+export function tableCells(table: string): string[][] {
+  return table
+    .trim()
+    .split('\n')
+    .map((line) =>
+      line
+        .trim()
+        .replace(/^\||\|$/g, '')
+        .split(/(?<!\\)\|/)
+        .map((c) => c.trim()),
+    )
+    .filter((cells) => !cells.every((c) => /^:?-+:?$/.test(c)));
+}
+
 /** The table docs/deploy.md holds between the markers, or undefined without them. */
 export function documentedTable(text: string = readFileSync(DEPLOY_DOC, 'utf8')): string | undefined {
   const start = text.indexOf(TABLE_START);
@@ -75,6 +94,8 @@ if (process.argv[1]?.endsWith('component-docs.ts') && process.argv.includes('--w
   const end = text.indexOf(TABLE_END);
   if (start < 0 || end < start) throw new Error(`docs/deploy.md has no ${TABLE_START} ... ${TABLE_END} block`);
   writeFileSync(DEPLOY_DOC, `${text.slice(0, start + TABLE_START.length)}\n${renderArgsTable()}\n${text.slice(end)}`);
+  // Biome aligns the table's columns, as `npm run lint` expects them.
+  execFileSync(join(REPO_ROOT, 'node_modules', '.bin', 'biome'), ['format', '--write', DEPLOY_DOC], { stdio: 'inherit' });
   console.log(`wrote the args table of docs/deploy.md (${argDocs().length} args)`);
 }
 

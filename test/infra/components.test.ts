@@ -3,10 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as pulumi from '@pulumi/pulumi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONFIG_KEYS, type ConfigKey, parseStackConfig, readStackConfig, type StackConfig } from '../../infra/common/config.js';
-import { archivesFor, DEFAULT_ARCHIVE_DIR, MissingArchiveError } from '../../infra/common/packaging.js';
-import { standardTags } from '../../infra/common/tags.js';
-import { ARCHIVE_DIR_ENV, CLOUD_ARGS, COMMON_ARGS, checkedSecret, fromStackConfig, packageArchiveDir } from '../../infra/components/args.js';
+import { CONFIG_KEYS, type ConfigKey, parseStackConfig, type StackConfig } from '../../infra/common/config.js';
+import { DEFAULT_ARCHIVE_DIR, MissingArchiveError } from '../../infra/common/packaging.js';
+import {
+  ARCHIVE_DIR_ENV,
+  CLOUD_ARGS,
+  COMMON_ARGS,
+  checkedSecret,
+  fromStackConfig,
+  packageArchiveDir,
+} from '../../infra/components/args.js';
 import {
   TesseraArgsError,
   TesseraAws,
@@ -17,7 +23,8 @@ import {
   type TesseraGcpArgs,
 } from '../../infra/components/index.js';
 import { calls, engineUrns, type MockRun, mockResource, runProgramUnderMocks } from '../../infra/preflight/mock-run.js';
-import { documentedTable, README_SECTION, readmeExample, renderArgsTable, resolvedReadmeExample } from './component-docs.js';
+import { documentedTable, README_SECTION, readmeExample, renderArgsTable, resolvedReadmeExample, tableCells } from './component-docs.js';
+import formerProgram from './former-program.js';
 import { placeholderArchives, runStack } from './harness.js';
 import { EXAMPLE_STACK_FILES, loadStackFile } from './stack-files.js';
 
@@ -108,9 +115,6 @@ async function refused(make: () => unknown, config: Readonly<Record<string, stri
   return e.problems;
 }
 
-/** A program that builds one component and publishes its outputs, for runProgramUnderMocks. */
-const program = (make: () => { outputs: object }) => async () => ({ ...make().outputs });
-
 describe('component args are refused with a typed error naming the fix, before any resource is registered', () => {
   const aws = (args: object, config: Record<string, string> = AWS) =>
     refused(() => new TesseraAws('tiles', args as TesseraAwsArgs), config);
@@ -129,39 +133,113 @@ describe('component args are refused with a typed error naming the fix, before a
       [/^functionTimeoutSeconds: .*exceeds.*Change it with `functionTimeoutSeconds: <seconds>` or remove it/],
     ],
     ['a lease under the ceiling', () => aws({ leaseSeconds: 600 }), [/^leaseSeconds: .*Change it with `leaseSeconds: <seconds>`/]],
-    ['a retention under the lease', () => aws({ retentionSeconds: 600 }), [/^retentionSeconds 600 must be longer than the lease of 1200 s/]],
+    [
+      'a retention under the lease',
+      () => aws({ retentionSeconds: 600 }),
+      [/^retentionSeconds 600 must be longer than the lease of 1200 s/],
+    ],
     ['an empty prefix', () => aws({ sourcePrefix: '' }), ['sourcePrefix is empty; leave it out for the default']],
     ['a prefix over staging/', () => aws({ sourcePrefix: 'staging/' }), [/^sourcePrefix "staging\/" overlaps the ingest staging prefix/]],
-    ['a STAC stack on .tif', () => aws({ stacAssets: { B04: 'red', B08: 'nir' }, sourceSuffix: '.tif' }), [/^sourceSuffix ".tif" would keep STAC Items .*\(stacAssets is set\)/]],
-    ['a list for the STAC selection', () => aws({ stacAssets: ['red'] }), ['stacAssets must be an object of strings, got ["red"] (an array)']],
-    ['a codec that is not one', () => aws({ compression: 'LZW' }), ["compression must be one of DEFLATE, ZSTD, NONE, got \"LZW\"; e.g. `compression: 'DEFLATE'`"]],
-    ['a zoom without its tms', () => aws({ zoom: [8, 14] }), [/^tms and zoom go together: e\.g\. `tms: 'WebMercatorQuad'` and `zoom: \[8, 14\]`/]],
-    ['an otlp exporter without endpoint', () => aws({ telemetry: { exporter: 'otlp' } }), [/^telemetry: the otlp exporter needs an endpoint/]],
-    ['a sink that is not PostGIS', () => aws({ featureSinkUrl: 'mysql://u:hunter2@db/x' }), [
-      "featureSinkUrl must be postgis://user:password@host:5432/database (or postgres://); set it with `featureSinkUrl: new pulumi.Config().requireSecret('featureSinkUrl')`",
-    ]],
-    ['an origin with a path', () => aws({ outputCorsOrigins: ['https://maps.example.org/'] }), [/^outputCorsOrigins: "https:\/\/maps\.example\.org\/" is not an origin; write scheme:\/\/host\[:port\]/]],
-    ['no origin', () => aws({ outputCorsOrigins: [] }), ['outputCorsOrigins is an empty list; leave it out for the default, or list at least one']],
-    ['a host with a space', () => aws({ ingestAllowedHosts: ['a.example.org b.example.org'] }), [/^ingestAllowedHosts: "a\.example\.org b\.example\.org" must be one non-empty item/]],
+    [
+      'a STAC stack on .tif',
+      () => aws({ stacAssets: { B04: 'red', B08: 'nir' }, sourceSuffix: '.tif' }),
+      [/^sourceSuffix ".tif" would keep STAC Items .*\(stacAssets is set\)/],
+    ],
+    [
+      'a list for the STAC selection',
+      () => aws({ stacAssets: ['red'] }),
+      ['stacAssets must be an object of strings, got ["red"] (an array)'],
+    ],
+    [
+      'a codec that is not one',
+      () => aws({ compression: 'LZW' }),
+      ['compression must be one of DEFLATE, ZSTD, NONE, got "LZW"; e.g. `compression: \'DEFLATE\'`'],
+    ],
+    [
+      'a zoom without its tms',
+      () => aws({ zoom: [8, 14] }),
+      [/^tms and zoom go together: e\.g\. `tms: 'WebMercatorQuad'` and `zoom: \[8, 14\]`/],
+    ],
+    [
+      'an otlp exporter without endpoint',
+      () => aws({ telemetry: { exporter: 'otlp' } }),
+      [/^telemetry: the otlp exporter needs an endpoint/],
+    ],
+    [
+      'a sink that is not PostGIS',
+      () => aws({ featureSinkUrl: 'mysql://u:hunter2@db/x' }),
+      [
+        "featureSinkUrl must be postgis://user:password@host:5432/database (or postgres://); set it with `featureSinkUrl: new pulumi.Config().requireSecret('featureSinkUrl')`",
+      ],
+    ],
+    [
+      'an origin with a path',
+      () => aws({ outputCorsOrigins: ['https://maps.example.org/'] }),
+      [/^outputCorsOrigins: "https:\/\/maps\.example\.org\/" is not an origin; write scheme:\/\/host\[:port\]/],
+    ],
+    [
+      'no origin',
+      () => aws({ outputCorsOrigins: [] }),
+      ['outputCorsOrigins is an empty list; leave it out for the default, or list at least one'],
+    ],
+    [
+      'a host with a space',
+      () => aws({ ingestAllowedHosts: ['a.example.org b.example.org'] }),
+      [/^ingestAllowedHosts: "a\.example\.org b\.example\.org" must be one non-empty item/],
+    ],
     ['an address that is not one', () => aws({ alertEmail: 'ops' }), ['alertEmail must be an e-mail address, got "ops"']],
-    ['too little concurrency', () => aws({ tileMaxConcurrency: 1 }), [/^tileMaxConcurrency must be a whole number from 2 to 1000, got "1"; e\.g\. `tileMaxConcurrency: 100`/]],
-    ["a tag Tessera sets", () => aws({ tags: { stack: 'prod' } }), ['tags.stack is set by Tessera; pick another key']],
+    [
+      'too little concurrency',
+      () => aws({ tileMaxConcurrency: 1 }),
+      [/^tileMaxConcurrency must be a whole number from 2 to 1000, got "1"; e\.g\. `tileMaxConcurrency: 100`/],
+    ],
+    ['a tag Tessera sets', () => aws({ tags: { stack: 'prod' } }), ['tags.stack is set by Tessera; pick another key']],
     ['a typo', () => aws({ memoryMB: 2048 }), [/^memoryMB is not an arg of TesseraAws; did you mean memoryMb\?/]],
     ["another cloud's arg", () => aws({ plan: 'flex' }), ['plan is an arg of TesseraAzure, not of TesseraAws; remove it']],
     [
       'a region the provider does not deploy to',
       () => aws({ region: 'us-east-1' }),
-      [/^region is "us-east-1" but the default aws provider deploys to "eu-west-1" \(aws:region\); pass region: 'eu-west-1', set aws:region to us-east-1, or pass a provider/],
+      [
+        /^region is "us-east-1" but the default aws provider deploys to "eu-west-1" \(aws:region\); pass region: 'eu-west-1', set aws:region to us-east-1, or pass a provider/,
+      ],
     ],
     ['no region anywhere', () => aws({}, {}), ["region is required (the provider region code); e.g. `region: 'eu-west-1'`"]],
-    ['a region the aws provider lacks', () => aws({ region: 'eu-west-1' }, {}), [/^region is "eu-west-1" but the aws provider has no region; set it \(`pulumi config set aws:region eu-west-1`\)/]],
+    [
+      'a region the aws provider lacks',
+      () => aws({ region: 'eu-west-1' }, {}),
+      [/^region is "eu-west-1" but the aws provider has no region; set it \(`pulumi config set aws:region eu-west-1`\)/],
+    ],
     ['GCP without a project', () => gcp({}, { 'gcp:region': 'europe-west1' }), [/^project is not set and the gcp provider has none/]],
-    ['a GCP trigger that is not one', () => gcp({ tileTrigger: 'push' }), ["tileTrigger must be one of event, http, got \"push\"; e.g. `tileTrigger: 'event'`"]],
-    ['a Firestore id that is not one', () => gcp({ firestoreDatabase: 'Claims_DB' }), [/^firestoreDatabase must be \(default\) or 4-63 lowercase letters/]],
-    ['the premium plan', () => azure({ plan: 'premium' }), [/^plan must be one of consumption, flex/, /^plan premium is not deployed by this program/]],
-    ['a Flex size that is not one', () => azure({ plan: 'flex', memoryMb: 1024 }), ['memoryMb on Flex Consumption must be an instance size: 512, 2048, 4096; got 1024']],
-    ['an account name Azure refuses', () => azure({ storageAccountName: 'Tiles-Data' }), ['storageAccountName must be 3-24 lowercase letters and digits, got "Tiles-Data"']],
-    ["an AWS arg on Azure", () => azure({ tileMaxConcurrency: 10 }), ['tileMaxConcurrency is an arg of TesseraAws, not of TesseraAzure; remove it']],
+    [
+      'a GCP trigger that is not one',
+      () => gcp({ tileTrigger: 'push' }),
+      ['tileTrigger must be one of event, http, got "push"; e.g. `tileTrigger: \'event\'`'],
+    ],
+    [
+      'a Firestore id that is not one',
+      () => gcp({ firestoreDatabase: 'Claims_DB' }),
+      [/^firestoreDatabase must be \(default\) or 4-63 lowercase letters/],
+    ],
+    [
+      'the premium plan',
+      () => azure({ plan: 'premium' }),
+      [/^plan must be one of consumption, flex/, /^plan premium is not deployed by this program/],
+    ],
+    [
+      'a Flex size that is not one',
+      () => azure({ plan: 'flex', memoryMb: 1024 }),
+      ['memoryMb on Flex Consumption must be an instance size: 512, 2048, 4096; got 1024'],
+    ],
+    [
+      'an account name Azure refuses',
+      () => azure({ storageAccountName: 'Tiles-Data' }),
+      ['storageAccountName must be 3-24 lowercase letters and digits, got "Tiles-Data"'],
+    ],
+    [
+      'an AWS arg on Azure',
+      () => azure({ tileMaxConcurrency: 10 }),
+      ['tileMaxConcurrency is an arg of TesseraAws, not of TesseraAzure; remove it'],
+    ],
   ])('%s', async (_, attempt, expected) => {
     const problems = await attempt();
     expect(problems).toEqual(expected.map((e) => (typeof e === 'string' ? e : expect.stringMatching(e))));
@@ -170,7 +248,9 @@ describe('component args are refused with a typed error naming the fix, before a
   it('lists every problem of the args in one error, in the message too', async () => {
     const { error } = await construct(() => new TesseraAws('tiles', { memoryMb: 1.5, alertEmail: 'ops', sourcePrefix: 'tiles/' }), AWS);
     expect((error as TesseraArgsError).problems).toHaveLength(3);
-    expect((error as Error).message).toMatch(/^TesseraAws "tiles" cannot be deployed with these args:\n {2}- memoryMb .*\n {2}- sourcePrefix .*\n {2}- alertEmail /);
+    expect((error as Error).message).toMatch(
+      /^TesseraAws "tiles" cannot be deployed with these args:\n {2}- memoryMb .*\n {2}- sourcePrefix .*\n {2}- alertEmail /,
+    );
   });
 
   it('never echoes a sink URL it refuses: it holds a password', async () => {
@@ -181,7 +261,9 @@ describe('component args are refused with a typed error naming the fix, before a
   it('refuses missing archives with the files and the arg that finds them, the MissingArchiveError as cause', async () => {
     const empty = mkdtempSync(join(scratch, 'no-archives-'));
     const problems = await refused(() => new TesseraAws('tiles', { archiveDir: empty }), AWS);
-    expect(problems).toEqual([expect.stringMatching(new RegExp(`^function archives not found: ${empty}/aws/scene\\.zip, .*; set archiveDir to the folder`))]);
+    expect(problems).toEqual([
+      expect.stringMatching(new RegExp(`^function archives not found: ${empty}/aws/scene\\.zip, .*; set archiveDir to the folder`)),
+    ]);
     const { error } = await construct(() => new TesseraAws('tiles', { archiveDir: empty }), AWS);
     expect((error as Error).cause).toBeInstanceOf(MissingArchiveError);
   });
@@ -192,7 +274,7 @@ describe('component args are refused with a typed error naming the fix, before a
     const fail = (p: string) => new TesseraArgsError('TesseraAws', 'tiles', [p]);
     const good = checkedSecret(pulumi.secret('postgis://u:p@db/x'), problemOf, fail);
     expect(await value(good)).toBe('postgis://u:p@db/x');
-    expect(await good.isSecret).toBe(true);
+    expect(await pulumi.isSecret(good)).toBe(true);
     await expect(value(checkedSecret(pulumi.output('mysql://u:p@db/x'), problemOf, fail))).rejects.toThrow(TesseraArgsError);
     // The component hands its resources the checked value, secret, in place of the one it was given.
     let config: StackConfig | undefined;
@@ -204,7 +286,7 @@ describe('component args are refused with a typed error naming the fix, before a
     const given = config?.featureSinkUrl as pulumi.Output<string>;
     expect(given).not.toBe(sink);
     expect(await value(given)).toBe('postgis://u:p@db.example.org:5432/tiles');
-    expect(await given.isSecret).toBe(true);
+    expect(await pulumi.isSecret(given)).toBe(true);
   });
 });
 
@@ -223,7 +305,11 @@ describe('component args and stack files go through one validation into the same
 
   it.each<[string, () => Promise<StackConfig>, Record<string, string>]>([
     ['AWS, no args', () => configOf(() => new TesseraAws('tiles'), AWS), { 'tessera:cloud': 'aws', 'tessera:region': 'eu-west-1', ...AWS }],
-    ['GCP, no args', () => configOf(() => new TesseraGcp('tiles'), GCP), { 'tessera:cloud': 'gcp', 'tessera:region': 'europe-west1', ...GCP }],
+    [
+      'GCP, no args',
+      () => configOf(() => new TesseraGcp('tiles'), GCP),
+      { 'tessera:cloud': 'gcp', 'tessera:region': 'europe-west1', ...GCP },
+    ],
     [
       'Azure, no args',
       () => configOf(() => new TesseraAzure('tiles'), AZURE),
@@ -388,30 +474,6 @@ describe('component args and stack files go through one validation into the same
   });
 });
 
-/** The program as it was before the components: the cloud's tiling stack at the top of the stack, named `tessera`. */
-async function formerProgram(): Promise<Record<string, unknown>> {
-  const cfg = readStackConfig(DEFAULT_ARCHIVE_DIR);
-  const tags = standardTags(cfg.stack, cfg.cloud);
-  switch (cfg.cloud) {
-    case 'aws': {
-      const { AwsTilingStack } = await import('../../infra/aws/tiling-stack.js');
-      new AwsTilingStack('tessera', { config: cfg, archives: archivesFor('aws', cfg.archiveDir), tags });
-      break;
-    }
-    case 'gcp': {
-      const { GcpTilingStack } = await import('../../infra/gcp/tiling-stack.js');
-      new GcpTilingStack('tessera', { config: cfg, archive: archivesFor('gcp', cfg.archiveDir), tags });
-      break;
-    }
-    case 'azure': {
-      const { AzureTilingStack } = await import('../../infra/azure/tiling-stack.js');
-      new AzureTilingStack('tessera', { config: cfg, archive: archivesFor('azure', cfg.archiveDir), tags });
-      break;
-    }
-  }
-  return {};
-}
-
 /** The stack outputs infra/index.ts published before the components, per cloud. */
 const PUBLISHED = {
   common: ['cloud', 'region', 'platform', 'functionTimeoutSeconds', 'leaseSeconds', 'leaseMustExceedSeconds', 'sourcePrefix'],
@@ -512,7 +574,9 @@ describe("the repository's program is one consumer of the components", () => {
     const { error, registered } = await construct(() => new TesseraAws('tessera', fromStackConfig(cfg)), AWS);
     expect(pulumi.RunError.isInstance(error)).toBe(true);
     expect(error).not.toBeInstanceOf(TesseraArgsError);
-    expect((error as Error).message).toMatch(/^function archives not found: .*; run npm run build:functions first \(or point tessera:archiveDir/);
+    expect((error as Error).message).toMatch(
+      /^function archives not found: .*; run npm run build:functions first \(or point tessera:archiveDir/,
+    );
     expect(registered).toEqual([]);
   });
 });
@@ -563,7 +627,13 @@ describe(`the README's example ("${README_SECTION}")`, () => {
     const logGroups = type('aws:cloudwatch/logGroup:LogGroup').map((r) => r.inputs.name);
     expect(logGroups).toContain(`/tessera/${STACK}-tiles/tile`);
     for (const r of run.resources.filter((x) => x.custom && x.inputs.tags !== undefined)) {
-      expect(r.inputs.tags, r.name).toEqual({ project: 'tessera', stack: STACK, cloud: 'aws', 'managed-by': 'pulumi', 'tessera-component': 'tiles' });
+      expect(r.inputs.tags, r.name).toEqual({
+        project: 'tessera',
+        stack: STACK,
+        cloud: 'aws',
+        'managed-by': 'pulumi',
+        'tessera-component': 'tiles',
+      });
     }
   });
 
@@ -578,6 +648,25 @@ describe(`the README's example ("${README_SECTION}")`, () => {
         'aws:sns/topicSubscription:TopicSubscription::alarms-email',
       ].sort(),
     );
+  });
+
+  it('puts the CORS rule on the outputs on GCP and Azure too, and no rule without the arg', async () => {
+    const origins = ['https://maps.example.org'];
+    const gcp = await runProgramUnderMocks(STACK, GCP, async () => ({
+      ...new TesseraGcp('tiles', { outputCorsOrigins: origins }).outputs,
+    }));
+    expect(gcp.one('gcp:storage/bucket:Bucket', 'tiles-outputs').inputs.cors).toEqual([
+      expect.objectContaining({ origins, methods: ['GET', 'HEAD'], responseHeaders: expect.arrayContaining(['Range', 'Content-Range']) }),
+    ]);
+    expect(gcp.one('gcp:storage/bucket:Bucket', 'tiles-sources').inputs.cors).toBeUndefined();
+    const azure = await runProgramUnderMocks(STACK, AZURE, async () => ({ ...new TesseraAzure('tiles').outputs }));
+    expect(azure.one('azure-native:storage:BlobServiceProperties', 'tiles-blob-service').inputs.cors).toBeUndefined();
+    const withCors = await runProgramUnderMocks(STACK, AZURE, async () => ({
+      ...new TesseraAzure('tiles', { outputCorsOrigins: origins }).outputs,
+    }));
+    expect(withCors.one('azure-native:storage:BlobServiceProperties', 'tiles-blob-service').inputs.cors).toEqual({
+      corsRules: [expect.objectContaining({ allowedOrigins: origins, allowedMethods: ['GET', 'HEAD'] })],
+    });
   });
 
   it('lets two components share a stack: no URN and no fixed name twice', async () => {
@@ -598,6 +687,10 @@ describe('docs/deploy.md', () => {
   it('documents every arg of the components as the Args types declare it (name, type, default, meaning)', () => {
     const table = renderArgsTable();
     expect(table.split('\n').length).toBeGreaterThan(30);
-    expect(documentedTable(), `docs/deploy.md's args table; write this one:\n${table}`).toBe(table);
+    const documented = documentedTable();
+    expect(documented, 'docs/deploy.md has no generated args table').toBeDefined();
+    expect(tableCells(documented ?? ''), 'rewrite it: node scripts/node.mjs tsx test/infra/component-docs.ts --write').toEqual(
+      tableCells(table),
+    );
   });
 });

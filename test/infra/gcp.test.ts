@@ -872,7 +872,9 @@ describe('the GCP stack with tessera:telemetry (OpenTelemetry export, docs/telem
       expect(missingBefore(run, byRole(run, role), [...mine, wait, ...telemetryApi])).toEqual([]);
     }
     // Exactly those grants and the API more than a stack without telemetry.
-    expect(grantsOf(run).filter((g) => !grantsOf(off).includes(g))).toEqual(added.map((g) => `${g.type} ${g.name} ${String(g.inputs.role)} ${String(g.inputs.member)}`).sort());
+    expect(grantsOf(run).filter((g) => !grantsOf(off).includes(g))).toEqual(
+      added.map((g) => `${g.type} ${g.name} ${String(g.inputs.role)} ${String(g.inputs.member)}`).sort(),
+    );
     expect(names(run).filter((n) => !names(off).includes(n))).toEqual([...added, ...telemetryApi].map((r) => `${r.type} ${r.name}`).sort());
   });
 
@@ -885,7 +887,11 @@ describe('the GCP stack with tessera:telemetry (OpenTelemetry export, docs/telem
     const secret = run.one('gcp:secretmanager/secret:Secret', '-otel-headers');
     const version = run.one('gcp:secretmanager/secretVersion:SecretVersion', '-otel-headers');
     expect(reveal(version.inputs.secretData)).toEqual({ secret: true, value: `x-api-key=${HEADER_KEY}` });
-    expect(secret.inputs).toMatchObject({ project: PROJECT, secretId: `tessera-${STACK}-otel-headers`, replication: { userManaged: { replicas: [{ location: 'europe-west1' }] } } });
+    expect(secret.inputs).toMatchObject({
+      project: PROJECT,
+      secretId: `tessera-${STACK}-otel-headers`,
+      replication: { userManaged: { replicas: [{ location: 'europe-west1' }] } },
+    });
     const holders = run.resources.filter((r) => JSON.stringify([r.inputs, r.state]).includes(HEADER_KEY));
     expect(holders.map((r) => r.type)).toEqual(['gcp:secretmanager/secretVersion:SecretVersion']);
     const readers = run.ofType('gcp:secretmanager/secretIamMember:SecretIamMember');
@@ -905,13 +911,21 @@ describe('the GCP stack with tessera:telemetry (OpenTelemetry export, docs/telem
       expect(config(fn).secretEnvironmentVariables, fn.name).toEqual([
         { key: 'OTEL_EXPORTER_OTLP_HEADERS', projectId: PROJECT, secret: secret.inputs.secretId, version: version.state.version },
       ]);
-      const mine = readers.find((g) => g.inputs.member === byName(run, `-${Object.entries(GCP_ENTRY_POINTS).find(([, e]) => e === entryPoint(fn))?.[0]}`).state.member);
+      const mine = readers.find(
+        (g) =>
+          g.inputs.member === byName(run, `-${Object.entries(GCP_ENTRY_POINTS).find(([, e]) => e === entryPoint(fn))?.[0]}`).state.member,
+      );
       expect(mine, fn.name).toBeDefined();
       expect(missingBefore(run, fn, [mine as RecordedResource, wait, version])).toEqual([]);
     }
     expect(run.ofType('gcp:projects/service:Service').map((x) => x.inputs.service)).toContain('secretmanager.googleapis.com');
     expect(names(run).filter((n) => !names(off).includes(n))).toEqual(
-      [secret, version, ...readers, ...run.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'secretmanager.googleapis.com')]
+      [
+        secret,
+        version,
+        ...readers,
+        ...run.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'secretmanager.googleapis.com'),
+      ]
         .map((r) => `${r.type} ${r.name}`)
         .sort(),
     );
@@ -922,7 +936,10 @@ describe('the GCP stack with tessera:telemetry (OpenTelemetry export, docs/telem
       'tessera:telemetryHeaders': `x-api-key=${HEADER_KEY}`,
       'tessera:featureSinkUrl': 'postgis://u:p@10.0.0.5:5432/gis',
     });
-    expect((config(byRole(both, 'tile')).secretEnvironmentVariables as { key: string }[]).map((v) => v.key)).toEqual([ENV.featureSink, 'OTEL_EXPORTER_OTLP_HEADERS']);
+    expect((config(byRole(both, 'tile')).secretEnvironmentVariables as { key: string }[]).map((v) => v.key)).toEqual([
+      ENV.featureSink,
+      'OTEL_EXPORTER_OTLP_HEADERS',
+    ]);
     expect(both.ofType('gcp:projects/service:Service').filter((x) => x.inputs.service === 'secretmanager.googleapis.com')).toHaveLength(1);
   });
 });

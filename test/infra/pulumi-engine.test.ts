@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,7 +8,10 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { REPO_ROOT } from '../../infra/common/packaging.js';
+import { ARCHIVE_DIR_ENV } from '../../infra/components/args.js';
+import { runProgramUnderMocks } from '../../infra/preflight/mock-run.js';
 import { install, PULUMI_BIN_DIR, PULUMI_VENDOR_DIR } from '../../scripts/emulators/pulumi.mjs';
+import { resolvedReadmeExample } from './component-docs.js';
 import { placeholderArchives, runStack, type StackRun } from './harness.js';
 import { EXAMPLE_STACK_FILES, loadStackFile } from './stack-files.js';
 
@@ -160,6 +163,17 @@ class EngineStack {
   /** Every file of the backend: the state, its history and its backups, as they lie on disk. */
   backendFiles(): string[] {
     return filesUnder(join(this.dir, 'state'));
+  }
+
+  /** Point the project at another program (a path, absolute or relative to the project directory). */
+  useProgram(main: string): void {
+    const projectFile = parse(readFileSync(join(this.project, 'Pulumi.yaml'), 'utf8')) as { main: string };
+    writeFileSync(join(this.project, 'Pulumi.yaml'), stringify({ ...projectFile, main }));
+  }
+
+  /** Set an environment variable of every later command (the program's too). */
+  setEnv(name: string, value: string): void {
+    this.env[name] = value;
   }
 
   remove(): void {
@@ -334,3 +348,87 @@ for (const file of EXAMPLE_STACK_FILES) {
     });
   });
 }
+
+/**
+ * The components on a stack that predates them, and the README's example, in one more engine run than the stack
+ * above has (the former program's `up`, then one `preview`): a stack deployed by the former program (the tiling
+ * stack at the top, test/infra/former-program.ts) is previewed with the current program, to which the README's
+ * example is added. The aliases must keep every former resource in place; the new component and the example's
+ * resources are the only creates.
+ */
+describe('the components on a stack deployed before them, with the README example beside it', { timeout: STEP_TIMEOUT_MS }, () => {
+  const file = 'Pulumi.aws-eu-west-1.yaml';
+  const { stack, config } = loadStackFile(file);
+  let engine: EngineStack;
+  let formerUrns: string[] = [];
+  let example: StackRun;
+  const done = new Set<string>();
+
+  beforeAll(async () => {
+    engine = new EngineStack(stack, file);
+    const archiveDir = await placeholderArchives();
+    // The example finds its archives as a user's CI job would; it needs only aws:region, which the stack file sets.
+    engine.setEnv(ARCHIVE_DIR_ENV, archiveDir);
+    // Programs in the project directory: ES modules resolving the SDK and tsx from the repository.
+    writeFileSync(join(engine.project, 'package.json'), JSON.stringify({ type: 'module' }));
+    symlinkSync(join(REPO_ROOT, 'node_modules'), join(engine.project, 'node_modules'), 'dir');
+    writeFileSync(join(engine.project, 'readme-example.ts'), resolvedReadmeExample());
+    writeFileSync(
+      join(engine.project, 'upgraded.ts'),
+      [
+        `import main from ${JSON.stringify(join(REPO_ROOT, 'infra', 'index.ts'))};`,
+        'export default async function upgraded() {',
+        '  const outputs = await main();',
+        "  await import('./readme-example.ts');",
+        '  return outputs;',
+        '}',
+        '',
+      ].join('\n'),
+    );
+    engine.useProgram(join(REPO_ROOT, 'test', 'infra', 'former-program.ts'));
+    process.env[ARCHIVE_DIR_ENV] = archiveDir;
+    try {
+      example = await runProgramUnderMocks(stack, config, async () => ({ ...(await import(join(engine.project, 'readme-example.ts'))) }));
+    } finally {
+      delete process.env[ARCHIVE_DIR_ENV];
+    }
+    await engine.pulumi('init', ['stack', 'init', stack]);
+    await engine.pulumi('init', ['config', 'set', 'tessera:archiveDir', archiveDir]);
+  }, STEP_TIMEOUT_MS);
+
+  afterAll(() => {
+    console.info(
+      `[pulumi-engine] former ${stack} + README example: ${formerUrns.length} former resources; ${Object.entries(engine.seconds)
+        .map(([step, s]) => `${step} ${s.toFixed(1)} s`)
+        .join(', ')}`,
+    );
+    engine.remove();
+  });
+
+  it('deploys the stack with the former program: the tiling stack at the top', async () => {
+    const changes = await engine.apply('former up', ['up']);
+    const state = (await engine.exportState()).resources;
+    formerUrns = state.filter((r) => !isProvider(r.type) && r.type !== 'pulumi:pulumi:Stack').map((r) => r.urn);
+    expect(changes).toEqual({ create: formerUrns.length + 1 });
+    expect(formerUrns).toContain(`urn:pulumi:${stack}::tessera::tessera:aws:TilingStack::tessera`);
+    expect(formerUrns.filter((u) => u.includes('TesseraAws'))).toEqual([]);
+    done.add('former up');
+  });
+
+  it('previews the current program on it: every former resource kept under its alias, the component and the example created, nothing deleted or replaced', async () => {
+    if (!done.has('former up')) throw new Error('not run: the former program did not deploy');
+    engine.useProgram('upgraded.ts');
+    const preview = JSON.parse(await engine.pulumi('preview', ['preview', '--json'])) as Preview;
+    expect((preview.diagnostics ?? []).filter((d) => d.severity === 'error')).toEqual([]);
+    const ops = (op: string) => preview.steps.filter((s) => s.op === op && !isProvider(s.newState.type));
+    const created = ops('create').map((s) => s.urn);
+    const exampleUrns = example.resources.map((r) => r.urn);
+    expect(created.sort()).toEqual([`urn:pulumi:${stack}::tessera::tessera:index:TesseraAws::tessera`, ...exampleUrns].sort());
+    const others = preview.steps.filter((s) => s.op !== 'create' && s.op !== 'same' && !isProvider(s.newState.type));
+    expect(others.map((s) => `${s.op} ${s.urn}`)).toEqual([]);
+    // Each former resource (and the stack) the same, under its new URN: the preview lists no step for it, and no
+    // delete of its old URN (what a missing alias gives: a create under the new URN and a delete of the old).
+    console.info(`[pulumi-engine] preview of the upgrade: ${JSON.stringify(preview.changeSummary)}`);
+    expect(preview.changeSummary).toEqual({ create: created.length, same: formerUrns.length + 1 });
+  });
+});

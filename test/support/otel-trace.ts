@@ -13,7 +13,11 @@ import { SPAN, SPAN_ATTR } from '../../shared/app/tracing.js';
  */
 
 /** The SDK with the in-memory span exporter and a metric reader that exports only when flushed. */
-export function inMemoryOtel(serviceName: string): { sdk: OtelSdk; spans: InMemorySpanExporter; metrics: () => Promise<Map<string, number>> } {
+export function inMemoryOtel(serviceName: string): {
+  sdk: OtelSdk;
+  spans: InMemorySpanExporter;
+  metrics: () => Promise<Map<string, number>>;
+} {
   const spans = new InMemorySpanExporter();
   const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   const sdk = setUpOpenTelemetry(
@@ -131,7 +135,9 @@ export function deliveryTraces(spans: readonly ReadableSpan[]): DeliveryTrace[] 
     });
   }
   if (seen !== spans.length) {
-    const orphans = spans.filter((s) => s.name !== SPAN.delivery && !spans.some((p) => p.spanContext().spanId === s.parentSpanContext?.spanId));
+    const orphans = spans.filter(
+      (s) => s.name !== SPAN.delivery && !spans.some((p) => p.spanContext().spanId === s.parentSpanContext?.spanId),
+    );
     throw new Error(`${spans.length - seen} spans are outside every delivery tree: ${orphans.map((s) => s.name).join(', ')}`);
   }
   return out;
@@ -176,7 +182,12 @@ export async function startOtlpReceiver(): Promise<{ url: string; requests: Otlp
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // The exporters keep their connections alive: close them too, or close() waits for their idle timeout.
+        server.closeAllConnections();
+      }),
   };
 }
 
@@ -186,7 +197,9 @@ interface OtlpAttribute {
 }
 
 /** Span names and the service name of every `/v1/traces` export a receiver got. */
-export function exportedSpans(requests: readonly OtlpRequest[]): { service: string | undefined; name: string; attributes: Record<string, unknown> }[] {
+export function exportedSpans(
+  requests: readonly OtlpRequest[],
+): { service: string | undefined; name: string; attributes: Record<string, unknown> }[] {
   type Body = {
     resourceSpans?: {
       resource?: { attributes?: OtlpAttribute[] };
@@ -215,5 +228,9 @@ export function exportedMetricNames(requests: readonly OtlpRequest[]): string[] 
   type Body = { resourceMetrics?: { scopeMetrics?: { metrics?: { name: string }[] }[] }[] };
   return requests
     .filter((r) => r.path === '/v1/metrics')
-    .flatMap((r) => ((r.body as Body).resourceMetrics ?? []).flatMap((rm) => (rm.scopeMetrics ?? []).flatMap((sm) => (sm.metrics ?? []).map((m) => m.name))));
+    .flatMap((r) =>
+      ((r.body as Body).resourceMetrics ?? []).flatMap((rm) =>
+        (rm.scopeMetrics ?? []).flatMap((sm) => (sm.metrics ?? []).map((m) => m.name)),
+      ),
+    );
 }

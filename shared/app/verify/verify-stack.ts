@@ -231,19 +231,36 @@ async function runSmoke(t: VerifyTarget, o: VerifyOptions, timeoutMs: number, io
   await waitFor(`the mosaic ${outputKeys.mosaic(scene)}`, timeoutMs, io, clock, async () =>
     (await outputs.head(outputKeys.mosaic(scene))) === undefined ? undefined : true,
   );
-  const tiles: ObjectHead[] = [];
-  for await (const h of outputs.list(outputKeys.tilePrefix(scene))) tiles.push(h);
-  if (tiles.length !== manifest.grid.count)
+  // Every tile of every zoom (a pyramid's: docs/pyramids.md), each under its own key, and nothing else.
+  const expected = manifestTiles(manifest);
+  const listed = await tileHeads(t, scene);
+  const missing = expected.filter((tile) => !listed.has(tile.outputKey)).map((tile) => tile.outputKey);
+  const known = new Set(expected.map((tile) => tile.outputKey));
+  const extra = [...listed.keys()].filter((key) => !known.has(key));
+  if (missing.length > 0 || extra.length > 0)
     return {
       pass: false,
-      detail: `${tiles.length} tiles under ${outputKeys.tilePrefix(scene)}, the grid has ${manifest.grid.count}`,
+      detail:
+        `${listed.size} tiles under ${outputKeys.tilePrefix(scene)}, the scene has ${expected.length} (${tilesWord(manifest)})` +
+        `${missing.length > 0 ? `; missing: ${missing.slice(0, 5).join(', ')}` : ''}${extra.length > 0 ? `; unexpected: ${extra.slice(0, 5).join(', ')}` : ''}`,
       manifest,
     };
-  for (const tile of tiles) {
-    const problem = await cogProblem(t, tile.key);
-    if (problem !== undefined) return { pass: false, detail: `${tile.key}: ${problem}`, manifest };
+  const tiling = tilingParams(manifest.params);
+  for (const tile of expected) {
+    const problem = await tileProblem(t, tile.outputKey, tiling);
+    if (problem !== undefined) return { pass: false, detail: `${tile.outputKey}: ${problem}`, manifest };
   }
-  return { pass: true, detail: `${tiles.length} tiles = grid count, every tile a COG, mosaic written`, manifest };
+  const format = tiling.render === undefined ? 'a COG' : `a ${tiling.render.format} of ${tiling.tilePx} px`;
+  return { pass: true, detail: `${expected.length} tiles (${tilesWord(manifest)}) = grid count, every tile ${format}, mosaic written`, manifest };
+}
+
+/** `4 tiles` for one zoom; `zooms 15-13: 4 + 2 + 1` for a pyramid. */
+function tilesWord(m: SceneManifest): string {
+  const zooms = sceneZooms(m.params);
+  if (zooms[0] === undefined) return `one zoom, ${m.grid.count} tiles`;
+  const per = new Map<number | undefined, number>();
+  for (const tile of manifestTiles(m)) per.set(tile.zoom, (per.get(tile.zoom) ?? 0) + 1);
+  return `zooms ${zooms[0]}-${zooms[zooms.length - 1]}: ${zooms.map((z) => per.get(z) ?? 0).join(' + ')}`;
 }
 
 async function findManifest(t: VerifyTarget, sourceKey: string): Promise<SceneManifest | undefined> {
@@ -258,6 +275,28 @@ async function findManifest(t: VerifyTarget, sourceKey: string): Promise<SceneMa
       if (manifest?.source.key === sourceKey) return manifest;
     }
   }
+  return undefined;
+}
+
+/** A tile as its format makes it: a COG ({@link cogProblem}), or a rendered image ({@link imageProblem}). */
+function tileProblem(t: VerifyTarget, key: string, tiling: TilingParams): Promise<string | undefined> {
+  return tiling.render === undefined ? cogProblem(t, key) : imageProblem(t, key, tiling.render, tiling.tilePx);
+}
+
+/** The first bytes of each rendered format (PNG's signature, RIFF....WEBP, JPEG's SOI marker). */
+const IMAGE_SIGNATURES: Readonly<Record<RenderedFormat, (head: Uint8Array) => boolean>> = {
+  PNG: (h) => [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a].every((b, i) => h[i] === b),
+  WEBP: (h) => new TextDecoder('latin1').decode(h.subarray(0, 4)) === 'RIFF' && new TextDecoder('latin1').decode(h.subarray(8, 12)) === 'WEBP',
+  JPEG: (h) => h[0] === 0xff && h[1] === 0xd8 && h[2] === 0xff,
+};
+
+/** A rendered tile: the format's signature, and an image that decodes (the pinned libvips) to the tile's size and bands. */
+async function imageProblem(t: VerifyTarget, key: string, render: RenderParams, tilePx: number): Promise<string | undefined> {
+  const bytes = await t.backend.outputs.get(key);
+  if (!IMAGE_SIGNATURES[render.format](bytes)) return `not a ${render.format} image (its first bytes are not the format's signature)`;
+  const channels = renderedBands(render).length as RawImage['channels'];
+  const image = await decodeImage(bytes, channels);
+  if (image.width !== tilePx || image.height !== tilePx) return `a ${image.width}x${image.height} image, not a ${tilePx} px tile`;
   return undefined;
 }
 
@@ -288,40 +327,58 @@ function changedTiles(before: Map<string, ObjectHead>, after: Map<string, Object
   return changed;
 }
 
+/**
+ * Re-deliver tile 0_0 of the scene (of its highest zoom and, in a pyramid, of its lowest: a parent, built from its
+ * children), then the scene event: every tile of every zoom must keep its version and modification time, and each
+ * replayed job's claim row stay COMMITTED by the same owner.
+ */
 async function runReplay(t: VerifyTarget, manifest: SceneManifest, timeoutMs: number, io: VerifyIo): Promise<CheckResult> {
   const { claims, queue } = t.backend;
   const scene = manifest.sceneKey;
-  const window = windowAt(manifest.grid, 0, 0);
-  const job = makeTileJob(scene, manifest.source, manifest.params, manifest.grid, window, { kind: 'create' }, manifest.pin);
-  const claimBefore = await claims.get(tileJobKey(scene, window));
-  if (claimBefore?.state !== 'COMMITTED')
-    return { pass: false, detail: `claim row ${job.jobKey} is ${claimBefore?.state ?? 'absent'}, not COMMITTED` };
+  const zooms = sceneZooms(manifest.params);
+  const picked = [...new Set([zooms[0], zooms[zooms.length - 1]])];
+  const jobs = picked.map((zoom) => sceneJob(manifest, zoom, sceneWindow(manifest, zoom, 0, 0)));
+  const rowsBefore = new Map<string, ClaimRow>();
+  for (const job of jobs) {
+    const row = await claims.get(job.jobKey);
+    if (row?.state !== 'COMMITTED') return { pass: false, detail: `claim row ${job.jobKey} is ${row?.state ?? 'absent'}, not COMMITTED` };
+    rowsBefore.set(job.jobKey, row);
+  }
+  const named = jobs.map((j) => (j.zoom === undefined ? j.jobKey : `${j.jobKey} (zoom ${j.zoom})`)).join(', ');
   const steps: { name: string; deliver: () => Promise<readonly string[]> }[] = [
     {
-      name: `tile message ${job.jobKey}`,
+      name: `tile message${jobs.length > 1 ? 's' : ''} ${named}`,
       deliver: async () => {
-        await queue.sendBatch([toJobMessage(job)]);
-        return [job.jobKey];
+        await queue.sendBatch(jobs.map(toJobMessage));
+        return jobs.map((j) => j.jobKey);
       },
     },
     { name: 'scene event', deliver: () => t.redeliverSceneEvent(manifest) },
   ];
+  let kept = 0;
   for (const step of steps) {
     const before = await tileHeads(t, scene);
     io.progress(`${t.stack}: replay: re-delivering the ${step.name} through the stack's queue`);
     await sentAndSettled(t, io, timeoutMs, step.deliver);
-    const changed = changedTiles(before, await tileHeads(t, scene));
+    const after = await tileHeads(t, scene);
+    const changed = changedTiles(before, after);
     if (changed.length > 0)
       return { pass: false, detail: `after the duplicate ${step.name}: ${changed.join(', ')} changed (version or modification time)` };
-    const row = await claims.get(job.jobKey);
-    if (row?.state !== 'COMMITTED' || row.finishedAt !== claimBefore.finishedAt || row.owner !== claimBefore.owner)
-      return { pass: false, detail: `after the duplicate ${step.name}: claim row ${job.jobKey} changed (${JSON.stringify(row)})` };
+    kept = after.size;
+    for (const [jobKey, was] of rowsBefore) {
+      const row = await claims.get(jobKey);
+      if (row?.state !== 'COMMITTED' || row.finishedAt !== was.finishedAt || row.owner !== was.owner)
+        return { pass: false, detail: `after the duplicate ${step.name}: claim row ${jobKey} changed (${JSON.stringify(row)})` };
+    }
   }
   // Against a deployed stack the handler's claim-rejected counter lives in its logs; what the
-  // verifier can read is its effect: the committed row and every tile untouched.
+  // verifier can read is its effect: the committed rows and every tile untouched.
+  const owners = [...new Set([...rowsBefore.values()].map((r) => r.owner))].join(', ');
   return {
     pass: true,
-    detail: `duplicate tile message and duplicate scene event: ${manifest.grid.count} tiles kept their version and modification time, claim COMMITTED by ${claimBefore.owner}`,
+    detail:
+      `duplicate tile message${jobs.length > 1 ? 's (highest and lowest zoom)' : ''} and duplicate scene event: ` +
+      `${kept} tiles kept their version and modification time, claim${jobs.length > 1 ? 's' : ''} COMMITTED by ${owners}`,
   };
 }
 
@@ -531,7 +588,7 @@ function backfillScenario(policy: BackfillPolicy): LiveScenario {
         case 'new-key':
           return backfillNewKey(ctx, ctx.scene);
         case 'overwrite':
-          return backfillOverwrite(ctx, ctx.scene);
+          return sceneZooms(ctx.scene.params)[0] === undefined ? backfillOverwrite(ctx, ctx.scene) : overwriteRefused(ctx, ctx.scene);
         default:
           return assertNever(policy, 'backfill policy');
       }
@@ -539,77 +596,147 @@ function backfillScenario(policy: BackfillPolicy): LiveScenario {
   };
 }
 
-/** The tile job of one window of the smoke scene, as fan-out made it (or with other params or a repair mode). */
-function jobOf(m: SceneManifest, w: Window, options: { params?: SceneManifest['params']; mode?: TileMode } = {}): TileJob {
-  const params = options.params ?? m.params;
-  const scene = options.params === undefined ? m.sceneKey : sceneKey(m.source, params);
-  return makeTileJob(scene, m.source, params, m.grid, w, options.mode ?? { kind: 'create' }, m.pin);
-}
-
 /**
- * skip: make a gap as a crashed first run leaves one (the last tile and its
- * claim row, each removed conditionally on what verify read), then send the
- * scene's jobs again with the same keys through the stack's tile queue: the
- * gap is filled, every committed tile stops at its claim and keeps its
- * version and modification time.
+ * skip: make the gaps a crashed first run leaves (the scene's last tile and, in a pyramid, the last tile of its lowest
+ * zoom: a parent whose message was lost; each tile and its claim row removed conditionally on what verify read), then
+ * send what `tessera backfill --policy skip` sends, through the stack's tile queue: the scene's jobs again under the
+ * same keys (a pyramid's: its highest zoom's, as fan-out sends them) and, in a pyramid, every missing tile whose
+ * children are all written (shared/app/pyramid.ts `enqueueReadyParents`). Each gap is filled; every committed tile
+ * stops at its claim and keeps its version and modification time.
  */
 async function backfillSkip({ t, io, timeoutMs }: LiveContext, m: SceneManifest): Promise<CheckResult> {
   const { outputs, claims, clock } = t.backend;
-  const all = [...windows(m.grid)];
-  const gap = all[all.length - 1] as Window;
-  const gapJob = jobOf(m, gap);
-  const gapHead = await outputs.head(gapJob.outputKey);
-  const gapRow = await claims.get(gapJob.jobKey);
-  if (gapHead === undefined || gapRow?.state !== 'COMMITTED') return { pass: false, detail: `${gapJob.outputKey} is not a committed tile` };
-  const tileGone = await outputs.deleteIfVersion(gapJob.outputKey, gapHead.version);
-  const rowGone = await claims.deleteIf({ jobId: gapJob.jobKey, state: 'COMMITTED', owner: gapRow.owner });
-  // `absent` makes the gap as well: it is what a delete that landed answers when its first answer was lost and the
-  // SDK resent it (both ports say so), and each delete was conditional on what verify read, so nothing else went.
-  const gone = (kind: string) => kind === 'deleted' || kind === 'absent';
-  if (!gone(tileGone.kind) || !gone(rowGone.kind))
-    return { pass: false, detail: `could not make the gap: tile ${tileGone.kind}, claim row ${rowGone.kind}` };
+  const all = manifestTiles(m);
+  const zooms = sceneZooms(m.params);
+  const lastOf = (zoom: number | undefined) => all.filter((tile) => tile.zoom === zoom).at(-1) as SceneTile;
+  const gaps = [...new Set([lastOf(zooms[0]), lastOf(zooms[zooms.length - 1])])];
+  for (const gap of gaps) {
+    const head = await outputs.head(gap.outputKey);
+    const row = await claims.get(gap.jobKey);
+    if (head === undefined || row?.state !== 'COMMITTED') return { pass: false, detail: `${gap.outputKey} is not a committed tile` };
+    const tileGone = await outputs.deleteIfVersion(gap.outputKey, head.version);
+    const rowGone = await claims.deleteIf({ jobId: gap.jobKey, state: 'COMMITTED', owner: row.owner });
+    // `absent` makes the gap as well: it is what a delete that landed answers when its first answer was lost and the
+    // SDK resent it (both ports say so), and each delete was conditional on what verify read, so nothing else went.
+    const gone = (kind: string) => kind === 'deleted' || kind === 'absent';
+    if (!gone(tileGone.kind) || !gone(rowGone.kind))
+      return { pass: false, detail: `could not make the gap ${gap.outputKey}: tile ${tileGone.kind}, claim row ${rowGone.kind}` };
+  }
   const before = await tileHeads(t, m.sceneKey);
-  const jobs = all.map((w) => jobOf(m, w));
-  io.progress(`${t.stack}: backfill skip: ${gapJob.outputKey} removed; sending the scene's ${jobs.length} jobs again`);
+  const jobs = fanOutJobs(m);
+  const named = gaps.map((g) => g.outputKey).join(' and ');
+  io.progress(`${t.stack}: backfill skip: ${named} removed; sending the scene's ${jobs.length} jobs again`);
+  let parents = 0;
   await sentAndSettled(t, io, timeoutMs, async () => {
     await t.backend.queue.sendBatch(jobs.map(toJobMessage));
+    // A pyramid's tiles below the highest zoom whose children are all there: no child would enqueue them again.
+    parents = await enqueueReadyParents(t.backend, m);
     return jobs.map((j) => j.jobKey);
   });
-  const filled = await waitFor(`the gap ${gapJob.outputKey} to be filled`, timeoutMs, io, clock, async () => {
-    const row = await claims.get(gapJob.jobKey);
-    return row?.state === 'COMMITTED' ? row : undefined;
-  });
-  const problem = await cogProblem(t, gapJob.outputKey);
-  if (problem !== undefined) return { pass: false, detail: `the filled gap ${gapJob.outputKey}: ${problem}` };
-  const changed = changedTiles(before, await tileHeads(t, m.sceneKey)).filter((k) => k !== gapJob.outputKey);
+  const tiling = tilingParams(m.params);
+  const fillers: string[] = [];
+  for (const gap of gaps) {
+    const filled = await waitFor(`the gap ${gap.outputKey} to be filled`, timeoutMs, io, clock, async () => {
+      const row = await claims.get(gap.jobKey);
+      return row?.state === 'COMMITTED' ? row : undefined;
+    });
+    fillers.push(filled.owner);
+    const problem = await tileProblem(t, gap.outputKey, tiling);
+    if (problem !== undefined) return { pass: false, detail: `the filled gap ${gap.outputKey}: ${problem}` };
+  }
+  const refilled = new Set(gaps.map((g) => g.outputKey));
+  const changed = changedTiles(before, await tileHeads(t, m.sceneKey)).filter((k) => !refilled.has(k));
   if (changed.length > 0) return { pass: false, detail: `committed tiles changed: ${changed.join(', ')}` };
-  return { pass: true, detail: `gap ${gap.row}_${gap.col} filled by ${filled.owner}; ${jobs.length - 1} committed tiles untouched` };
+  const where = (g: SceneTile) => `${g.zoom === undefined ? '' : `${g.zoom}/`}${g.window.row}_${g.window.col}`;
+  return {
+    pass: true,
+    detail:
+      `gap${gaps.length > 1 ? 's' : ''} ${gaps.map(where).join(' and ')} filled by ${[...new Set(fillers)].join(', ')}` +
+      `${zooms[0] === undefined ? '' : ` (${jobs.length} jobs of zoom ${zooms[0]} and ${parents} ready parent${parents === 1 ? '' : 's'} sent)`}; ` +
+      `${all.length - gaps.length} committed tiles untouched`,
+  };
 }
 
-/** new-key: the same scene under a bumped params.version: every key changes, new tiles land beside the old ones. */
+/**
+ * new-key: the same scene under a bumped params.version: every key changes, new tiles land beside the old ones. As
+ * `tessera backfill --policy new-key` fans out: the new scene's manifest first, create-only (a pyramid's tiles below
+ * the highest zoom read it), then its jobs (a pyramid's highest zoom; the children enqueue every parent). Every tile of
+ * every zoom of the new scene must commit, byte-identical to the old tile in its place; the old ones stay untouched.
+ */
 async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
   const { outputs, claims, clock } = t.backend;
   const params = { ...m.params, version: `${String(m.params.version ?? '')}+verify-${runId}` };
-  const jobs = [...windows(m.grid)].map((w) => jobOf(m, w, { params }));
-  const newScene = (jobs[0] as TileJob).sceneKey;
-  created.addDerivedScene(newScene, jobs);
+  const newScene = sceneKey(m.source, params);
+  const fresh = sceneTiles(newScene, m.grid, params);
+  const old = manifestTiles(m);
+  created.addDerivedScene(newScene, fresh);
+  const manifest: SceneManifest = { ...m, sceneKey: newScene, params, createdAt: new Date(clock.now()).toISOString() };
+  const manifestKey = outputKeys.sceneManifest(newScene);
+  const put = await outputs.putIfAbsent(manifestKey, new TextEncoder().encode(JSON.stringify(manifest)), { contentType: 'application/json' });
+  if (put.kind !== 'written') return { pass: false, detail: `${manifestKey} was already there (${put.kind}); the run id must be unique` };
+  const jobs = fanOutJobs(m, { params });
   const before = await tileHeads(t, m.sceneKey);
-  io.progress(`${t.stack}: backfill new-key: scene ${newScene}, ${jobs.length} jobs`);
+  io.progress(`${t.stack}: backfill new-key: scene ${newScene}, ${jobs.length} jobs for ${fresh.length} tiles`);
   await t.backend.queue.sendBatch(jobs.map(toJobMessage));
-  await waitFor(`${jobs.length} tiles under ${outputKeys.tilePrefix(newScene)}`, timeoutMs, io, clock, async () => {
-    for (const j of jobs) if ((await claims.get(j.jobKey))?.state !== 'COMMITTED') return undefined;
+  await waitFor(`${fresh.length} tiles under ${outputKeys.tilePrefix(newScene)}`, timeoutMs, io, clock, async () => {
+    for (const tile of fresh) if ((await claims.get(tile.jobKey))?.state !== 'COMMITTED') return undefined;
     return true;
   });
-  const fresh = await tileHeads(t, newScene);
-  if (fresh.size !== jobs.length) return { pass: false, detail: `${fresh.size} tiles under the new key, want ${jobs.length}` };
-  for (const j of jobs) {
-    const a = new Uint8Array(await outputs.get(j.outputKey));
-    const b = new Uint8Array(await outputs.get(tileOutputKey(m.sceneKey, m.grid, j.window)));
-    if (Buffer.compare(a, b) !== 0) return { pass: false, detail: `${j.outputKey} differs from the old tile (same source, same pixels)` };
+  const written = await tileHeads(t, newScene);
+  if (written.size !== fresh.length) return { pass: false, detail: `${written.size} tiles under the new key, want ${fresh.length}` };
+  for (const [i, tile] of fresh.entries()) {
+    const twin = (old[i] as SceneTile).outputKey;
+    const a = new Uint8Array(await outputs.get(tile.outputKey));
+    const b = new Uint8Array(await outputs.get(twin));
+    if (Buffer.compare(a, b) !== 0) return { pass: false, detail: `${tile.outputKey} differs from ${twin} (same source, same pixels)` };
   }
   const changed = changedTiles(before, await tileHeads(t, m.sceneKey));
   if (changed.length > 0) return { pass: false, detail: `old tiles changed: ${changed.join(', ')}` };
-  return { pass: true, detail: `${jobs.length} new tiles under ${newScene.slice(0, 12)}..., the old ${before.size} untouched` };
+  return { pass: true, detail: `${fresh.length} new tiles under ${newScene.slice(0, 12)}..., the old ${before.size} untouched` };
+}
+
+/**
+ * overwrite on a pyramid: refused. Its tiles below the highest zoom are built from the tiles above, so a tile repaired
+ * in place would leave its parents with the old pixels (docs/pyramids.md): `tessera backfill --policy overwrite` makes
+ * no repair job of a pyramid's tile (InvalidParamsError, naming new-key), and a repair message sent anyway, here by
+ * hand through the stack's tile queue, is poison: the tile function dead-letters it at once and the tile keeps its
+ * version.
+ */
+async function overwriteRefused({ t, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
+  const { outputs, clock } = t.backend;
+  const tile = manifestTiles(m)[0] as SceneTile;
+  const seen = await outputs.head(tile.outputKey);
+  if (seen === undefined) return { pass: false, detail: `${tile.outputKey} is missing` };
+  const mode: TileMode = { kind: 'overwrite', expectedVersion: seen.version };
+  try {
+    sceneJob(m, tile.zoom, tile.window, { mode });
+    return { pass: false, detail: `a repair job of pyramid tile ${tile.outputKey} was made; a pyramid's tiles are never repaired in place` };
+  } catch (e) {
+    if (!(e instanceof InvalidParamsError)) throw e;
+  }
+  const job = sceneJob(m, tile.zoom, tile.window);
+  const isRepair = (d: JobMessage) => {
+    try {
+      const body = JSON.parse(d.body) as { jobKey?: unknown; mode?: { expectedVersion?: unknown } };
+      return body.jobKey === job.jobKey && body.mode?.expectedVersion === seen.version;
+    } catch {
+      return false;
+    }
+  };
+  created.deadLetters.push(isRepair);
+  created.claims.add(repairJobKey(job.jobKey, seen.version));
+  io.progress(`${t.stack}: backfill overwrite: a pyramid's tile is not repaired in place; sending a repair of ${tile.outputKey} by hand`);
+  await t.backend.queue.sendBatch([{ jobKey: job.jobKey, body: canonicalJson({ ...job, mode }) }]);
+  await waitFor(`the repair of ${tile.outputKey} in the dead-letter queue`, timeoutMs, io, clock, async () =>
+    (await t.deadLetters()).some(isRepair) ? true : undefined,
+  );
+  const after = await outputs.head(tile.outputKey);
+  if (after?.version !== seen.version || after.lastModified !== seen.lastModified)
+    return { pass: false, detail: `${tile.outputKey} changed after the refused repair` };
+  return {
+    pass: true,
+    detail: `pyramid: no repair job is made (backfill --policy new-key instead); a repair of ${tile.outputKey} sent by hand was dead-lettered, the tile kept its version`,
+  };
 }
 
 /**
@@ -621,11 +748,11 @@ async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext,
 async function backfillOverwrite({ t, io, timeoutMs, created }: LiveContext, m: SceneManifest): Promise<CheckResult> {
   const { outputs, claims, clock } = t.backend;
   const first = windowAt(m.grid, 0, 0);
-  const repairKey = tileOutputKey(m.sceneKey, m.grid, first);
+  const repairKey = sceneJob(m, undefined, first).outputKey;
   const seen = await outputs.head(repairKey);
   if (seen === undefined) return { pass: false, detail: `${repairKey} is missing` };
   const bytesBefore = await outputs.get(repairKey);
-  const repair = jobOf(m, first, { mode: { kind: 'overwrite', expectedVersion: seen.version } });
+  const repair = sceneJob(m, undefined, first, { mode: { kind: 'overwrite', expectedVersion: seen.version } });
   const repairClaim = repairJobKey(repair.jobKey, seen.version);
   created.claims.add(repairClaim);
   io.progress(`${t.stack}: backfill overwrite: repairing ${repairKey} under ${seen.version}`);
@@ -637,13 +764,13 @@ async function backfillOverwrite({ t, io, timeoutMs, created }: LiveContext, m: 
     return { pass: false, detail: `the repair of ${repairKey} wrote other bytes than the deterministic tile` };
   // The second half needs a second tile; a one-tile grid repairs the same tile again after a foreign write.
   const second = m.grid.count > 1 ? windowAt(m.grid, 0, m.grid.cols > 1 ? 1 : 0) : first;
-  const changedKey = tileOutputKey(m.sceneKey, m.grid, second);
+  const changedKey = sceneJob(m, undefined, second).outputKey;
   const read = await outputs.head(changedKey);
   if (read === undefined) return { pass: false, detail: `${changedKey} is missing` };
   const foreign = new TextEncoder().encode(`tessera verify: another writer replaced this tile after it was read\n`);
   const other = await outputs.putIfMatch(changedKey, foreign, read.version);
   if (other.kind !== 'written') return { pass: false, detail: `the other writer's conditional write of ${changedKey} was ${other.kind}` };
-  const stale = jobOf(m, second, { mode: { kind: 'overwrite', expectedVersion: read.version } });
+  const stale = sceneJob(m, undefined, second, { mode: { kind: 'overwrite', expectedVersion: read.version } });
   created.claims.add(repairJobKey(stale.jobKey, read.version));
   const isStale = (d: JobMessage) => {
     try {
@@ -680,6 +807,8 @@ class Created {
   readonly keys = new Set<string>();
   readonly claims = new Set<string>();
   readonly deadLetters: ((m: JobMessage) => boolean)[] = [];
+  /** The scenes whose tiles this run made: a dead letter of one of their jobs that no check planted is a fault. */
+  readonly scenes = new Set<string>();
 
   constructor(runId: string) {
     this.prefixes.add(verifyKeys.run(runId));
@@ -687,23 +816,38 @@ class Created {
 
   addScene(m: SceneManifest, now: number): void {
     const scene = m.sceneKey;
+    this.scenes.add(scene);
     for (const prefix of [outputKeys.tilePrefix(scene), outputKeys.scenePrefix(scene)]) this.prefixes.add(prefix);
     this.addMosaics(scene);
     this.keys.add(sceneLifecycleKeys.closedOut(scene));
     // The mosaic sweep's index entry lives under the UTC hour of the fan-out: this hour or the last.
     for (const ms of [now, now - 3_600_000]) this.keys.add(sceneLifecycleKeys.indexEntry(indexHourOf(ms), scene));
-    for (const w of windows(m.grid)) this.claims.add(tileJobKey(scene, w));
+    // Every tile of every zoom (a pyramid's job keys bind their zoom).
+    for (const tile of manifestTiles(m)) this.claims.add(tile.jobKey);
   }
 
-  /** Everything an assembly writes beside a scene: the VRT, the COG mosaic (`mosaic: cog`) and the STAC Item. */
+  /**
+   * Everything an assembly writes beside a scene: the VRT, the COG mosaic (`mosaic: cog`), the STAC Item, and for a
+   * rendered scene its PMTiles archive, TileJSON and quicklook (docs/web-maps.md).
+   */
   private addMosaics(scene: string): void {
-    for (const key of [outputKeys.mosaic(scene), outputKeys.cogMosaic(scene), outputKeys.stacItem(scene)]) this.keys.add(key);
+    for (const key of [
+      outputKeys.mosaic(scene),
+      outputKeys.cogMosaic(scene),
+      outputKeys.stacItem(scene),
+      outputKeys.pmtiles(scene),
+      outputKeys.tileJson(scene),
+      outputKeys.quicklook(scene),
+    ])
+      this.keys.add(key);
   }
 
-  addDerivedScene(scene: string, jobs: readonly TileJob[]): void {
-    this.prefixes.add(outputKeys.tilePrefix(scene));
+  /** A scene verify made itself (new-key): its tiles, its manifest (written by verify), any mosaic, its claim rows. */
+  addDerivedScene(scene: string, tiles: readonly SceneTile[]): void {
+    this.scenes.add(scene);
+    for (const prefix of [outputKeys.tilePrefix(scene), outputKeys.scenePrefix(scene)]) this.prefixes.add(prefix);
     this.addMosaics(scene);
-    for (const j of jobs) this.claims.add(j.jobKey);
+    for (const tile of tiles) this.claims.add(tile.jobKey);
   }
 }
 

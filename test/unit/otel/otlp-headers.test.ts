@@ -2,8 +2,9 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HeaderedSpanExporter, parseOtlpHeaders } from '../../../functions/otel/otlp-headers.js';
 import { GOOGLE_TELEMETRY_HOST, googleTelemetryHeaders } from '../../../functions/gcp/telemetry-auth.js';
+import { parseOtlpHeaders } from '../../../functions/otel/otel-env.js';
+import { HeaderedSpanExporter } from '../../../functions/otel/otlp-headers.js';
 import { startOtlpReceiver } from '../../support/otel-trace.js';
 
 /** One finished span, as the SDK hands an exporter. */
@@ -78,7 +79,10 @@ describe('OTLP headers looked up per export (functions/otel/otlp-headers.ts)', (
     expect(googleTelemetryHeaders({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otlp.example.com' }, token)).toBeUndefined();
     // A token must never reach another receiver: traces to Google, metrics elsewhere, is none at all.
     expect(
-      googleTelemetryHeaders({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${google}/v1/traces`, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'https://m.example.com' }, token),
+      googleTelemetryHeaders(
+        { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${google}/v1/traces`, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'https://m.example.com' },
+        token,
+      ),
     ).toBeUndefined();
     expect(googleTelemetryHeaders({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://telemetry.googleapis.com.example.com' }, token)).toBeUndefined();
     expect(await googleTelemetryHeaders({ OTEL_EXPORTER_OTLP_ENDPOINT: google }, token)?.()).toEqual({ authorization: 'Bearer g' });
