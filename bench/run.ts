@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,tracing,startup,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,tracing,startup,pyramid,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -22,6 +22,7 @@ import { clearRuns } from './lib/scenes.js';
 import { type DuplicatesConfig, duplicates } from './sections/duplicates.js';
 import { type GatesConfig, gates } from './sections/gates.js';
 import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
+import { type PyramidConfig, pyramid } from './sections/pyramid.js';
 import { type ReprojectConfig, reproject } from './sections/reproject.js';
 import { type ScaleConfig, scale } from './sections/scale.js';
 import { type ScalingConfig, scaling } from './sections/scaling.js';
@@ -30,7 +31,7 @@ import { type StreamsConfig, streams } from './sections/streams.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 import { type TracingConfig, tracing } from './sections/tracing.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing', 'startup'] as const;
+const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing', 'startup', 'pyramid'] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -44,6 +45,7 @@ interface Plan {
   readonly streams: StreamsConfig;
   readonly tracing: TracingConfig;
   readonly startup: StartupConfig;
+  readonly pyramid: PyramidConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -62,6 +64,8 @@ const FULL: Plan = {
   tracing: { sceneSize: 4096, pairs: 24, noopSpans: 200_000 },
   // The built CLI against the tsx dev path, alternating: about 30 s.
   startup: { helpReps: 9, runReps: 7 },
+  // A Sentinel-2-sized scene to a z8-14 PNG pyramid (7,208 tiles), three contenders a repetition: about 4 minutes each on a quiet machine.
+  pyramid: { sceneSize: 10980, minZoom: 8, maxZoom: 14, reps: 3 },
   expected: 'about 8 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -77,6 +81,7 @@ const SMOKE: Plan = {
   streams: { batches: 4, recordsPerBatch: 250, baselineBatches: 2, reps: 1, concurrency: 2 },
   tracing: { sceneSize: 1024, pairs: 2, noopSpans: 10_000 },
   startup: { helpReps: 1, runReps: 1 },
+  pyramid: { sceneSize: 1024, minZoom: 12, maxZoom: 14, reps: 1 },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -140,6 +145,9 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
       return tracing(plan.tracing, log);
     case 'startup':
       return startup(plan.startup, log);
+    case 'pyramid':
+      if (!gdal) throw new Error('GDAL was not set up');
+      return pyramid(plan.pyramid, gdal, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);
@@ -167,7 +175,7 @@ async function main(): Promise<number> {
   if (!canPin()) log('taskset is not available: timings run on any core (install util-linux to pin them to one)');
 
   let gdal: Gdal | undefined;
-  if (options.only.some((s) => s === 'throughput' || s === 'scaling' || s === 'reproject')) {
+  if (options.only.some((s) => s === 'throughput' || s === 'scaling' || s === 'reproject' || s === 'pyramid')) {
     gdal = await ensureGdal(log);
     log(`GDAL: ${gdal.version} (${gdal.calc}, ${gdal.python})`);
   }

@@ -26,6 +26,7 @@
  * (better-sqlite3) must not reach a cloud bundle: the build fails if it does.
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -46,6 +47,7 @@ import { CODE_VERSION_DEFINE, computeCodeVersion, RENDER_PATH_ROOTS } from '../s
 import { ENV } from '../shared/domain/runtime-config.js';
 import { deployedNodeMajor } from '../shared/domain/runtimes.js';
 import { IMAGE_CODEC } from '../shared/raster/image-encoder.js';
+import { LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256 } from '../shared/raster/libdeflate.js';
 import { lockedSharpVersion, type SharpTarget, sharpNativeFiles } from './native-sharp.mjs';
 
 /** The module whose `codeVersion()` the build's define fixes. */
@@ -134,6 +136,26 @@ interface Bundle {
   readonly inputs: readonly string[];
   /** Whether the bundle imports sharp (left external): its archive must ship sharp's binaries. */
   readonly usesSharp: boolean;
+  /** Whether the bundle holds the DEFLATE encoder: its archive must ship libdeflate.wasm beside the bundle. */
+  readonly usesLibdeflate: boolean;
+}
+
+/** The module shared/raster/libdeflate.ts loads, relative to the bundle's own file (`new URL(..., import.meta.url)`). */
+const LIBDEFLATE_SOURCE = 'shared/raster/libdeflate.ts';
+
+/**
+ * The compressor's WebAssembly module as an archive entry in `dir` (the bundle's folder): the one file that runs on
+ * linux x64 and arm64 alike, checked against the SHA-256 the code was built for (and so the code version).
+ */
+function libdeflateEntry(root: string, dir: string): ZipEntry {
+  const path = join(root, dirname(LIBDEFLATE_SOURCE), LIBDEFLATE_WASM_FILE);
+  if (!existsSync(path)) throw new BuildError(`${path} is missing: run node scripts/node.mjs tsx scripts/build-libdeflate.ts`);
+  const data = readFileSync(path);
+  const digest = createHash('sha256').update(data).digest('hex');
+  if (digest !== LIBDEFLATE_WASM_SHA256) {
+    throw new BuildError(`${path} has SHA-256 ${digest}, not the ${LIBDEFLATE_WASM_SHA256} the code expects: rebuild it (scripts/build-libdeflate.ts)`);
+  }
+  return { name: dir === '' ? LIBDEFLATE_WASM_FILE : `${dir}/${LIBDEFLATE_WASM_FILE}`, data };
 }
 
 /** Native packages left out of every bundle and shipped beside it for the target platform (see the file comment). */
@@ -200,7 +222,7 @@ async function bundle(root: string, entry: string, outName: string, external: re
   if (native.length > 0) throw new BuildError(`${entry} pulls in native addons that cannot run on the platform: ${native.join(', ')}`);
   const imports = Object.values((result.metafile as Metafile).outputs).flatMap((o) => o.imports);
   const usesSharp = imports.some((i) => i.external && (i.path === 'sharp' || i.path.startsWith('sharp/')));
-  return { code: code.contents, map: map.contents, inputs, usesSharp };
+  return { code: code.contents, map: map.contents, inputs, usesSharp, usesLibdeflate: inputs.includes(LIBDEFLATE_SOURCE) };
 }
 
 /** ELF e_machine of each Linux architecture sharp ships for. */
@@ -522,6 +544,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
         files: [
           { name: 'index.mjs', data: b.code },
           { name: 'index.mjs.map', data: b.map },
+          ...(b.usesLibdeflate ? [libdeflateEntry(root, '')] : []),
           // Lambda resolves `import('sharp')` from /var/task/node_modules: the functions' own architecture's binaries.
           ...(b.usesSharp ? sharpEntries(root, `linux-${LAMBDA_ARCHITECTURE}`, checkDir, verify) : []),
         ],
@@ -555,6 +578,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
         files: [
           { name: 'index.js', data: b.code },
           { name: 'index.js.map', data: b.map },
+          ...(b.usesLibdeflate ? [libdeflateEntry(root, '')] : []),
           { name: 'package.json', data: json(manifest) },
         ],
       },
@@ -586,6 +610,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
           { name: 'package.json', data: json(manifest) },
           { name: 'dist/index.js', data: b.code },
           { name: 'dist/index.js.map', data: b.map },
+          ...(b.usesLibdeflate ? [libdeflateEntry(root, 'dist')] : []),
           // A run-from-package app is not built remotely: it ships sharp for the Functions host's linux-x64.
           ...(b.usesSharp ? sharpEntries(root, 'linux-x64', checkDir, verify) : []),
         ],

@@ -7,6 +7,8 @@ import { install as installAzure } from './emulators/azure.mjs';
 import { install as installChromium } from './emulators/chromium.mjs';
 import { install as installGcp } from './emulators/gcp.mjs';
 import { install as installGdal } from './emulators/gdal.mjs';
+// go-pmtiles (Go module proxy): `pmtiles verify` checks the PMTiles archives Tessera writes.
+import { install as installGoPmtiles } from './emulators/pmtiles.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
 // The real Pulumi CLI and language host (vendor/pulumi/) for the real-engine test.
 import { install as installPulumi } from './emulators/pulumi.mjs';
@@ -20,6 +22,7 @@ for (const [name, install] of [
   ['azure', installAzure],
   ['postgres', installPostgres],
   ['gdal', installGdal],
+  ['go-pmtiles', installGoPmtiles],
   ['chromium', installChromium],
   ['pulumi', installPulumi],
   ['sharp-native', installSharpNative],

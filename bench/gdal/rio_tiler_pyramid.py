@@ -6,12 +6,13 @@ opening the scene once with rio_tiler.io.Reader (the warm part: the dataset and 
 every tile it renders), then for each tile of its share Reader.tile(x, y, z, expression=...) (a WarpedVRT of the
 source onto the tile, nearest, the source's nodata masked), ImageData.rescale to 0-255 and ImageData.render as
 PNG with the colormap Tessera uses (its 256 entries as a rio-tiler colormap dict), written to outDir/z/x/y.png.
+A tile that rio-tiler finds outside the scene (TileOutsideBounds) is rendered fully transparent, as the others write it.
 
 The tile set is rio-tiler's own: morecantile's tiles over the scene's geographic bounds, zooms minZoom to maxZoom,
 as a TileJSON-driven client would request them; the section compares it with Tessera's and gdal2tiles'.
 
 Input: one JSON argument {scene, outDir, processes, minZoom, maxZoom, expression, rescale: [min, max],
-colormapHex}; output: one JSON line {tiles, perZoom, renderMs, elapsedMs, versions}. renderMs is the warm part
+colormapHex}; output: one JSON line {tiles, perZoom, outsideFootprint, renderMs, elapsedMs, versions}. renderMs is the warm part
 only: from the pool's start (forking the workers and opening the scene included) to the last tile written, without
 the interpreter's start and imports.
 """
@@ -26,8 +27,9 @@ import morecantile
 import numpy as np
 import rasterio
 import rio_tiler
-from rio_tiler.errors import NoOverviewWarning
+from rio_tiler.errors import NoOverviewWarning, TileOutsideBounds
 from rio_tiler.io import Reader
+from rio_tiler.models import ImageData
 
 # The synthetic scene has no internal overviews (neither has a band file as published); rio-tiler warns once per open.
 warnings.filterwarnings("ignore", category=NoOverviewWarning)
@@ -48,14 +50,22 @@ def _tile(t):
     s = _state
     spec = s["spec"]
     x, y, z = t
-    img = s["reader"].tile(x, y, z, expression=spec["expression"])
+    try:
+        img = s["reader"].tile(x, y, z, expression=spec["expression"])
+        outside = False
+    except TileOutsideBounds:
+        # A tile of the footprint's bounding box that misses the footprint itself (a corner of a scene whose grid
+        # is not the tile matrix set's): TiTiler answers 404; Tessera and gdal2tiles write it, transparent. So
+        # does this loop, through the same render, for the same tile set.
+        img = ImageData(np.ma.MaskedArray(np.zeros((1, 256, 256), dtype=np.float64), mask=True))
+        outside = True
     img = img.rescale(in_range=(tuple(spec["rescale"]),))
     png = img.render(img_format="PNG", colormap=s["colormap"])
     folder = os.path.join(spec["outDir"], str(z), str(x))
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"{y}.png"), "wb") as f:
         f.write(png)
-    return z
+    return z, outside
 
 
 def main(spec):
@@ -66,14 +76,17 @@ def main(spec):
     zooms = list(range(spec["minZoom"], spec["maxZoom"] + 1))
     tiles = [(t.x, t.y, t.z) for t in tms.tiles(*bounds, zooms=zooms)]
     per_zoom = {str(z): 0 for z in zooms}
+    outside = 0
     render_started = time.perf_counter()
     with mp.get_context("fork").Pool(spec["processes"], initializer=_open, initargs=(spec,)) as pool:
-        for z in pool.imap_unordered(_tile, tiles, chunksize=1):
+        for z, out in pool.imap_unordered(_tile, tiles, chunksize=1):
             per_zoom[str(z)] += 1
+            outside += out
     done = time.perf_counter()
     return {
         "tiles": sum(per_zoom.values()),
         "perZoom": per_zoom,
+        "outsideFootprint": outside,
         "renderMs": (done - render_started) * 1000,
         "elapsedMs": (done - started) * 1000,
         "versions": {"rio-tiler": rio_tiler.__version__, "rasterio": rasterio.__version__, "gdal": rasterio.__gdal_version__},

@@ -55,8 +55,10 @@ Target grid (default: the scene's own grid; with several band files, the finest 
                       tiles are read from the scene, each lower one is built from its four children
                       once they are written; the mosaic and the STAC Item are of the highest zoom
                       (docs/pyramids.md)
-  --mosaic KIND       vrt (default: a VRT over the tiles) or cog (also one COG mosaic); a STAC Item
-                      of the output is written beside the mosaic either way
+  --mosaic KIND       vrt (default: a VRT over the tiles), cog (also one COG mosaic) or pmtiles
+                      (also one PMTiles archive of every zoom: rendered tiles on WebMercatorQuad);
+                      a STAC Item of the output is written beside the mosaic either way, and a
+                      rendered scene gets a quicklook PNG (and on WebMercatorQuad a TileJSON)
 
 Rendered tiles for web maps (default: float32 COG tiles for analysis; docs/web-maps.md):
   --format F          cog (default), png, webp or jpeg: png/webp/jpeg tiles are 8-bit images of the band
@@ -287,6 +289,9 @@ export function formatSummary(s: MainJobSummary): string {
     ['manifest count / grid count', `${s.manifestCount} / ${s.gridCount}${s.ok ? '  OK' : '  MISMATCH'}`],
     ['mosaic', s.mosaicPath || '(not assembled)'],
     ...(s.cogMosaicPath === undefined ? [] : ([['COG mosaic', s.cogMosaicPath]] as [string, string][])),
+    ...(s.pmtilesPath === undefined ? [] : ([['PMTiles archive', s.pmtilesPath]] as [string, string][])),
+    ...(s.tileJsonPath === undefined ? [] : ([['TileJSON', s.tileJsonPath]] as [string, string][])),
+    ...(s.quicklookPath === undefined ? [] : ([['quicklook', s.quicklookPath]] as [string, string][])),
     ['STAC item', s.stacItemPath || '(not written)'],
     ['outputs', s.outputDir],
     ['elapsed', `${(s.elapsedMs / 1000).toFixed(1)} s`],

@@ -29,8 +29,8 @@ Usage: tessera view [--dir D] [--scene KEY] | --stac ITEM  [--port N] [--json]
   --port N       the port to listen on (default 0: a free one the system picks)
   --json         print {url, scene, layers, bundle} as one JSON line once the server listens
 
-The page's bundle is built with esbuild on first use and cached in node_modules/.cache/tessera-view/
-(docs/web-maps.md, "Viewing").`;
+The page's bundle ships prebuilt in the installed package; in a checkout it is built with esbuild on first
+use and cached in node_modules/.cache/tessera-view/ (docs/web-maps.md, "Viewing").`;
 
 export async function viewCommand(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseArgs({

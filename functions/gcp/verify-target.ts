@@ -3,11 +3,11 @@ import { Firestore } from '@google-cloud/firestore';
 import { type Message, PubSub, type Subscription } from '@google-cloud/pubsub';
 import { Storage } from '@google-cloud/storage';
 import type { SceneManifest } from '../../shared/app/scene-manifest.js';
-import { makeTileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { toJobMessage } from '../../shared/app/tile-job.js';
+import { fanOutJobs } from '../../shared/app/verify/scene-tiles.js';
 import type { GcpStackOutputs } from '../../shared/app/verify/stack-outputs.js';
 import type { VerifyTarget } from '../../shared/app/verify/verify-stack.js';
 import { ENV } from '../../shared/domain/runtime-config.js';
-import { windows } from '../../shared/domain/tile-grid.js';
 import type { JobMessage } from '../../shared/ports/job-queue.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
 import { JOB_KEY_ATTRIBUTE } from './adapters/pubsub-job-queue.js';
@@ -107,9 +107,8 @@ export function gcpVerifyTarget(
       };
     },
     async redeliverSceneEvent(manifest: SceneManifest) {
-      const jobs = [...windows(manifest.grid)].map((w) =>
-        makeTileJob(manifest.sceneKey, manifest.source, manifest.params, manifest.grid, w, { kind: 'create' }, manifest.pin),
-      );
+      // What fan-out publishes: every window of the scene grid (a pyramid's highest zoom; its children enqueue the rest).
+      const jobs = fanOutJobs(manifest);
       await rt.backend.queue.sendBatch(jobs.map(toJobMessage));
       return jobs.map((j) => j.jobKey);
     },

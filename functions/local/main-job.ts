@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { assembleMosaic, sceneGeoref } from '../../shared/app/assemble-mosaic.js';
+import { assembleMosaic, type MosaicResult, sceneGeoref } from '../../shared/app/assemble-mosaic.js';
 import { deliveryOwner } from '../../shared/app/deliveries.js';
 import { fanOutScene } from '../../shared/app/fan-out.js';
 import { processTile } from '../../shared/app/process-tile.js';
@@ -72,6 +72,10 @@ export interface MainJobSummary {
   readonly mosaicPath: string;
   /** The COG mosaic (`--mosaic cog`), when built. */
   readonly cogMosaicPath?: string | undefined;
+  /** The PMTiles archive (`--mosaic pmtiles`), the TileJSON and the quicklook of a rendered scene (docs/web-maps.md). */
+  readonly pmtilesPath?: string | undefined;
+  readonly tileJsonPath?: string | undefined;
+  readonly quicklookPath?: string | undefined;
   /** The STAC Item of the output, beside the mosaic. */
   readonly stacItemPath: string;
   /** The tiles' CRS (`EPSG:n`): the target's, or the source's own. */
@@ -199,12 +203,14 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     let manifestCount = 0;
     let mosaicKey = '';
     let cogMosaicKey: string | undefined;
+    let web: Pick<MosaicResult, 'pmtilesKey' | 'tileJsonKey' | 'quicklookKey'> = {};
     let stacItemKey = '';
     try {
       const mosaic = await assembleMosaic(backend, fan.sceneKey);
       manifestCount = mosaic.manifestCount;
       mosaicKey = mosaic.mosaicKey;
       cogMosaicKey = mosaic.cogMosaicKey;
+      web = mosaic;
       stacItemKey = mosaic.stacItemKey ?? '';
     } catch (error) {
       if (!(error instanceof MissingTilesError)) throw error;
@@ -231,6 +237,9 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       gridCount: fan.grid.count,
       mosaicPath: mosaicKey ? backend.outputs.pathOf(mosaicKey) : '',
       ...(cogMosaicKey === undefined ? {} : { cogMosaicPath: backend.outputs.pathOf(cogMosaicKey) }),
+      ...(web.pmtilesKey === undefined ? {} : { pmtilesPath: backend.outputs.pathOf(web.pmtilesKey) }),
+      ...(web.tileJsonKey === undefined ? {} : { tileJsonPath: backend.outputs.pathOf(web.tileJsonKey) }),
+      ...(web.quicklookKey === undefined ? {} : { quicklookPath: backend.outputs.pathOf(web.quicklookKey) }),
       stacItemPath: stacItemKey ? backend.outputs.pathOf(stacItemKey) : '',
       ...(await gridSummary(backend, fan.sceneKey)),
       outputDir: join(backend.outputs.root, 'objects'),

@@ -1,6 +1,5 @@
 import { InvalidParamsError } from '../../shared/domain/errors.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
-import type { OtelSetupOptions } from './otel-sdk.js';
 
 /**
  * Whether a process sets up the OpenTelemetry SDK, and the one it set up: no SDK import here, so a wiring file
@@ -54,28 +53,38 @@ export function recordInstalledOtelSdk(sdk: OtelSdk | undefined): void {
   installed = sdk;
 }
 
+/** What a wiring file sets the SDK up with (otel-sdk.ts OtelSetupOptions, less a test's own exporters). */
+export interface OtelWiringOptions {
+  /** `service.name` unless OTEL_SERVICE_NAME says otherwise: e.g. `tessera-tile`. */
+  readonly serviceName: string;
+  /** The OTLP exporters' headers, looked up before each export, for a cloud that needs them (otlp-headers.ts OtlpHeaderSource). */
+  readonly otlpHeaders?: (() => Promise<Readonly<Record<string, string>>>) | undefined;
+}
+
+type SetUp = (env: Env, options: OtelWiringOptions) => OtelSdk | undefined;
+
 /** otel-sdk.ts's setUpOpenTelemetry, recorded when that module is loaded: a wiring file reaches it through here. */
-let loadedSetUp: ((env: Env, options: OtelSetupOptions) => OtelSdk | undefined) | undefined;
+let loadedSetUp: SetUp | undefined;
 
 /** Called by otel-sdk.ts as it loads. */
-export function recordOtelSetUp(setUp: (env: Env, options: OtelSetupOptions) => OtelSdk | undefined): void {
+export function recordOtelSetUp(setUp: SetUp): void {
   loadedSetUp = setUp;
 }
 
 /**
  * The SDK of a runtime a cloud wiring file composes from `env`: the one this process set up already (a test's, with
  * its in-memory exporter), else one set up now when `env` asks for it ({@link otelRequested}), else none. The wiring
- * file loaded otel-sdk.ts before this runs, when process.env asked for it (`if (otelRequested(process.env)) await
- * import('../otel/otel-sdk.js')`): a function whose OTEL_* variables are unset never loads the SDK.
+ * file loaded otel-sdk.ts before this runs (a dynamic import at its top), when process.env asked for it: a function
+ * whose OTEL_* variables are unset never loads the SDK.
  */
-export function otelSdkFor(env: Env, options: OtelSetupOptions): OtelSdk | undefined {
+export function otelSdkFor(env: Env, options: OtelWiringOptions): OtelSdk | undefined {
   const sdk = installed;
   if (sdk) return sdk;
   if (!otelRequested(env)) return undefined;
   if (loadedSetUp === undefined) {
     throw new InvalidParamsError(
       'the environment a runtime is composed from asks for OpenTelemetry (OTEL_* variables), but the SDK was not loaded: ' +
-        "process.env asked for none when the wiring file was loaded. Set the OTEL_* variables in process.env before importing it, or import functions/otel/otel-sdk.js first",
+        'process.env asked for none when the wiring file was loaded. Set the OTEL_* variables in process.env before importing it, or import functions/otel/otel-sdk.js first',
     );
   }
   return loadedSetUp(env, options);

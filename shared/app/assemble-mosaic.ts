@@ -17,8 +17,8 @@ import { writeQuicklook } from './quicklook.js';
 import { tmsTileOf } from './scene-grid.js';
 import { readSceneManifest, type SceneManifest } from './scene-manifest.js';
 import { type SceneStacItemInput, sceneStacItem, TILE_VERSIONS_PROPERTY, writeSceneStacItem } from './stac-output.js';
-import { isWebMapScene, sceneTileJson, TILEJSON_CONTENT_TYPE, WEB_MAP_TMS, webMapExtent } from './tilejson.js';
 import { tileOutputKey } from './tile-job.js';
+import { isWebMapScene, sceneTileJson, TILEJSON_CONTENT_TYPE, WEB_MAP_TMS, webMapExtent } from './tilejson.js';
 
 /** One tile of a scene, from its manifest: its deterministic key and its window of the scene grid. */
 export interface SceneTile {

@@ -17,8 +17,8 @@ import type { JobMessage } from '../ports/job-queue.port.js';
 import type { ReadPin } from '../ports/object-store.port.js';
 import { parseExpression } from '../raster/index.js';
 import type { Backend } from './backend.js';
-import { enqueueReadyParents } from './pyramid.js';
 import { assertArchiveFits } from './pmtiles-archive.js';
+import { enqueueReadyParents } from './pyramid.js';
 import { assertSceneTileCount, pyramidOf } from './pyramid-grid.js';
 import { type OpenedBand, openSceneBands, sceneBands, sceneTarget } from './scene-grid.js';
 import {

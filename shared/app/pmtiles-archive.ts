@@ -32,11 +32,12 @@ export const MAX_ARCHIVE_BYTES = 256 * 1024 * 1024;
  */
 export const MAX_ARCHIVE_TILES = 65_536;
 /**
- * Bytes a rendered pixel takes in a tile, as the refusal before any claim estimates an archive (its actual size is
- * checked again at assembly). Measured on the rendered tiles of a real scene (docs/web-maps.md, "PMTiles archive"):
- * PNG of 4 bands (a colormap) and WebP are RGBA, PNG without a colormap grey and alpha, JPEG three or one band.
+ * Bytes an RGBA pixel takes in a rendered tile, as the refusal before any claim estimates an archive (its actual size
+ * is checked again at assembly); a tile of fewer bands (grey and alpha, RGB, grey) in proportion. About twice the
+ * largest tile measured: NDVI of the Sentinel-2 fixture (test/data/public/s2-29RKH) with rdylgn on WebMercatorQuad
+ * zooms 9-11, whole tiles at most 0.91 (PNG), 0.04 (WebP) and 0.08 (JPEG) bytes a pixel (docs/web-maps.md).
  */
-export const ESTIMATED_BYTES_PER_PIXEL: Readonly<Record<RenderedFormat, number>> = { PNG: 2, WEBP: 0.5, JPEG: 0.5 };
+export const ESTIMATED_BYTES_PER_PIXEL: Readonly<Record<RenderedFormat, number>> = { PNG: 1, WEBP: 0.1, JPEG: 0.15 };
 /** Reads of tiles in flight at once. */
 const READS_IN_FLIGHT = 8;
 
@@ -83,7 +84,12 @@ export function assertArchiveFits(
   const maxBytes = limits.maxBytes ?? MAX_ARCHIVE_BYTES;
   const minZoom = tms.minZoom ?? tms.zoom;
   const per = tilesPerZoom(target, tiling.tilePx, minZoom);
-  const upTo = (z: number) => estimateArchive(per.filter((l) => l.zoom <= z).reduce((n, l) => n + l.tiles, 0), tiling.tilePx, tiling);
+  const upTo = (z: number) =>
+    estimateArchive(
+      per.filter((l) => l.zoom <= z).reduce((n, l) => n + l.tiles, 0),
+      tiling.tilePx,
+      tiling,
+    );
   const all = upTo(tms.zoom);
   if (all.tiles <= maxTiles && all.bytes <= maxBytes) return;
   let fits: { zoom: number; estimate: ArchiveEstimate } | undefined;
@@ -96,10 +102,10 @@ export function assertArchiveFits(
   const zoomFix =
     fits === undefined
       ? 'tile a smaller area'
-      : `lower the highest zoom: --zoom ${tms.minZoom === undefined ? fits.zoom : `${minZoom}-${fits.zoom}`} makes ${fits.estimate.tiles.toLocaleString('en-US')} tiles, about ${mb(fits.estimate.bytes)}`;
+      : `lower the highest zoom: --zoom ${fits.zoom === minZoom ? fits.zoom : `${minZoom}-${fits.zoom}`} makes ${fits.estimate.tiles.toLocaleString('en-US')} tiles, about ${mb(fits.estimate.bytes)}`;
   throw new ArchiveTooLargeError(
     `--mosaic pmtiles: ${asked} of ${WEB_MAP_TMS} make ${all.tiles.toLocaleString('en-US')} tiles for this scene, about ${mb(all.bytes)} as ${format} ` +
-      `(estimated at ${ESTIMATED_BYTES_PER_PIXEL[format]} bytes a pixel of RGBA), more than one PMTiles archive may hold ` +
+      `(estimated at ${ESTIMATED_BYTES_PER_PIXEL[format]} byte${ESTIMATED_BYTES_PER_PIXEL[format] === 1 ? '' : 's'} an RGBA pixel), more than one PMTiles archive may hold ` +
       `(${maxTiles.toLocaleString('en-US')} tiles, ${mb(maxBytes)}: docs/web-maps.md); ${zoomFix}, or leave out --mosaic pmtiles ` +
       '(mosaic "vrt": the tiles stay XYZ tiles, and the TileJSON beside the outputs serves them to a web map)',
     all,

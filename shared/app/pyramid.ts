@@ -227,21 +227,28 @@ export function reduceImageBlock(
   out: Uint8Array,
   o: number,
 ): void {
-  const opaque = (k: number) => !alpha || (src[k * channels + channels - 1] as number) >= 128;
+  // Called once per parent pixel: no closure or array is made here (under tsx's keepNames a closure per call cost
+  // more than the reduction itself: bench/sections/pyramid.ts, docs/benchmarks.md).
   if (resampling === 'nearest' || resampling === 'mode') {
     const k = at[0] as number;
-    if (opaque(k)) for (let c = 0; c < channels; c++) out[o + c] = src[k * channels + c] as number;
+    if (isOpaque(src, k, channels, alpha)) for (let c = 0; c < channels; c++) out[o + c] = src[k * channels + c] as number;
     return;
   }
-  const counted = at.filter(opaque);
-  if (counted.length === 0) return;
+  let counted = 0;
+  for (const k of at) if (isOpaque(src, k, channels, alpha)) counted++;
+  if (counted === 0) return;
   const colours = alpha ? channels - 1 : channels;
   for (let c = 0; c < colours; c++) {
     let sum = 0;
-    for (const k of counted) sum += src[k * channels + c] as number;
-    out[o + c] = Math.floor(sum / counted.length + 0.5);
+    for (const k of at) if (isOpaque(src, k, channels, alpha)) sum += src[k * channels + c] as number;
+    out[o + c] = Math.floor(sum / counted + 0.5);
   }
   if (alpha) out[o + channels - 1] = 255;
+}
+
+/** Whether pixel `k` of an image counts in a reduction: always without alpha (JPEG), else where alpha is at least 128. */
+function isOpaque(src: Uint8Array, k: number, channels: number, alpha: boolean): boolean {
+  return !alpha || (src[k * channels + channels - 1] as number) >= 128;
 }
 
 /** One child tile's float32 pixels (a tile Tessera wrote: one band, the tile's size), and the bytes read for them. */

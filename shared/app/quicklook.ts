@@ -193,6 +193,12 @@ export async function writeQuicklook(
     isStale: options.isStale,
   });
   if (kind === 'written')
-    telemetry.log('INFO', 'quicklook-written', { sceneKey: manifest.sceneKey, key, width: image.width, height: image.height, zoom: image.zoom });
+    telemetry.log('INFO', 'quicklook-written', {
+      sceneKey: manifest.sceneKey,
+      key,
+      width: image.width,
+      height: image.height,
+      zoom: image.zoom,
+    });
   return { kind, key, width: image.width, height: image.height };
 }

@@ -3,8 +3,8 @@ import { InvalidEventError } from '../domain/errors.js';
 import { outputKeys } from '../domain/job-key.js';
 import { tileExtension } from '../domain/render-params.js';
 import type { TilingParams } from '../domain/tiling-params.js';
-import { relativeHref } from './stac-output.js';
 import type { SceneManifest } from './scene-manifest.js';
+import { relativeHref } from './stac-output.js';
 
 /**
  * A rendered scene on WebMercatorQuad as a web map sees it (docs/web-maps.md, "TileJSON and quicklook"): its zooms,
@@ -101,7 +101,11 @@ export interface SceneTileJson {
  *
  * Canonical JSON (RFC 8785): the same scene gives the same bytes.
  */
-export function sceneTileJson(manifest: SceneManifest, tiling: TilingParams, options: { readonly pmtilesKey?: string | undefined } = {}): SceneTileJson {
+export function sceneTileJson(
+  manifest: SceneManifest,
+  tiling: TilingParams,
+  options: { readonly pmtilesKey?: string | undefined } = {},
+): SceneTileJson {
   const render = tiling.render;
   if (render === undefined) throw new InvalidEventError(`sceneTileJson: scene ${manifest.sceneKey} has no rendered tiles`);
   const extent = webMapExtent(manifest, tiling);

@@ -182,7 +182,11 @@ export const ROLE_ACCESS: Readonly<Record<FunctionRole, readonly AreaGrant[]>> =
       access: ['read', 'replace', 'delete', 'list'],
       why: "verify checks its scene's tiles, overwrites one conditionally (the repair check) and removes them",
     },
-    { area: 'scenes', access: ['read', 'delete', 'list'], why: "verify reads its scene's manifest and removes it" },
+    {
+      area: 'scenes',
+      access: ['read', 'create', 'delete', 'list'],
+      why: "verify reads its scene's manifest, writes its new-key backfill's create-only (as fan-out does: a pyramid's parents read it) and removes them",
+    },
     { area: 'mosaics', access: ['read', 'delete', 'list'], why: "verify checks its scene's mosaic and removes it" },
     { area: 'sceneIndex', access: ['read', 'delete', 'list'], why: "verify finds its scene in the sweep's index and removes the entry" },
     { area: 'verify', access: ['read', 'create', 'replace', 'delete', 'list'], why: "verify's own store probes" },

@@ -3,24 +3,23 @@ import { promisify } from 'node:util';
 import {
   constants,
   crc32,
-  deflate as deflateCallback,
-  deflateRawSync,
-  deflateSync,
   inflate as inflateCallback,
   inflateSync,
   zstdCompressSync,
   zstdDecompress as zstdDecompressCallback,
   zstdDecompressSync,
 } from 'node:zlib';
+import { libdeflateRawCompress, libdeflateZlibCompress } from './libdeflate.js';
 import type { TypedArray } from './tiff-format.js';
 
 /**
- * Block codecs: DEFLATE and ZSTD (node:zlib, native), LZW and PackBits
+ * Block codecs: DEFLATE encoding (libdeflate compiled to WebAssembly:
+ * ./libdeflate.ts), DEFLATE decoding and ZSTD (node:zlib, native), LZW and PackBits
  * decoding, and the TIFF horizontal (2) and floating-point (3) predictors in
  * both directions. Every function works on one block and allocates only its output.
  *
  * node:zlib is driven with one output chunk as large as the result can be
- * (the compressor's bound, or the block's decoded size): its default 16 KiB
+ * (ZSTD's bound, or the block's decoded size): its default 16 KiB
  * chunk makes a 1 MiB block 64 output chunks, each a trip through the
  * stream machinery (and, on the thread pool, a round trip to it), and then a
  * concatenation. Measured on a 1 MiB source block: 5.9 ms synchronous and
@@ -28,11 +27,6 @@ import type { TypedArray } from './tiff-format.js';
  * (docs/benchmarks.md). The chunk size changes how the bytes are handed
  * over, never the bytes.
  */
-
-/** zlib's deflateBound for the zlib wrapper (and level > 0): the largest a compressed block can be. */
-function deflateBound(n: number): number {
-  return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 6;
-}
 
 /** ZSTD_COMPRESSBOUND: the largest a ZSTD frame of `n` bytes can be. */
 function zstdBound(n: number): number {
@@ -90,29 +84,23 @@ function settled<T>(fn: () => T): Promise<T> {
 }
 
 /**
- * How Tessera drives zlib's compressor: one output chunk (above) and
- * memLevel 9 (zlib's default is 8), a hash table twice as large, so fewer
- * false candidates are walked per match: about 15% less time at level 6 on
- * predicted float32 tiles and slightly smaller output, the same bytes on every
- * Node major (checked on the pinned 22 and 24; test/unit/raster/codecs.test.ts).
+ * zlib-wrapped DEFLATE (TIFF compression 8) at `level` (GDAL's default ZLEVEL is 6), by libdeflate, the
+ * compressor GDAL links: about 1.2x (level 6) to 1.4x (levels 1 and 9) zlib's speed on predicted NDVI tiles
+ * within 0.2% of its size (docs/benchmarks.md, "compressor"). One call per block, no stream state: the bytes
+ * depend only on the input, the level and the module (its SHA-256 is on the render path, so in the code version).
  */
-function deflateOptions(n: number, level: number) {
-  return { level, memLevel: 9, chunkSize: chunk(deflateBound(n)) };
-}
-
-/** zlib-wrapped DEFLATE at `level` (GDAL's default ZLEVEL is 6). */
 export function deflate(bytes: Uint8Array, level: number): Uint8Array {
-  return deflateSync(bytes, deflateOptions(bytes.byteLength, level));
+  return libdeflateZlibCompress(bytes, level);
 }
 
 /**
- * A gzip member (RFC 1952) of `bytes`: the raw DEFLATE stream of {@link deflate}'s compressor settings inside a
+ * A gzip member (RFC 1952) of `bytes`: the raw DEFLATE stream of {@link deflate}'s compressor inside a
  * header written here, not by zlib, so nothing in it depends on the machine: no file name, modification time 0, no
  * extra flags, operating system 255 ("unknown", where zlib writes its build's OS code). What PMTiles' internal
  * compression 2 (gzip) is: its directories and metadata (shared/raster/pmtiles-writer.ts).
  */
 export function gzip(bytes: Uint8Array, level: number): Uint8Array {
-  const body = deflateRawSync(bytes, deflateOptions(bytes.byteLength, level));
+  const body = libdeflateRawCompress(bytes, level);
   const out = new Uint8Array(10 + body.byteLength + 8);
   out.set([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff], 0);
   out.set(body, 10);
@@ -124,7 +112,6 @@ export function gzip(bytes: Uint8Array, level: number): Uint8Array {
 }
 
 const inflateOnPool = promisify(inflateCallback);
-const deflateOnPool = promisify(deflateCallback);
 const zstdDecompressOnPool = promisify(zstdDecompressCallback);
 
 /**
@@ -138,9 +125,13 @@ export function inflateAsync(bytes: Uint8Array, expected?: number, onPool = pool
   return onPool ? inflateOnPool(bytes, options) : settled(() => inflateSync(bytes, options));
 }
 
-/** {@link deflate} on libuv's thread pool, leaving the event loop free: the same bytes. */
+/**
+ * {@link deflate} as a promise (its throw a rejection): the same bytes. libdeflate runs on the calling thread
+ * (WebAssembly has no libuv pool), so blocks in flight at once run one after the other; kept so callers that
+ * overlap compression with other work keep their shape.
+ */
 export function deflateAsync(bytes: Uint8Array, level: number): Promise<Uint8Array> {
-  return deflateOnPool(bytes, deflateOptions(bytes.byteLength, level));
+  return settled(() => libdeflateZlibCompress(bytes, level));
 }
 
 /** The smallest and largest ZSTD levels Tessera writes (GDAL's ZSTD_LEVEL range; its default is 9). */

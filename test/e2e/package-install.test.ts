@@ -1,10 +1,12 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { viewBundle } from '../../cli/view/bundle.js';
+import type { ViewConfig } from '../../cli/view/view-config.js';
 import { REPO_ROOT } from '../../infra/common/packaging.js';
 import { buildPackage, type PackageBuild, PEER_PACKAGES, packTarball } from '../../scripts/build-package.js';
 import { install as installPulumi, PULUMI_BIN_DIR } from '../../scripts/emulators/pulumi.mjs';
@@ -13,7 +15,9 @@ import { install as installPulumi, PULUMI_BIN_DIR } from '../../scripts/emulator
  * The `tessera` package as a user gets it (docs/packages.md): built and packed as `npm run package` does, installed
  * from the tarball into a scratch project in the system's temporary folder, outside the repository, with npm
  * itself (`npm ci`); then the project uses it the three ways the package offers: the `tessera` bin through npx, the
- * core entry, and the Pulumi components in a user's program under Pulumi's mocks.
+ * core entry, and the Pulumi components in a user's program under Pulumi's mocks. `tessera view` serves the page the
+ * package ships prebuilt, its bundle and the run's outputs by range over HTTP (the browser test,
+ * test/e2e/view-browser.test.ts, covers the rendering).
  *
  * The install takes the dependencies' versions from the repository's lockfile (the scratch project's lockfile is
  * the slice of it the package's dependencies reach) and their tarballs from npm's cache, which `npm ci` of the
@@ -229,6 +233,52 @@ function linkPeers(project: string): void {
   }
 }
 
+/**
+ * `npx tessera view ... --json` in the project: resolves with the JSON line it prints once it listens, and a stop that
+ * sends SIGTERM and resolves with the exit code. Fails if it exits first.
+ */
+async function startView(
+  cwd: string,
+  args: readonly string[],
+): Promise<{ view: Record<string, unknown>; stop: () => Promise<number | null> }> {
+  const { BROWSER: _noBrowser, ...env } = inherited;
+  const child = spawn('npx', ['tessera', 'view', ...args, '--json'], {
+    cwd,
+    env: { ...env, PATH: [NODE_24_DIR, process.env.PATH ?? ''].join(':'), npm_config_update_notifier: 'false' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), STEP_MS);
+  try {
+    const line = await new Promise<string>((done, fail) => {
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const [first] = out.split('\n');
+        if (out.includes('\n') && first !== undefined) done(first);
+      });
+      void exited.then((code) => fail(new Error(`npx tessera view exited ${code} before it listened:\n${err.slice(-3000)}\n${out}`)));
+    });
+    return {
+      view: JSON.parse(line) as Record<string, unknown>,
+      stop: async () => {
+        child.kill('SIGTERM');
+        const code = await exited;
+        clearTimeout(timer);
+        return code;
+      },
+    };
+  } catch (e) {
+    clearTimeout(timer);
+    child.kill('SIGKILL');
+    throw e;
+  }
+}
+
 const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Record<string, unknown>;
 
 function filesUnder(dir: string): string[] {
@@ -280,7 +330,17 @@ describe('the tessera package, installed from its tarball into a project outside
     const installed = join(project, 'node_modules', 'tessera');
     const files = filesUnder(installed).map((f) => relative(installed, f));
     expect(files).toEqual(
-      expect.arrayContaining(['package.json', 'bin/tessera.mjs', 'lib/cli.js', 'lib/index.js', 'lib/pulumi.js', 'lib/worker-entry.js']),
+      expect.arrayContaining([
+        'package.json',
+        'bin/tessera.mjs',
+        'lib/cli.js',
+        'lib/index.js',
+        'lib/pulumi.js',
+        'lib/worker-entry.js',
+        'lib/libdeflate.wasm',
+        'lib/view-bundle/view.js',
+        'lib/view-bundle/view.css',
+      ]),
     );
     for (const [subpath, target] of Object.entries(built.manifest.exports)) {
       const paths = typeof target === 'string' ? [target] : Object.values(target);
@@ -326,6 +386,37 @@ describe('the tessera package, installed from its tarball into a project outside
     for (const key of ['mosaicPath', 'stacItemPath']) expect(existsSync(String(summary[key])), key).toBe(true);
     const tiles = filesUnder(String(summary.outputDir)).filter((f) => f.includes('/tiles/') && f.endsWith('.tif'));
     expect(tiles).toHaveLength(4);
+  });
+
+  it('npx tessera view serves that run: the page, the bundle the package ships prebuilt, and the mosaic by range (206)', async () => {
+    // The page the package ships: built by the view's own esbuild step, byte for byte what a checkout builds and caches.
+    const shipped = join(project, 'node_modules', 'tessera', 'lib', 'view-bundle');
+    const checkout = await viewBundle();
+    expect(built.view?.sha256).toBe(createHash('sha256').update(checkout.js).update(checkout.css).digest('hex'));
+    const { view, stop } = await timed('view start', () => startView(project, ['--dir', 'data']));
+    let code: number | null;
+    try {
+      const url = String(view.url);
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+      expect(view).toMatchObject({ bundle: { cached: true, buildMs: 0 } });
+      const page = await fetch(url);
+      expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+      expect(await page.text()).toContain('<script type="module" src="assets/view.js"></script>');
+      const js = await fetch(new URL('assets/view.js', url));
+      expect([js.status, js.headers.get('content-type')]).toEqual([200, 'text/javascript; charset=utf-8']);
+      expect(Buffer.from(await js.arrayBuffer()).equals(readFileSync(join(shipped, 'view.js')))).toBe(true);
+      const config = (await (await fetch(new URL('view.json', url))).json()) as ViewConfig;
+      const cog = config.layers.find((l) => l.kind === 'cog');
+      const ref = cog?.kind === 'cog' ? cog.cogs[0] : undefined;
+      if (!ref) throw new Error(`the view of the run has no COG layer: ${JSON.stringify(config.layers)}`);
+      const onDisk = readFileSync(join(project, 'data', 'outputs', 'objects', ...ref.key.split('/')));
+      const ranged = await fetch(new URL(ref.url, url), { headers: { Range: 'bytes=0-1023' } });
+      expect([ranged.status, ranged.headers.get('content-range')]).toEqual([206, `bytes 0-1023/${onDisk.byteLength}`]);
+      expect(Buffer.from(await ranged.arrayBuffer()).equals(onDisk.subarray(0, 1024))).toBe(true);
+    } finally {
+      code = await stop();
+    }
+    expect(code).toBe(0);
   });
 
   it('runs on Node 22, the oldest its engines allow, and refuses an older Node with what to do', async () => {

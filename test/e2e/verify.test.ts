@@ -202,7 +202,7 @@ describe('tessera verify against the AWS emulators as a deployed stack', () => {
         ['poison tile message settled into the DLQ', true],
         ['backfill skip fills a gap, leaves committed tiles untouched', true],
         ['backfill new-key writes beside the old tiles', true],
-        ['backfill overwrite repairs at the seen version, dead-letters a changed tile', true],
+        ['backfill overwrite repairs at the seen version, dead-letters a changed tile (pyramids: refused)', true],
       ]);
       // The poison message and the stale repair were removed from the DLQ under their receipts; nothing is left.
       expect(report.cleanup).toMatchObject({ pass: true, deadLetters: 2, left: [] });

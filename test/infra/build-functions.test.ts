@@ -1,13 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { inflateRawSync } from 'node:zlib';
+import { dirname, join, relative } from 'node:path';
+import { inflateRawSync, inflateSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, LAMBDA_ARCHITECTURE, REPO_ROOT } from '../../infra/common/packaging.js';
 import { BuildError, buildFunctions, nodeMajorFor, parseArgs } from '../../scripts/build-functions.js';
 import { deployedNodeMajor, deployedRuntime } from '../../shared/domain/runtimes.js';
 import { IMAGE_CODEC } from '../../shared/raster/image-encoder.js';
+import { LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256 } from '../../shared/raster/libdeflate.js';
 
 /**
  * build:functions against a throwaway repository root holding small
@@ -237,6 +238,49 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     expect(parseArgs(['gcp', '--out', '/tmp/x'], '/r')).toEqual({ root: '/r', outDir: '/tmp/x', clouds: ['gcp'] });
     expect(() => parseArgs(['oci'], '/r')).toThrow(/unknown argument "oci"/);
   });
+
+  it('ships libdeflate.wasm beside every bundle that holds the DEFLATE encoder, and the bundle as unzipped compresses with it', async () => {
+    // Handlers that write tiles reach shared/raster/libdeflate.ts (through codecs.ts); the scene one here does not.
+    const wasm = readFileSync(join(REPO_ROOT, 'shared/raster', LIBDEFLATE_WASM_FILE));
+    const loader = readFileSync(join(REPO_ROOT, 'shared/raster/libdeflate.ts'), 'utf8');
+    const importer = (entry: string) => {
+      const spec = relative(dirname(entry), 'shared/raster/libdeflate.js');
+      return `import { libdeflateZlibCompress } from '${spec.startsWith('.') ? spec : `./${spec}`}';\n`;
+    };
+    const compress = "libdeflateZlibCompress(new TextEncoder().encode('tessera '.repeat(500)), 6)";
+    const files = {
+      ...GOOD,
+      'shared/raster/libdeflate.ts': loader,
+      [HANDLER_ENTRIES.aws.tile]: `${importer(HANDLER_ENTRIES.aws.tile)}export const handler = async () => Buffer.from(${compress}).toString('base64');\n`,
+      [HANDLER_ENTRIES.gcp]: `${importer(HANDLER_ENTRIES.gcp)}${GOOD[HANDLER_ENTRIES.gcp]}export const z = () => ${compress};\n`,
+      [HANDLER_ENTRIES.azure]: `${importer(HANDLER_ENTRIES.azure)}${GOOD[HANDLER_ENTRIES.azure]}export const z = () => ${compress};\n`,
+    };
+    const root = fakeRoot(files);
+    writeFileSync(join(root, 'shared/raster', LIBDEFLATE_WASM_FILE), wasm);
+    await buildFunctions({ root, outDir: join(root, 'dist'), clouds: ['aws', 'gcp', 'azure'] });
+    const tile = unzip(join(root, 'dist', ARCHIVES.aws.tile));
+    expect([...tile.keys()]).toEqual(['index.mjs', 'index.mjs.map', LIBDEFLATE_WASM_FILE]);
+    expect(Buffer.compare(tile.get(LIBDEFLATE_WASM_FILE) as Buffer, wasm)).toBe(0);
+    expect([...unzip(join(root, 'dist', ARCHIVES.aws.scene)).keys()]).toEqual(['index.mjs', 'index.mjs.map']);
+    expect(unzip(join(root, 'dist', ARCHIVES.gcp)).has(LIBDEFLATE_WASM_FILE)).toBe(true);
+    expect(unzip(join(root, 'dist', ARCHIVES.azure)).has(`dist/${LIBDEFLATE_WASM_FILE}`)).toBe(true);
+
+    // The Lambda archive as deployed: its handler loads the module from beside index.mjs and writes a zlib stream.
+    const task = mkdtempSync(join(tmpdir(), 'tessera-lambda-task-'));
+    roots.push(task);
+    for (const [name, data] of tile) writeFileSync(join(task, name), data);
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', "console.log(await (await import('./index.mjs')).handler())"], {
+      cwd: task,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    expect(run.stderr).toBe('');
+    expect(inflateSync(Buffer.from(run.stdout.trim(), 'base64')).toString()).toBe('tessera '.repeat(500));
+
+    // A module that is not the one the code was built for fails the build, naming the fix.
+    writeFileSync(join(root, 'shared/raster', LIBDEFLATE_WASM_FILE), Buffer.concat([wasm, Buffer.from([0])]));
+    expect(await buildError(root, ['aws'])).toMatch(new RegExp(`not the ${LIBDEFLATE_WASM_SHA256} the code expects: rebuild it`));
+  }, 120_000);
 
   it('ships sharp with the prebuilt libvips of the platform each cloud runs a rendering bundle on: Lambda linux-arm64, Azure linux-x64, GCF from Cloud Build', async () => {
     // Handlers that render tiles import sharp (shared/raster/image-encoder.ts loads it on first use); the scene one does not.

@@ -492,6 +492,9 @@ export class ScenarioContext {
     if (cog) return `${this.#scenes.get(cog[1] as string) ?? cog[1]}/mosaic.tif`;
     const closed = /^mosaics\/([0-9a-f]{64})\.closed\.json$/.exec(key);
     if (closed) return `${this.#scenes.get(closed[1] as string) ?? closed[1]}/mosaic.closed.json`;
+    // The web map outputs of a rendered scene (PMTiles archive, TileJSON, quicklook): `A/mosaic.pmtiles`, ...
+    const web = /^mosaics\/([0-9a-f]{64})\.(pmtiles|tilejson\.json|quicklook\.png)$/.exec(key);
+    if (web) return `${this.#scenes.get(web[1] as string) ?? web[1]}/mosaic.${web[2]}`;
     // The scene's lifecycle beside its manifest: tombstone, fan-out chunk markers.
     const lifecycle = /^scenes\/([0-9a-f]{64})\/(.+)$/.exec(key);
     if (lifecycle) return `${this.#scenes.get(lifecycle[1] as string) ?? lifecycle[1]}/${lifecycle[2]}`;

@@ -91,7 +91,14 @@ export const RENDERED_SCENARIOS: readonly Scenario[] = [
     },
     expected: outcome({
       calls: { 'fan-out:written': 1, 'fan-out:already-present': 1, 'ack:written': 4, 'ack:claim-rejected:done': 12, 'mosaic:written': 1 },
-      outputs: ['A/mosaic.stac.json', 'A/mosaic.vrt', 'A/scene.json', ...WINDOWS.map((w) => `A/tiles/${w}.png`)].sort(),
+      // A rendered scene's quicklook (docs/web-maps.md, "TileJSON and quicklook"; row 104 checks its bytes).
+      outputs: [
+        'A/mosaic.quicklook.png',
+        'A/mosaic.stac.json',
+        'A/mosaic.vrt',
+        'A/scene.json',
+        ...WINDOWS.map((w) => `A/tiles/${w}.png`),
+      ].sort(),
       versionsUnchanged: true,
       counters: { enqueued: 8, claimed: 4, written: 4, committed: 4, 'claim-rejected': 12 },
       manifestCount: 4,

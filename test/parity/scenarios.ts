@@ -20,6 +20,7 @@ import { SOAK_SCENARIOS } from './scenarios-soak.js';
 import { STAC_SCENARIOS } from './scenarios-stac.js';
 import { TRANSPORT_SCENARIOS } from './scenarios-transports.js';
 import { VERSION_SCENARIOS } from './scenarios-versions.js';
+import { WEB_MAP_SCENARIOS } from './scenarios-web-maps.js';
 
 export type { Limitation, Scenario } from './scenario-kit.js';
 
@@ -50,6 +51,7 @@ export const SCENARIOS: readonly Scenario[] = [
   ...CRS_SCENARIOS,
   ...PYRAMID_SCENARIOS,
   ...RENDERED_SCENARIOS,
+  ...WEB_MAP_SCENARIOS,
   // Rows in numeric order: 99 before 100.
 ].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 

@@ -6,7 +6,8 @@
  * one) while injecting faults at every boundary, then checks an oracle after
  * the drain. Every path a stack runs is under it: single-file scenes fanned
  * out directly or in chunk messages, multi-band scenes from STAC Items, the
- * feature rows, ingestion of artefacts and of remote STAC Items, each use case
+ * feature rows, ingestion of artefacts and of remote STAC Items, feature
+ * batches judged record by record (soak-feature-batches.ts), each use case
  * in its function's role. docs/soak.md says what is injected, how the oracle
  * judges, and how to reproduce a seed.
  *

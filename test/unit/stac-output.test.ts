@@ -363,3 +363,38 @@ describe('sceneStacItem footprints across the antimeridian, round a pole, off Ea
     expect(item).not.toHaveProperty('bbox');
   });
 });
+
+describe('sceneStacItem of a rendered scene with web map outputs (issue 26 sections 3 and 4)', () => {
+  const web = {
+    pmtiles: outputKeys.pmtiles(SCENE),
+    tileJson: outputKeys.tileJson(SCENE),
+    xyz: { template: outputKeys.tileTemplate(SCENE, 'WebMercatorQuad', 'PNG'), type: 'image/png', minZoom: 8, maxZoom: 14 },
+    thumbnail: { key: outputKeys.quicklook(SCENE), width: 1024, height: 768 },
+  };
+  const rendered = { ...UTM, rendered: { format: 'PNG', bands: ['Red', 'Green', 'Blue', 'Alpha'] } };
+
+  it('links the PMTiles archive, the TileJSON, the XYZ tiles (web-map-links v1.2.0) and the quicklook as thumbnail', () => {
+    const item = sceneStacItem({ ...rendered, web });
+    expect(schemaErrors(item)).toEqual([]);
+    expect(item.stac_extensions).toContain('https://stac-extensions.github.io/web-map-links/v1.2.0/schema.json');
+    const assets = item.assets as Record<string, { href: string; type: string; roles: string[] }>;
+    expect(assets.pmtiles).toMatchObject({ href: `./${SCENE}.pmtiles`, type: 'application/vnd.pmtiles', roles: ['data', 'tiles'] });
+    expect(assets.tilejson).toMatchObject({ href: `./${SCENE}.tilejson.json`, type: 'application/json', roles: ['tilejson', 'metadata'] });
+    expect(assets.thumbnail).toMatchObject({ href: `./${SCENE}.quicklook.png`, type: 'image/png', roles: ['thumbnail'] });
+    expect((item.links as { rel: string; href: string }[]).map((l) => [l.rel, l.href])).toEqual([
+      ['pmtiles', `./${SCENE}.pmtiles`],
+      ['tilejson', `./${SCENE}.tilejson.json`],
+      ['xyz', `../tiles/${SCENE}/WebMercatorQuad/{z}/{x}/{y}.png`],
+    ]);
+  });
+
+  it('names the web-map-links extension only with its links, and its schema is not vacuous', () => {
+    const thumbOnly = sceneStacItem({ ...rendered, web: { thumbnail: web.thumbnail } });
+    expect(schemaErrors(thumbOnly)).toEqual([]);
+    expect(thumbOnly.stac_extensions).not.toContain('https://stac-extensions.github.io/web-map-links/v1.2.0/schema.json');
+    // An xyz link with a {s} placeholder and no href:servers is what the extension's schema forbids.
+    const item = sceneStacItem({ ...rendered, web }) as { links: Record<string, unknown>[] };
+    const bad = { ...item, links: item.links.map((l) => (l.rel === 'xyz' ? { ...l, href: 'https://{s}.example/{z}/{x}/{y}.png' } : l)) };
+    expect(schemaErrors(bad).join('\n')).toContain('web-map-links');
+  });
+});

@@ -1,16 +1,22 @@
 import { BACKFILL_POLICIES, type BackfillPolicy } from '../../domain/backfill-policy.js';
-import { assertNever } from '../../domain/claim.js';
-import { TesseraError } from '../../domain/errors.js';
+import { canonicalJson } from '../../domain/canonical-json.js';
+import { assertNever, type ClaimRow } from '../../domain/claim.js';
+import { InvalidParamsError, TesseraError } from '../../domain/errors.js';
 import { outputKeys, repairJobKey, sceneKey, tileJobKey } from '../../domain/job-key.js';
 import { verifyKeys } from '../../domain/key-layout.js';
-import { type Window, windowAt, windows } from '../../domain/tile-grid.js';
+import type { RenderedFormat, RenderParams } from '../../domain/render-params.js';
+import { windowAt } from '../../domain/tile-grid.js';
+import { type TilingParams, tilingParams } from '../../domain/tiling-params.js';
 import type { Delivery, JobMessage, PullQueue } from '../../ports/job-queue.port.js';
 import type { ObjectHead } from '../../ports/object-store.port.js';
 import { COG_GHOST_AREA } from '../../raster/cog-writer.js';
 import { openGeoTiff } from '../../raster/geotiff-source.js';
+import { decodeImage, type RawImage, renderedBands } from '../../raster/image-encoder.js';
 import type { Backend } from '../backend.js';
+import { enqueueReadyParents } from '../pyramid.js';
 import { indexHourOf, readSceneManifest, type SceneManifest, sceneLifecycleKeys } from '../scene-manifest.js';
-import { makeTileJob, type TileJob, type TileMode, tileOutputKey, toJobMessage } from '../tile-job.js';
+import { type TileMode, toJobMessage } from '../tile-job.js';
+import { fanOutJobs, manifestTiles, type SceneTile, sceneJob, sceneTiles, sceneWindow, sceneZooms } from './scene-tiles.js';
 
 /**
  * A deployed stack as `tessera verify` sees it: the stack's own stores and
@@ -106,6 +112,8 @@ export interface CleanupReport extends CheckResult {
   readonly deadLetters: number;
   /** What stays, and why (a version someone else wrote since verify read it; a dead letter a cloud cannot remove). */
   readonly left: readonly string[];
+  /** Jobs of the run's scenes that the stack dead-lettered though no check sent them there (each fails the cleanup). */
+  readonly faults: readonly string[];
 }
 
 export interface VerifyOptions {
@@ -145,7 +153,7 @@ export async function verifyStack(target: VerifyTarget, options: VerifyOptions, 
         smoke: { pass: false, detail: why },
         replay: { pass: false, detail: why },
         parity: LIVE_SCENARIOS.map((sc) => ({ scenario: sc.name, pass: false, detail: why })),
-        cleanup: { pass: true, detail: 'nothing was created', objects: 0, claimRows: 0, deadLetters: 0, left: [] },
+        cleanup: { pass: true, detail: 'nothing was created', objects: 0, claimRows: 0, deadLetters: 0, left: [], faults: [] },
         seconds: 0,
       };
     }
@@ -165,7 +173,12 @@ export async function verifyStack(target: VerifyTarget, options: VerifyOptions, 
     return {
       stack: target.stack,
       cloud: target.cloud,
-      smoke: { pass: smoke.pass, detail: smoke.detail, sceneKey: smoke.manifest?.sceneKey, tiles: smoke.manifest?.grid.count },
+      smoke: {
+        pass: smoke.pass,
+        detail: smoke.detail,
+        sceneKey: smoke.manifest?.sceneKey,
+        tiles: smoke.manifest === undefined ? undefined : manifestTiles(smoke.manifest).length,
+      },
       replay: { pass: replay.pass, detail: replay.detail },
       parity,
       cleanup,
@@ -447,7 +460,7 @@ const FAR = 3_600_000;
 const BACKFILL_SCENARIO_NAMES: Readonly<Record<BackfillPolicy, string>> = {
   skip: 'backfill skip fills a gap, leaves committed tiles untouched',
   'new-key': 'backfill new-key writes beside the old tiles',
-  overwrite: 'backfill overwrite repairs at the seen version, dead-letters a changed tile',
+  overwrite: 'backfill overwrite repairs at the seen version, dead-letters a changed tile (pyramids: refused)',
 };
 
 /**
@@ -851,6 +864,26 @@ class Created {
   }
 }
 
+/** The scene key a dead letter's tile job names, if it is one. */
+function sceneOfLetter(m: JobMessage): string | undefined {
+  try {
+    const body = JSON.parse(m.body) as { sceneKey?: unknown };
+    return typeof body.sceneKey === 'string' ? body.sceneKey : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A dead tile job as a report names it: its output key (zoom, window) and job key. */
+function describeLetter(m: JobMessage): string {
+  try {
+    const body = JSON.parse(m.body) as { outputKey?: unknown; jobKey?: unknown };
+    return `${String(body.outputKey)} (job ${String(body.jobKey).slice(0, 16)}...)`;
+  } catch {
+    return m.jobKey;
+  }
+}
+
 async function cleanUp(t: VerifyTarget, created: Created, io: VerifyIo): Promise<CleanupReport> {
   const { sources, outputs, claims } = t.backend;
   const left: string[] = [];
@@ -899,18 +932,27 @@ async function cleanUp(t: VerifyTarget, created: Created, io: VerifyIo): Promise
           assertNever(r, 'claim delete result');
       }
     }
-    const letters = await t.removeDeadLetters((m) => created.deadLetters.some((match) => match(m)));
+    // A dead letter of a job of this run's scenes that no check sent there (e.g. a pyramid's parent that could not
+    // read its scene's manifest, retried until its queue gave up) is a fault of the stack: named, and removed with
+    // the planted ones.
+    const planted = (m: JobMessage) => created.deadLetters.some((match) => match(m));
+    const stray = (m: JobMessage) => !planted(m) && created.scenes.has(sceneOfLetter(m) ?? '');
+    const faults = (await t.deadLetters()).filter(stray).map(describeLetter);
+    const letters = await t.removeDeadLetters((m) => planted(m) || stray(m));
     if (letters.left !== undefined) left.push(letters.left);
     const detail =
       `deleted ${objects} objects, ${claimRows} claim rows, ${letters.removed} dead letters (each conditional on what verify read)` +
-      (left.length > 0 ? `; left: ${left.join('; ')}` : '');
+      (left.length > 0 ? `; left: ${left.join('; ')}` : '') +
+      (faults.length > 0
+        ? `; FAULT: ${faults.length} job(s) of this run's scenes were dead-lettered by the stack (${faults.slice(0, 5).join('; ')}): see the tile function's logs`
+        : '');
     io.progress(`${t.stack}: cleanup: ${detail}`);
     // A dead letter a cloud cannot remove is reported, not failed: the stack is fine.
-    const pass = left.every((l) => l.startsWith('dead letters:'));
-    return { pass, detail, objects, claimRows, deadLetters: letters.removed, left };
+    const pass = faults.length === 0 && left.every((l) => l.startsWith('dead letters:'));
+    return { pass, detail, objects, claimRows, deadLetters: letters.removed, left, faults };
   } catch (e) {
     const detail = `${(e as Error).name}: ${(e as Error).message}`;
-    return { pass: false, detail, objects, claimRows, deadLetters: 0, left: [...left, detail] };
+    return { pass: false, detail, objects, claimRows, deadLetters: 0, left: [...left, detail], faults: [] };
   }
 }
 

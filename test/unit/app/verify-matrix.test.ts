@@ -25,8 +25,9 @@ const report = (stack: string, cloud: string, failing?: string): VerifyReport =>
           claimRows: 1,
           deadLetters: 0,
           left: ['x'],
+          faults: [],
         }
-      : { pass: true, detail: 'deleted 3 objects, 1 claim rows, 1 dead letters', objects: 3, claimRows: 1, deadLetters: 1, left: [] },
+      : { pass: true, detail: 'deleted 3 objects, 1 claim rows, 1 dead letters', objects: 3, claimRows: 1, deadLetters: 1, left: [], faults: [] },
   seconds: 1,
 });
 

@@ -1,0 +1,212 @@
+/**
+ * Builds shared/raster/libdeflate.wasm from libdeflate's C sources: the DEFLATE
+ * compressor of Tessera's tiles (shared/raster/libdeflate.ts, docs/geotiff.md).
+ *
+ *   node scripts/node.mjs tsx scripts/build-libdeflate.ts [--check] [--json]
+ *
+ * The sources come from crates.io, the one registry that carries libdeflate's
+ * release tree as it is: the `libdeflate-sys` crate bundles it under
+ * `libdeflate/` (version and the crate's SHA-256 pinned below, so another
+ * upload can never slip in). cargo fetches it (the crate cache is reused when
+ * it holds it). The compiler is Debian's: `apt-get install clang lld wasi-libc
+ * libclang-rt-14-dev-wasm32` (clang 14, wasm-ld, wasi-libc's malloc and memcpy,
+ * compiler-rt's wasm32 builtins); .ci/run installs them.
+ *
+ * The module imports nothing (no WASI call is reached: the library does no I/O),
+ * so the same bytes run in every Node on linux x64 and arm64, in Lambda, Cloud
+ * Functions and Azure Functions alike. The build is reproducible: the same
+ * sources and the same Debian toolchain give the same bytes (--strip-all drops
+ * names and the producers section; nothing path- or time-dependent remains).
+ * --check rebuilds into memory and fails unless the committed artifact is
+ * byte-identical (test/unit/raster/libdeflate-build.test.ts runs it).
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The crate that carries libdeflate's sources, and its registry checksum (Cargo.lock's `checksum`). */
+export const LIBDEFLATE_CRATE = {
+  name: 'libdeflate-sys',
+  version: '1.26.1',
+  sha256: 'd7870e5fbd2766179a937c725fb11f4ca0ef025d982beb61bd3ce755425bd19c',
+  /** The libdeflate release inside it (libdeflate.h LIBDEFLATE_VERSION_STRING). */
+  libdeflate: '1.26',
+} as const;
+
+/** Where the artifact lives, beside its loader. */
+export const WASM_PATH = join(ROOT, 'shared/raster/libdeflate.wasm');
+
+/** The compressor's translation units (no decompressor, no gzip/crc32: Tessera writes zlib streams and raw DEFLATE). */
+const SOURCES = ['lib/utils.c', 'lib/adler32.c', 'lib/deflate_compress.c', 'lib/zlib_compress.c'];
+
+/** What the loader calls (shared/raster/libdeflate.ts). */
+const EXPORTS = [
+  'malloc',
+  'free',
+  'libdeflate_alloc_compressor',
+  'libdeflate_free_compressor',
+  'libdeflate_zlib_compress',
+  'libdeflate_zlib_compress_bound',
+  'libdeflate_deflate_compress',
+  'libdeflate_deflate_compress_bound',
+];
+
+/** Debian's paths: the wasi-libc sysroot (/usr/include/wasm32-wasi, /usr/lib/wasm32-wasi) and compiler-rt's builtins. */
+const SYSROOT = '/usr';
+const TOOLCHAIN_FILES = ['/usr/lib/wasm32-wasi/libc.a', '/usr/bin/wasm-ld'];
+const INSTALL_HINT = 'apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32 (Debian 12)';
+
+export class LibdeflateBuildError extends Error {
+  override readonly name = 'LibdeflateBuildError';
+}
+
+/** Whether Debian's clang, wasm-ld, wasi-libc and the wasm32 builtins are installed. */
+export function toolchainPresent(): boolean {
+  if (!TOOLCHAIN_FILES.every((f) => existsSync(f))) return false;
+  try {
+    const rt = execFileSync('clang', ['--target=wasm32-wasi', '--print-libgcc-file-name'], { encoding: 'utf8' }).trim();
+    return existsSync(rt);
+  } catch {
+    return false;
+  }
+}
+
+function cargoHome(): string {
+  return process.env.CARGO_HOME ?? join(homedir(), '.cargo');
+}
+
+/** The crate file in cargo's cache, if there. */
+function cachedCrate(): string | undefined {
+  const cache = join(cargoHome(), 'registry', 'cache');
+  if (!existsSync(cache)) return undefined;
+  for (const index of readdirSync(cache)) {
+    const file = join(cache, index, `${LIBDEFLATE_CRATE.name}-${LIBDEFLATE_CRATE.version}.crate`);
+    if (existsSync(file)) return file;
+  }
+  return undefined;
+}
+
+/** The pinned crate's bytes: from cargo's cache, else fetched by cargo from crates.io. Checked against the pinned SHA-256. */
+function crateBytes(): Buffer {
+  let file = cachedCrate();
+  if (file === undefined) {
+    const dir = mkdtempSync(join(tmpdir(), 'tessera-libdeflate-fetch-'));
+    try {
+      writeFileSync(
+        join(dir, 'Cargo.toml'),
+        `[package]\nname = "fetch-libdeflate"\nversion = "0.0.0"\nedition = "2021"\n\n[lib]\npath = "lib.rs"\n\n` +
+          `[dependencies]\n${LIBDEFLATE_CRATE.name} = "=${LIBDEFLATE_CRATE.version}"\n`,
+      );
+      writeFileSync(join(dir, 'lib.rs'), '');
+      execFileSync('cargo', ['fetch', '--quiet'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch (e) {
+      throw new LibdeflateBuildError(
+        `cargo could not fetch ${LIBDEFLATE_CRATE.name} ${LIBDEFLATE_CRATE.version} from crates.io (${e instanceof Error ? e.message : String(e)}); ` +
+          'install Rust (cargo) and reach crates.io, or put the crate in cargo’s cache',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    file = cachedCrate();
+    if (file === undefined) throw new LibdeflateBuildError(`cargo fetched, but ${LIBDEFLATE_CRATE.name}-${LIBDEFLATE_CRATE.version}.crate is not in ${cargoHome()}/registry/cache`);
+  }
+  const bytes = readFileSync(file);
+  const got = createHash('sha256').update(bytes).digest('hex');
+  if (got !== LIBDEFLATE_CRATE.sha256) {
+    throw new LibdeflateBuildError(`${file} has SHA-256 ${got}, not the pinned ${LIBDEFLATE_CRATE.sha256}; delete it and fetch again`);
+  }
+  return bytes;
+}
+
+/** Compiles the pinned sources to the module's bytes (in a scratch folder, removed after). */
+export function buildLibdeflateWasm(): Uint8Array {
+  if (!toolchainPresent()) throw new LibdeflateBuildError(`the wasm32 toolchain is missing: ${INSTALL_HINT}`);
+  const crate = crateBytes();
+  const dir = mkdtempSync(join(tmpdir(), 'tessera-libdeflate-'));
+  try {
+    const tarball = join(dir, 'crate.tar.gz');
+    writeFileSync(tarball, crate);
+    execFileSync('tar', ['-xzf', tarball, '-C', dir]);
+    const src = join(dir, `${LIBDEFLATE_CRATE.name}-${LIBDEFLATE_CRATE.version}`, 'libdeflate');
+    const header = readFileSync(join(src, 'libdeflate.h'), 'utf8');
+    if (!header.includes(`#define LIBDEFLATE_VERSION_STRING\t"${LIBDEFLATE_CRATE.libdeflate}"`)) {
+      throw new LibdeflateBuildError(`the crate does not carry libdeflate ${LIBDEFLATE_CRATE.libdeflate}`);
+    }
+    const out = join(dir, 'libdeflate.wasm');
+    execFileSync(
+      'clang',
+      [
+        '--target=wasm32-wasi',
+        `--sysroot=${SYSROOT}`,
+        '-O2',
+        '-msimd128',
+        '-mbulk-memory',
+        '-DNDEBUG',
+        // Relative paths only, so the scratch folder's name appears nowhere.
+        '-I.',
+        '-nostartfiles',
+        '-Wl,--no-entry',
+        '-Wl,--strip-all',
+        '-Wl,--gc-sections',
+        '-Wl,-z,stack-size=262144',
+        ...EXPORTS.map((e) => `-Wl,--export=${e}`),
+        ...SOURCES,
+        '-o',
+        out,
+      ],
+      { cwd: src, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    const wasm = new Uint8Array(readFileSync(out));
+    const imports = WebAssembly.Module.imports(new WebAssembly.Module(wasm));
+    if (imports.length > 0) {
+      throw new LibdeflateBuildError(`libdeflate.wasm imports ${imports.map((i) => `${i.module}.${i.name}`).join(', ')}; it must import nothing`);
+    }
+    return wasm;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+function main(argv: readonly string[]): void {
+  const check = argv.includes('--check');
+  const json = argv.includes('--json');
+  if (argv.includes('--help')) {
+    console.log(
+      'usage: node scripts/node.mjs tsx scripts/build-libdeflate.ts [--check] [--json]\n' +
+        `  builds ${WASM_PATH} from ${LIBDEFLATE_CRATE.name} ${LIBDEFLATE_CRATE.version} (libdeflate ${LIBDEFLATE_CRATE.libdeflate}) with ${INSTALL_HINT}\n` +
+        '  --check  rebuild in memory and fail unless the committed artifact is byte-identical\n' +
+        '  --json   print the result as JSON',
+    );
+    return;
+  }
+  const wasm = buildLibdeflateWasm();
+  const built = sha256(wasm);
+  const committed = existsSync(WASM_PATH) ? sha256(readFileSync(WASM_PATH)) : undefined;
+  if (!check) {
+    mkdirSync(dirname(WASM_PATH), { recursive: true });
+    writeFileSync(WASM_PATH, wasm);
+  }
+  const result = { path: WASM_PATH, bytes: wasm.byteLength, sha256: built, committed, identical: committed === built, libdeflate: LIBDEFLATE_CRATE.libdeflate };
+  if (json) console.log(JSON.stringify(result));
+  else console.log(`${check ? 'checked' : 'wrote'} ${WASM_PATH}: ${wasm.byteLength} bytes, sha256 ${built}${check ? (result.identical ? ' (identical)' : ` (committed: ${committed ?? 'none'})`) : ''}`);
+  if (check && !result.identical) {
+    console.error(`libdeflate.wasm differs from its source build: run node scripts/node.mjs tsx scripts/build-libdeflate.ts and update LIBDEFLATE_WASM_SHA256 in shared/raster/libdeflate.ts`);
+    process.exitCode = 1;
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  try {
+    main(process.argv.slice(2));
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : String(e));
+    process.exitCode = 1;
+  }
+}
