@@ -9,7 +9,7 @@
  * the benchmark itself broke (a section threw, outputs that should match did
  * not); 2 when it cannot set itself up (GDAL missing and not installable).
  *
- * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,tracing,startup,pyramid,
+ * Options: --smoke, --only=throughput,duplicates,gates,memory,scale,scaling,reproject,streams,tracing,startup,pyramid,compressor,
  * --clouds=aws,gcp,azure|none, --out=<dir>.
  */
 import { tmpdir } from 'node:os';
@@ -19,6 +19,7 @@ import { CLOUDS, type CloudName } from './lib/clouds.js';
 import { BenchSetupError, ensureGdal, type Gdal } from './lib/gdal.js';
 import { type BenchReport, machineInfo, type Row, renderTable, type SectionResult, writeReport } from './lib/report.js';
 import { clearRuns } from './lib/scenes.js';
+import { type CompressorConfig, compressor } from './sections/compressor.js';
 import { type DuplicatesConfig, duplicates } from './sections/duplicates.js';
 import { type GatesConfig, gates } from './sections/gates.js';
 import { type MemoryConfig, memoryFootprint } from './sections/memory.js';
@@ -31,7 +32,20 @@ import { type StreamsConfig, streams } from './sections/streams.js';
 import { type ThroughputConfig, throughput } from './sections/throughput.js';
 import { type TracingConfig, tracing } from './sections/tracing.js';
 
-const SECTIONS = ['throughput', 'duplicates', 'gates', 'memory', 'scale', 'scaling', 'reproject', 'streams', 'tracing', 'startup', 'pyramid'] as const;
+const SECTIONS = [
+  'throughput',
+  'duplicates',
+  'gates',
+  'memory',
+  'scale',
+  'scaling',
+  'reproject',
+  'streams',
+  'tracing',
+  'startup',
+  'pyramid',
+  'compressor',
+] as const;
 type SectionName = (typeof SECTIONS)[number];
 
 interface Plan {
@@ -46,6 +60,7 @@ interface Plan {
   readonly tracing: TracingConfig;
   readonly startup: StartupConfig;
   readonly pyramid: PyramidConfig;
+  readonly compressor: CompressorConfig;
   /** Rough duration on a quiet 2-core machine, scenes already cached. */
   readonly expected: string;
 }
@@ -66,6 +81,8 @@ const FULL: Plan = {
   startup: { helpReps: 9, runReps: 7 },
   // A Sentinel-2-sized scene to a z8-14 PNG pyramid (7,208 tiles), three contenders a repetition: about 4 minutes each on a quiet machine.
   pyramid: { sceneSize: 10980, minZoom: 8, maxZoom: 14, reps: 3 },
+  // The DEFLATE block compressor alone, libdeflate (WebAssembly) against node:zlib: a few seconds.
+  compressor: { sceneSize: 4096, tiles: 8, rounds: 5, levels: [1, 6, 9] },
   expected: 'about 8 minutes on a quiet machine (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',
 };
 
@@ -82,6 +99,7 @@ const SMOKE: Plan = {
   tracing: { sceneSize: 1024, pairs: 2, noopSpans: 10_000 },
   startup: { helpReps: 1, runReps: 1 },
   pyramid: { sceneSize: 1024, minZoom: 12, maxZoom: 14, reps: 1 },
+  compressor: { sceneSize: 1024, tiles: 1, rounds: 1, levels: [6] },
   expected: 'about 30 seconds (plus a minute if it has to install GDAL)',
 };
 
@@ -148,6 +166,8 @@ async function runSection(name: SectionName, plan: Plan, options: Options, gdal:
     case 'pyramid':
       if (!gdal) throw new Error('GDAL was not set up');
       return pyramid(plan.pyramid, gdal, log);
+    case 'compressor':
+      return compressor(plan.compressor, log);
     default: {
       const never: never = name;
       throw new Error(`unknown section ${String(never)}`);

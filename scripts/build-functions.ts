@@ -153,7 +153,9 @@ function libdeflateEntry(root: string, dir: string): ZipEntry {
   const data = readFileSync(path);
   const digest = createHash('sha256').update(data).digest('hex');
   if (digest !== LIBDEFLATE_WASM_SHA256) {
-    throw new BuildError(`${path} has SHA-256 ${digest}, not the ${LIBDEFLATE_WASM_SHA256} the code expects: rebuild it (scripts/build-libdeflate.ts)`);
+    throw new BuildError(
+      `${path} has SHA-256 ${digest}, not the ${LIBDEFLATE_WASM_SHA256} the code expects: rebuild it (scripts/build-libdeflate.ts)`,
+    );
   }
   return { name: dir === '' ? LIBDEFLATE_WASM_FILE : `${dir}/${LIBDEFLATE_WASM_FILE}`, data };
 }

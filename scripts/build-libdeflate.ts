@@ -26,6 +26,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { wasmApi } from '../shared/raster/libdeflate.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -113,7 +114,10 @@ function crateBytes(): Buffer {
       rmSync(dir, { recursive: true, force: true });
     }
     file = cachedCrate();
-    if (file === undefined) throw new LibdeflateBuildError(`cargo fetched, but ${LIBDEFLATE_CRATE.name}-${LIBDEFLATE_CRATE.version}.crate is not in ${cargoHome()}/registry/cache`);
+    if (file === undefined)
+      throw new LibdeflateBuildError(
+        `cargo fetched, but ${LIBDEFLATE_CRATE.name}-${LIBDEFLATE_CRATE.version}.crate is not in ${cargoHome()}/registry/cache`,
+      );
   }
   const bytes = readFileSync(file);
   const got = createHash('sha256').update(bytes).digest('hex');
@@ -162,9 +166,11 @@ export function buildLibdeflateWasm(): Uint8Array {
       { cwd: src, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     const wasm = new Uint8Array(readFileSync(out));
-    const imports = WebAssembly.Module.imports(new WebAssembly.Module(wasm));
+    const imports = wasmApi.Module.imports(new wasmApi.Module(wasm));
     if (imports.length > 0) {
-      throw new LibdeflateBuildError(`libdeflate.wasm imports ${imports.map((i) => `${i.module}.${i.name}`).join(', ')}; it must import nothing`);
+      throw new LibdeflateBuildError(
+        `libdeflate.wasm imports ${imports.map((i) => `${i.module}.${i.name}`).join(', ')}; it must import nothing`,
+      );
     }
     return wasm;
   } finally {
@@ -193,11 +199,23 @@ function main(argv: readonly string[]): void {
     mkdirSync(dirname(WASM_PATH), { recursive: true });
     writeFileSync(WASM_PATH, wasm);
   }
-  const result = { path: WASM_PATH, bytes: wasm.byteLength, sha256: built, committed, identical: committed === built, libdeflate: LIBDEFLATE_CRATE.libdeflate };
+  const result = {
+    path: WASM_PATH,
+    bytes: wasm.byteLength,
+    sha256: built,
+    committed,
+    identical: committed === built,
+    libdeflate: LIBDEFLATE_CRATE.libdeflate,
+  };
   if (json) console.log(JSON.stringify(result));
-  else console.log(`${check ? 'checked' : 'wrote'} ${WASM_PATH}: ${wasm.byteLength} bytes, sha256 ${built}${check ? (result.identical ? ' (identical)' : ` (committed: ${committed ?? 'none'})`) : ''}`);
+  else
+    console.log(
+      `${check ? 'checked' : 'wrote'} ${WASM_PATH}: ${wasm.byteLength} bytes, sha256 ${built}${check ? (result.identical ? ' (identical)' : ` (committed: ${committed ?? 'none'})`) : ''}`,
+    );
   if (check && !result.identical) {
-    console.error(`libdeflate.wasm differs from its source build: run node scripts/node.mjs tsx scripts/build-libdeflate.ts and update LIBDEFLATE_WASM_SHA256 in shared/raster/libdeflate.ts`);
+    console.error(
+      `libdeflate.wasm differs from its source build: run node scripts/node.mjs tsx scripts/build-libdeflate.ts and update LIBDEFLATE_WASM_SHA256 in shared/raster/libdeflate.ts`,
+    );
     process.exitCode = 1;
   }
 }

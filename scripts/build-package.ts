@@ -470,7 +470,8 @@ export async function buildPackage(options: PackageBuildOptions): Promise<Packag
   copyFileSync(join(root, 'bin', 'tessera.mjs'), join(outDir, 'bin', 'tessera.mjs'));
   // The DEFLATE encoder's WebAssembly module, beside the chunk that loads it (shared/raster/libdeflate.ts reads it
   // with `new URL(..., import.meta.url)`; every chunk is in lib/), as scripts/build-functions.ts ships it.
-  if ('shared/raster/libdeflate.ts' in metafile.inputs) copyFileSync(join(root, 'shared/raster/libdeflate.wasm'), join(libDir, 'libdeflate.wasm'));
+  if ('shared/raster/libdeflate.ts' in metafile.inputs)
+    copyFileSync(join(root, 'shared/raster/libdeflate.wasm'), join(libDir, 'libdeflate.wasm'));
   if (existsSync(join(root, 'README.md'))) copyFileSync(join(root, 'README.md'), join(outDir, 'README.md'));
   const manifest = packageManifest(repo, externals, (options.types ?? true) ? typeImports(typesDir) : undefined);
   writeFileSync(join(outDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -64,7 +64,7 @@ function gdal2tiles(): string {
     const r = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
     if (r.status === 0 && r.stdout.trim()) return r.stdout.trim();
   }
-  throw new BenchSetupError('gdal2tiles is not on the PATH: install Debian\'s python3-gdal (apt-get install -y gdal-bin python3-gdal)');
+  throw new BenchSetupError("gdal2tiles is not on the PATH: install Debian's python3-gdal (apt-get install -y gdal-bin python3-gdal)");
 }
 
 /** Every `z/x/y` under a folder of `{z}/{x}/{y}.png` tiles. */
@@ -249,9 +249,7 @@ export async function pyramid(cfg: PyramidConfig, gdal: Gdal, log: (line: string
   const cpu = (c: Contender): Summary => summarize(of(c).map((r) => r.cpuSec));
   // Per repetition: the faster baseline's wall time over Tessera's, measured minutes apart in the same rotation.
   const perRep = (baseline: (rep: number) => number): Summary =>
-    summarize(
-      Array.from({ length: cfg.reps }, (_, rep) => baseline(rep) / ((of('tessera')[rep] as PyramidRun).wallMs / 1000)),
-    );
+    summarize(Array.from({ length: cfg.reps }, (_, rep) => baseline(rep) / ((of('tessera')[rep] as PyramidRun).wallMs / 1000)));
   const wallOf = (c: Contender, rep: number) => (of(c)[rep] as PyramidRun).wallMs / 1000;
   const vsFaster = perRep((rep) => Math.min(wallOf('gdal2tiles', rep), wallOf('rio-tiler', rep)));
   const vsG2t = perRep((rep) => wallOf('gdal2tiles', rep));

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { latLngToCell } from 'h3-js';
@@ -12,7 +12,7 @@ import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-featur
 import { DEFAULT_BATCH_PARAMS, type FeatureBatchParams, isReject, readPositionRecord } from '../../shared/domain/feature-batch.js';
 import { start as startPostgres } from '../../test/support/emulators/postgres.js';
 import { type Row, type SectionResult, times } from '../lib/report.js';
-import { freshRunDir } from '../lib/scenes.js';
+import { BENCH_DIR } from '../lib/scenes.js';
 import { fmt, type Summary, summarize } from '../lib/stats.js';
 
 export interface StreamsConfig {
@@ -226,6 +226,15 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
   const load = () => loadavg().map((l) => Math.round(l * 100) / 100);
   const loadAtStart = load();
   log(`  load average at the start: ${loadAtStart.join(' / ')}`);
+  // Its own scratch folder (as the scaling section's): another benchmark run's clearRuns() of .tessera-bench/runs/
+  // deleted this section's batch files mid-run when two ran at once on this machine.
+  const scratch = join(BENCH_DIR, `streams-${process.pid}`);
+  const freshRunDir = (name: string): string => {
+    const dir = join(scratch, name);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  };
   const { endpoints, stops } = await startPostgres();
   const admin = new pg.Pool({ connectionString: endpoints.url, max: 1 });
   const params = DEFAULT_BATCH_PARAMS;
@@ -412,5 +421,6 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
   } finally {
     await admin.end();
     for (const s of stops) await s.stop();
+    rmSync(scratch, { recursive: true, force: true });
   }
 }

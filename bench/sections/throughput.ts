@@ -441,8 +441,8 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         `A Tessera tile: ${stageNote(deflateStages)}. ` +
         (warmDeflate.status === 'PASS'
           ? 'Tessera keeps up with it.'
-          : `The floor: node:zlib's deflate alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
-            `tile's ${fmt(gdalDeflateCpuMs)} ms (zlib, not libdeflate, at level 6); the window read adds zlib's inflate of the ` +
+          : `The floor: the compressor (libdeflate as WebAssembly) alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
+            `tile's ${fmt(gdalDeflateCpuMs)} ms (native libdeflate, level 6); the window read adds zlib's inflate of the ` +
             `source, and the create-only write a SHA-256 of the tile (docs/benchmarks.md, "The floor"). ` +
             `The default profile is ${label(DEFAULT_PROFILE)}.`),
     },

@@ -2,9 +2,10 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runWorkerProcesses } from '../../functions/local/worker-process.js';
 import { readSceneManifest } from '../../shared/app/scene-manifest.js';
-import { makeTileJob, toJobMessage } from '../../shared/app/tile-job.js';
+import { toJobMessage } from '../../shared/app/tile-job.js';
+import { sceneJob, sceneWindow, sceneZooms } from '../../shared/app/verify/scene-tiles.js';
 import { resolveLease } from '../../shared/domain/ceilings.js';
-import { windowAt } from '../../shared/domain/tile-grid.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
 import type { CliIo } from '../io.js';
 import { loadLastRun, openBackend, parseWindowId } from './last-run.js';
 import { DEFAULT_DIR } from './options.js';
@@ -13,15 +14,19 @@ export const replayHelp = `tessera replay: re-deliver a tile job and prove re-ex
 
 Delivers the tile job of one window of the last run's scene again, runs it
 through a worker, and compares the output's version token and modification
-time before and after.
+time before and after. In a zoom pyramid (run --zoom MIN-MAX) every tile of
+every zoom is a job: --zoom picks the zoom, --window a window of its grid (a
+tile below the highest zoom is built from its children: docs/pyramids.md).
 
 Options:
   --window ROW_COL   the window to replay (default 0_0)
+  --zoom Z           a pyramid's zoom (default its highest); a one-zoom scene takes none
   --dir PATH         backend directory (default .tessera)
   --json             print the result as JSON
   --verbose          print the structured logs on stderr
 
-Exit status: 0 when the output is unchanged, 1 when it changed or is missing.`;
+Exit status: 0 when the output is unchanged, 1 when it changed, is missing, or the
+replayed job was dead-lettered (it proved nothing).`;
 
 export async function replayCommand(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({
@@ -29,6 +34,7 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
     strict: true,
     options: {
       window: { type: 'string', default: '0_0' },
+      zoom: { type: 'string' },
       dir: { type: 'string', default: DEFAULT_DIR },
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
@@ -40,8 +46,10 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
   try {
     const manifest = await readSceneManifest(backend.outputs, run.sceneKey);
     const { row, col } = parseWindowId(values.window);
-    const job = makeTileJob(run.sceneKey, manifest.source, manifest.params, manifest.grid, windowAt(manifest.grid, row, col));
+    const zoom = zoomOf(sceneZooms(manifest.params), values.zoom);
+    const job = sceneJob(manifest, zoom, sceneWindow(manifest, zoom, row, col));
     const before = await backend.outputs.head(job.outputKey);
+    const deadBefore = (await backend.queue.deadLetters()).length;
     await backend.queue.sendBatch([toJobMessage(job)]);
     const lease = resolveLease({ platform: 'local', functionTimeoutSec: 600 });
     // One worker process, as every local delivery runs (worker-process.ts); its gates' counters come back here.
@@ -55,10 +63,17 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
     });
     const after = await backend.outputs.head(job.outputKey);
     const c = telemetry.counters();
+    // A replay dead-lettered (e.g. a message of another build of the render path) proves nothing: not unchanged.
+    const deadLettered = (await backend.queue.deadLetters()).length - deadBefore;
     const unchanged =
-      before !== undefined && after !== undefined && before.version === after.version && before.lastModified === after.lastModified;
+      deadLettered === 0 &&
+      before !== undefined &&
+      after !== undefined &&
+      before.version === after.version &&
+      before.lastModified === after.lastModified;
     const result = {
       window: values.window,
+      ...(zoom === undefined ? {} : { zoom }),
       jobKey: job.jobKey,
       outputKey: job.outputKey,
       before: before ? { version: before.version, lastModified: new Date(before.lastModified).toISOString() } : null,
@@ -66,6 +81,7 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
       stoppedAtClaim: c['claim-rejected'],
       stoppedAtWrite: c['write-already-present'],
       written: c.written,
+      deadLettered,
       unchanged,
     };
     if (values.json) io.stdout(`${JSON.stringify(result)}\n`);
@@ -75,11 +91,27 @@ export async function replayCommand(argv: string[], io: CliIo): Promise<number> 
           `  before: ${result.before ? `${result.before.version} @ ${result.before.lastModified}` : '(absent)'}\n` +
           `  after:  ${result.after ? `${result.after.version} @ ${result.after.lastModified}` : '(absent)'}\n` +
           `  stopped at the claim: ${result.stoppedAtClaim}, at the write: ${result.stoppedAtWrite}, written: ${result.written}\n` +
-          `  ${unchanged ? 'OK: re-execution had no effect' : before ? 'CHANGED: the output was rewritten' : 'the output did not exist before the replay'}\n`,
+          `  ${unchanged ? 'OK: re-execution had no effect' : deadLettered > 0 ? `NOT PROVEN: the replayed job was dead-lettered (${deadLettered}); run with --verbose for why` : before ? 'CHANGED: the output was rewritten' : 'the output did not exist before the replay'}\n`,
       );
     }
     return unchanged ? 0 : 1;
   } finally {
     backend.close();
   }
+}
+
+/** The zoom to replay: `--zoom` within a pyramid's range (default its highest), none for a one-zoom scene. */
+function zoomOf(zooms: readonly (number | undefined)[], raw: string | undefined): number | undefined {
+  const [highest] = zooms;
+  if (highest === undefined) {
+    if (raw !== undefined)
+      throw new InvalidParamsError(`--zoom ${raw}: the last run's scene has one zoom (no pyramid); replay a window without --zoom`);
+    return undefined;
+  }
+  if (raw === undefined) return highest;
+  const lowest = zooms[zooms.length - 1] as number;
+  const zoom = Number(raw);
+  if (!Number.isInteger(zoom) || zoom < lowest || zoom > highest)
+    throw new InvalidParamsError(`--zoom ${raw} is not a zoom of the last run's pyramid, whose zooms are ${lowest} to ${highest}`);
+  return zoom;
 }

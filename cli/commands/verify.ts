@@ -32,19 +32,23 @@ environment, profile, SSO or web identity; Google Cloud: Application Default Cre
 Azure: DefaultAzureCredential); nothing is hard-coded. For each stack:
   smoke   uploads a small synthetic scene under a unique key to the source bucket
           (create-only), waits for its mosaic (timeout from the stack's lease), and checks
-          manifest grid count = tiles written and every tile a COG
-  replay  re-delivers one tile message of that scene through the stack's tile queue, then a
+          that the tiles written are the scene's (every zoom's, with tessera:zoom MIN-MAX)
+          and every tile a COG, or an image of tessera:format (png, webp, jpeg)
+  replay  re-delivers one tile message of that scene through the stack's tile queue (a
+          pyramid's: one of its highest zoom and one of its lowest, a parent), then a
           duplicate of the scene event through its scene queue (Google Cloud: the scene's
           whole fan-out through the tile topic, as Eventarc takes no event from outside);
           every tile must keep its version token and modification time, and the claim
-          row stay COMMITTED
+          rows stay COMMITTED
   parity  the parity scenarios that run against live stores: 16 concurrent claimers,
           16 create-only writers of one key, odd keys, a poison message into the DLQ,
           and the three backfill policies (skip, new-key, overwrite) on the smoke scene
-          through the stack's tile queue; the others are listed as not run
+          through the stack's tile queue (a pyramid's overwrite: refused, its repair
+          dead-lettered); the others are listed as not run
   cleanup deletes what the run created (its scene, the tiles, manifest and mosaic made
           for it, its keys, claim rows and dead letters), each delete conditional on the
-          version or row state verify last read; what it cannot remove is listed
+          version or row state verify last read; what it cannot remove is listed, and a
+          job of its scenes the stack dead-lettered unasked (cleanup.faults) fails it
 Several stacks print one matrix, a column per stack.
 
 Options:
@@ -53,7 +57,8 @@ Options:
   --timeout <s>       wait at most this long for the smoke scene (default: 3 x lease + 420 s)
   --quiet <s>         Google Cloud: how long to watch after a message went through the tile
                       topic (Pub/Sub has no backlog count; default 15)
-  --json              { stack, cloud, smoke, replay, parity: [{ scenario, pass, detail }], cleanup, seconds }
+  --json              { stack, cloud, smoke: { pass, detail, sceneKey, tiles }, replay,
+                      parity: [{ scenario, pass, detail }], cleanup: { ..., left, faults }, seconds }
                       (an array for several stacks)
 
 Testing only: an \`emulator\` object in an outputs file points the clients at local

@@ -21,17 +21,18 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
-import { type OtelSdk, otelRequested, otelSdkFor } from '../otel/otel-env.js';
+import type { OtelSdk } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
 import { AzurePoisonQueue, AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
 import { AzureTableManifestStore } from './adapters/azure-table-manifest-store.js';
+import { azureOtelSdkFor, loadAzureOtel } from './azure-monitor-env.js';
 
 // The OpenTelemetry SDK (some 600 files, about 0.15 s of a cold start) is loaded only when OTEL_* variables ask for it:
-// otelSdkFor (otel-env.ts) sets it up from there (docs/telemetry.md, docs/packages.md "Start-up").
-if (otelRequested(process.env)) await import('../otel/otel-sdk.js');
+// azureOtelSdkFor sets it (or Azure Monitor's distro, azure-monitor-env.ts) up from there (docs/telemetry.md, docs/packages.md "Start-up").
+await loadAzureOtel(process.env);
 
 /**
  * The Azure backend's one wiring point: environment to clients to adapters.
@@ -268,7 +269,7 @@ export function composeAzure(env: Readonly<Record<string, string | undefined>>, 
   const clock = options.clock ?? systemClock;
   const logs = options.telemetry ?? new JsonTelemetry((line) => console.log(line), { clock });
   // Off unless OTEL_* variables ask for it: OTLP to a collector, or Azure Monitor's exporter (docs/telemetry.md).
-  const otel = otelSdkFor(env, { serviceName: env.WEBSITE_SITE_NAME ?? 'tessera' });
+  const otel = azureOtelSdkFor(env, { serviceName: env.WEBSITE_SITE_NAME ?? 'tessera' });
   const backend: AzureBackend = {
     // Leases compare two workers' clocks (the store has no time a condition can read): docs/architecture.md, "Clocks".
     claims: withClockSkewMargin(new AzureTableClaimStore(clients.table(config.claimsTable)), clockSkewMarginMs(config)),

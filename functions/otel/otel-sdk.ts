@@ -1,4 +1,4 @@
-import { context, metrics, type Counter as OtelCounter, propagation, trace } from '@opentelemetry/api';
+import { context, metrics, propagation, trace } from '@opentelemetry/api';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
@@ -11,7 +11,8 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-node';
-import { COUNTERS, type Counter, type LogLevel, type Telemetry } from '../../shared/ports/telemetry.port.js';
+import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { OtelTelemetry, tesseraCounters } from './otel-counters.js';
 import { installedOtelSdk, type OtelSdk, otelRequested, recordInstalledOtelSdk, recordOtelSetUp } from './otel-env.js';
 import { HeaderedMetricExporter, HeaderedSpanExporter, type OtlpHeaderSource } from './otlp-headers.js';
 
@@ -45,6 +46,12 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
   const installed = installedOtelSdk();
   if (installed) return installed;
   if (!otelRequested(env) && options.spanExporter === undefined) return undefined;
+  // Application Insights' exporter is the Azure functions' own (functions/azure/azure-monitor.ts): here it would export nothing.
+  for (const name of ['OTEL_TRACES_EXPORTER', 'OTEL_METRICS_EXPORTER'] as const)
+    if (env[name]?.trim() === 'azure_monitor')
+      throw new InvalidParamsError(
+        `${name}=azure_monitor is the Azure functions' exporter (Application Insights, docs/telemetry.md); this runtime exports otlp or console: set OTEL_EXPORTER_OTLP_ENDPOINT instead, or unset ${name}`,
+      );
   const resource = resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || options.serviceName }).merge(
     detectResources({ detectors: [envDetector] }),
   );
@@ -78,9 +85,7 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
   const meterProvider = new MeterProvider({ resource, readers });
   metrics.setGlobalMeterProvider(meterProvider);
   const meter = meterProvider.getMeter('tessera');
-  const counters = new Map<Counter, OtelCounter>(
-    COUNTERS.map((c) => [c, meter.createCounter(`tessera.${c}`, { description: `the ${c} counter of the logs' summary` })]),
-  );
+  const counters = tesseraCounters(meter);
 
   const sdk: OtelSdk = {
     telemetry: (inner) => new OtelTelemetry(inner, counters),
@@ -106,20 +111,3 @@ export function setUpOpenTelemetry(env: Env, options: OtelSetupOptions): OtelSdk
 
 // Found by the wiring files through otel-env.ts (otelSdkFor), which load this module only when OTEL_* ask for it.
 recordOtelSetUp(setUpOpenTelemetry);
-
-/** The logs as before; every count also added to its OTel counter. */
-class OtelTelemetry implements Telemetry {
-  constructor(
-    readonly inner: Telemetry,
-    readonly instruments: ReadonlyMap<Counter, OtelCounter>,
-  ) {}
-
-  log(level: LogLevel, event: string, fields?: Readonly<Record<string, unknown>>): void {
-    this.inner.log(level, event, fields);
-  }
-
-  count(counter: Counter, n = 1): void {
-    this.inner.count(counter, n);
-    this.instruments.get(counter)?.add(n);
-  }
-}

@@ -10,12 +10,22 @@ import { otelEnvironment } from '../common/telemetry.js';
  * The Azure side of `tessera:telemetry` (infra/common/telemetry.ts, docs/telemetry.md): app settings when the stack
  * exports OpenTelemetry, and nothing at all when it does not.
  *
- * Only `otlp` maps to Azure (parsing refuses `cloud` there): Azure Monitor takes OTLP only through an OpenTelemetry
- * Collector (its `azuremonitor` exporter, or the OTLP ingestion preview behind one), so the app exports to the
- * collector the endpoint names. The app already sends its logs to Application Insights either way.
- * Headers (an API key) go to a Key Vault of their own, and the setting is a Key Vault reference the platform
- * resolves as the app's keyVaultReferenceIdentity (the tile identity), granted Key Vault Secrets User on that one secret.
+ * - `cloud`: Azure Monitor. The app's functions export to the stack's Application Insights component (workspace-based,
+ *   declared by tiling-stack.ts whatever this setting says: the Functions host sends the app's logs there, and the
+ *   lease-stolen alert reads them), through Microsoft's distro (functions/azure/azure-monitor.ts). So `cloud` declares
+ *   no resource and no grant: it adds the exporter settings, and the app already has the component's connection
+ *   string in `APPLICATIONINSIGHTS_CONNECTION_STRING`, as a plain setting: Microsoft documents its ikey as an
+ *   identifier, "not considered a secret" (docs/telemetry.md). One component keeps a delivery's spans with the host's
+ *   request and log lines of the same invocation.
+ * - `otlp`: the collector the endpoint names. Headers (an API key) go to a Key Vault of their own, and the setting is
+ *   a Key Vault reference the platform resolves as the app's keyVaultReferenceIdentity (the tile identity), granted
+ *   Key Vault Secrets User on that one secret.
  */
+
+/** OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER of a `cloud` stack (functions/azure/azure-monitor-env.ts reads it; a test keeps the two equal). */
+export const AZURE_MONITOR_EXPORTER = 'azure_monitor';
+/** The distro's name for ratio sampling: Application Insights' own sampler (whole percent, counts scaled by its sample rate). */
+export const AZURE_MONITOR_SAMPLER = 'microsoft.fixed_percentage';
 
 /** The Key Vault secret holding the OTLP exporter's headers (tessera:telemetryHeaders). */
 export const OTLP_HEADERS_SECRET_NAME = 'otlp-headers';
@@ -49,9 +59,18 @@ export function azureTelemetry(
   switch (t.exporter) {
     case 'off':
       return { settings: {}, dependsOn: [] };
-    case 'cloud':
-      // parseTelemetry refuses it for Azure with the fix; reaching here is a bug, not a configuration.
-      throw new Error('tessera:telemetry "cloud" has no Azure mapping: use the otlp exporter with a collector (docs/telemetry.md)');
+    case 'cloud': {
+      const { OTEL_TRACES_SAMPLER: _otlpSampler, OTEL_TRACES_SAMPLER_ARG: ratio, ...common } = otelEnvironment(t, cfg.stack, undefined);
+      return {
+        settings: {
+          OTEL_TRACES_EXPORTER: AZURE_MONITOR_EXPORTER,
+          OTEL_METRICS_EXPORTER: AZURE_MONITOR_EXPORTER,
+          ...common,
+          ...(ratio === undefined ? {} : { OTEL_TRACES_SAMPLER: AZURE_MONITOR_SAMPLER, OTEL_TRACES_SAMPLER_ARG: ratio }),
+        },
+        dependsOn: [],
+      };
+    }
     case 'otlp': {
       const settings = otelEnvironment(t, cfg.stack, t.endpoint);
       if (t.headers === undefined) return { settings, dependsOn: [] };

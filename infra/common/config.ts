@@ -112,6 +112,8 @@ export const CONFIG_KEYS = {
   rescale: 'PNG/WEBP/JPEG: MIN,MAX, the values mapped onto the 256 levels, e.g. -1,1 for NDVI (required with those formats)',
   colormap: 'PNG/WEBP/JPEG: viridis | plasma | magma | inferno | rdylgn | greys (default: grey levels)',
   background: 'JPEG only (required there): R,G,B, the colour nodata and masked pixels get, JPEG having no transparency',
+  mosaic:
+    'vrt (default) | cog (also one COG mosaic, COG tiles) | pmtiles (also one PMTiles archive of every zoom: PNG/WEBP/JPEG on WebMercatorQuad, docs/web-maps.md)',
   maxReceiveCount:
     'deliveries before a message is dead-lettered (SQS maxReceiveCount / Pub/Sub maxDeliveryAttempts / Azure maxDequeueCount)',
   retentionSeconds: 'how long claim rows are kept (TTL) after their lease',
@@ -568,6 +570,8 @@ export function resolveSettings(
     expression: get('expression') ?? DEFAULT_PARAMS.expression,
     output: rendered.output,
     ...tmsZoom,
+    // tessera:mosaic: the mosaics every scene gets, a processing parameter like the rest (tilingParams checks it below).
+    ...(get('mosaic') === undefined ? {} : { mosaic: (get('mosaic') as string).toLowerCase() }),
   };
   try {
     // On a STAC stack the bands are the selection's (their indexes come from each item at fan-out).
@@ -585,7 +589,7 @@ export function resolveSettings(
     }
   } catch (e) {
     problems.push(
-      `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}${get('format') === undefined ? '' : `, ${key('format')}, ${key('rescale')}, ${key('colormap')}, ${key('background')}`}): ${e instanceof Error ? e.message : String(e)}`,
+      `processing parameters (${key('tilePx')}, ${key('expression')}, ${key('compression')}, ${key('compressionLevel')}${get('format') === undefined ? '' : `, ${key('format')}, ${key('rescale')}, ${key('colormap')}, ${key('background')}`}${get('mosaic') === undefined ? '' : `, ${key('mosaic')}`}): ${e instanceof Error ? e.message : String(e)}`,
     );
   }
 

@@ -7,7 +7,8 @@ import type * as pulumi from '@pulumi/pulumi';
  *
  * - `cloud`: the cloud's own tracing and metrics services. AWS: the ADOT collector layer on every function,
  *   traces to X-Ray and metrics to CloudWatch (EMF); GCP: the Telemetry (OTLP) API, traces to Cloud Trace and metrics
- *   to Cloud Monitoring. Azure has no mapping (Azure Monitor takes OTLP only through a collector): use `otlp`.
+ *   to Cloud Monitoring; Azure: Azure Monitor, traces and metrics to the stack's Application Insights component
+ *   (Microsoft's distro in the app: whole-percent sampling, so `sampling` is at least 0.01 there).
  * - `otlp`: any OTLP/HTTP receiver at `endpoint` (a collector, a vendor's gateway), with optional headers
  *   (`tessera:telemetryHeaders`, a secret: kept in the cloud's secret store, never in a function setting).
  * - `sampling`: the share of deliveries traced (0 < sampling <= 1; default 1, every delivery). Metrics are never sampled.
@@ -56,7 +57,7 @@ const FIELDS = {
 } as const satisfies Record<string, readonly TelemetryExporter[]>;
 
 export const TELEMETRY_CONFIG_DOC =
-  'optional OpenTelemetry export of traces and metrics (docs/telemetry.md): off (default), cloud (AWS: ADOT layer to X-Ray/CloudWatch; GCP: Cloud Trace/Cloud Monitoring), or JSON {"exporter":"otlp","endpoint":"https://collector:4318","sampling":0.1}';
+  'optional OpenTelemetry export of traces and metrics (docs/telemetry.md): off (default), cloud (AWS: ADOT layer to X-Ray/CloudWatch; GCP: Cloud Trace/Cloud Monitoring; Azure: Application Insights), or JSON {"exporter":"otlp","endpoint":"https://collector:4318","sampling":0.1}';
 export const TELEMETRY_HEADERS_DOC =
   "optional headers of the otlp exporter (key=value,...; an API key): set it as a secret, `pulumi config set --secret tessera:telemetryHeaders ...`; the stack keeps it in the cloud's secret store";
 
@@ -114,7 +115,7 @@ export function parseTelemetry(
   const hasHeaders = headers !== undefined && !(typeof headers === 'string' && headers.trim() === '');
   if (hasHeaders && chosen !== 'otlp')
     problems.push(
-      `${key('telemetryHeaders')} is for the otlp exporter only (the ${chosen === 'cloud' ? "cloud's services authenticate the function's own identity" : 'telemetry is off'}); remove it`,
+      `${key('telemetryHeaders')} is for the otlp exporter only (the ${chosen === 'cloud' ? "cloud's services authenticate the function's own identity, or on Azure the stack's Application Insights connection string" : 'telemetry is off'}); remove it`,
     );
   if (typeof headers === 'string' && hasHeaders && !HEADERS.test(headers))
     problems.push(
@@ -125,9 +126,10 @@ export function parseTelemetry(
     case 'off':
       return TELEMETRY_OFF;
     case 'cloud': {
-      if (cloud === 'azure')
+      // Application Insights samples in whole percent (its sampler rounds the ratio): below 1 % it keeps nothing or rounds.
+      if (cloud === 'azure' && typeof sampling === 'number' && sampling > 0 && sampling < 0.01)
         problems.push(
-          `${key('telemetry')}: the cloud exporter has no Azure mapping (Azure Monitor takes OTLP only through an OpenTelemetry Collector, whose azuremonitor exporter holds the connection string); run one and set \`${dialect.set('telemetry', `'{"exporter":"otlp","endpoint":"https://<collector>:4318"}'`)}\` (docs/telemetry.md)`,
+          `${key('telemetry')}: on Azure the cloud exporter samples in whole percent (Application Insights), so sampling is at least 0.01, got ${JSON.stringify(sampling)}`,
         );
       const layer = fields.collectorLayerArn;
       if (
@@ -172,20 +174,20 @@ export function parseTelemetry(
 }
 
 /**
- * The OTEL_* variables every function of an exporting stack gets, whatever the cloud: the sampler (when sampling is
- * below 1) and the resource attributes naming the stack (`deployment.environment.name`), plus `extraAttributes`.
- * Empty when telemetry is off.
+ * The OTEL_* variables every function of an exporting stack gets, whatever the cloud: the OTLP endpoint (none for an
+ * exporter that is not OTLP: Azure Monitor's), the sampler (when sampling is below 1) and the resource attributes
+ * naming the stack (`deployment.environment.name`), plus `extraAttributes`. Empty when telemetry is off.
  */
 export function otelEnvironment(
   telemetry: TelemetryConfig,
   stack: string,
-  endpoint: string,
+  endpoint: string | undefined,
   extraAttributes: Readonly<Record<string, string>> = {},
 ): Record<string, string> {
   if (telemetry.exporter === 'off') return {};
   const attributes = { 'deployment.environment.name': stack, ...extraAttributes };
   return {
-    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    ...(endpoint === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }),
     // The spec's format: comma-separated key=value, values percent-encoded.
     OTEL_RESOURCE_ATTRIBUTES: Object.entries(attributes)
       .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)

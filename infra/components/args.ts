@@ -126,6 +126,12 @@ export interface TesseraArgs {
    */
   readonly background?: readonly [r: number, g: number, b: number] | undefined;
   /**
+   * The mosaics of every scene: `vrt` (the VRT), `cog` (also one COG mosaic of COG tiles) or `pmtiles` (also one PMTiles
+   * archive of every zoom of rendered tiles on WebMercatorQuad: docs/web-maps.md).
+   * @defaultValue `vrt`
+   */
+  readonly mosaic?: 'vrt' | 'cog' | 'pmtiles' | undefined;
+  /**
    * How long claim rows are kept (TTL) after their lease, in seconds; must exceed the lease.
    * @defaultValue 604800 (7 days)
    */
@@ -221,6 +227,7 @@ export const COMMON_ARGS = {
   rescale: { kind: 'numbers', setting: 'rescale' },
   colormap: { kind: 'string', setting: 'colormap' },
   background: { kind: 'numbers', setting: 'background' },
+  mosaic: { kind: 'string', setting: 'mosaic' },
   retentionSeconds: { kind: 'number', setting: 'retentionSeconds' },
   stagingRetentionDays: { kind: 'number', setting: 'stagingRetentionDays' },
   ingestAllowedHosts: { kind: 'strings', setting: 'ingestAllowedHosts' },

@@ -197,12 +197,12 @@ async function writeWebMapOutputs(
     };
   }
   const quicklook = await writeQuicklook(backend.outputs, manifest, tiling, heads, backend.telemetry, { isStale });
-  replaced ||= quicklook.kind === 'replaced';
+  replaced ||= quicklook?.kind === 'replaced';
   return {
     refs: {
       ...(pmtiles === undefined ? {} : { pmtiles }),
       ...(tileJson === undefined ? {} : { tileJson, xyz }),
-      thumbnail: { key: quicklook.key, width: quicklook.width, height: quicklook.height },
+      ...(quicklook === undefined ? {} : { thumbnail: { key: quicklook.key, width: quicklook.width, height: quicklook.height } }),
     },
     replaced,
   };

@@ -29,6 +29,11 @@ import { tileOutputKey } from './tile-job.js';
  */
 
 export const QUICKLOOK_MAX_PX = 1024;
+/**
+ * The most tiles a quicklook reads: each is a pinned GET and a decode in the mosaic function (300 s). A scene of one zoom
+ * with more tiles gets no quicklook (WARN `quicklook-skipped`); a pyramid reads a lower zoom's few tiles instead.
+ */
+export const QUICKLOOK_MAX_TILES = 4096;
 export const QUICKLOOK_CONTENT_TYPE = 'image/png';
 const READS_IN_FLIGHT = 8;
 
@@ -92,6 +97,15 @@ export interface QuicklookImage extends RawImage {
   readonly zoom?: number | undefined;
 }
 
+/** How many tiles the quicklook of a scene reads (those of its planned level that overlap the scene). */
+export function quicklookTileCount(manifest: SceneManifest, tiling: TilingParams): number {
+  const { tiles, region } = plan(manifest, tiling);
+  return tiles.filter((t) => overlaps(t.window, region)).length;
+}
+
+const overlaps = (w: Window, r: QuicklookPlan['region']): boolean =>
+  w.x < r.x + r.width && w.x + w.width > r.x && w.y < r.y + r.height && w.y + w.height > r.y;
+
 /**
  * The quicklook's pixels: the tiles of the planned level read pinned to the listed versions (`heads`, from the
  * assembly's listing of the scene's tiles), decoded, and averaged box by box.
@@ -115,10 +129,7 @@ export async function quicklookPixels(
   const count = new Float64Array(width * height);
   const alphaSum = new Float64Array(width * height);
   const sums = new Float64Array(width * height * colours);
-  const wanted = p.tiles.filter(
-    ({ window: w }) =>
-      w.x < region.x + region.width && w.x + w.width > region.x && w.y < region.y + region.height && w.y + w.height > region.y,
-  );
+  const wanted = p.tiles.filter(({ window }) => overlaps(window, region));
   await readInOrder(
     wanted,
     READS_IN_FLIGHT,
@@ -169,7 +180,8 @@ export async function quicklookPixels(
 }
 
 /**
- * Make and write a rendered scene's quicklook (outputKeys.quicklook), create-only like every derived output: the same
+ * Make and write a rendered scene's quicklook (outputKeys.quicklook), or none when it would read more than
+ * {@link QUICKLOOK_MAX_TILES} tiles (undefined, WARN). Create-only like every derived output: the same
  * tiles give the same bytes, so a re-run or a duplicate assembly finds `already-present`; this scene's quicklook from
  * before a repair is replaced when `isStale` says so (derived-output.ts). A tile replaced since the listing throws
  * MosaicChangedError (retryable), writing nothing.
@@ -181,7 +193,17 @@ export async function writeQuicklook(
   heads: ReadonlyMap<string, ObjectHead>,
   telemetry: Telemetry,
   options: { readonly isStale?: DerivedWrite['isStale'] } = {},
-): Promise<{ readonly kind: DerivedWriteResult; readonly key: string; readonly width: number; readonly height: number }> {
+): Promise<{ readonly kind: DerivedWriteResult; readonly key: string; readonly width: number; readonly height: number } | undefined> {
+  const tiles = quicklookTileCount(manifest, tiling);
+  if (tiles > QUICKLOOK_MAX_TILES) {
+    telemetry.log('WARN', 'quicklook-skipped', {
+      sceneKey: manifest.sceneKey,
+      tiles,
+      limit: QUICKLOOK_MAX_TILES,
+      what: "a pyramid (--zoom MIN-MAX) makes the quicklook from a lower zoom's few tiles",
+    });
+    return undefined;
+  }
   const image = await quicklookPixels(outputs, manifest, tiling, heads);
   const png = await encodeImage(image, 'PNG');
   const key = outputKeys.quicklook(manifest.sceneKey);

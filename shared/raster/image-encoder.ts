@@ -193,7 +193,8 @@ export function encodeRenderedTile(
 /**
  * The pixels of a rendered tile's bytes (PNG, WebP or JPEG), `channels` bytes a pixel: what a zoom pyramid's tile below
  * its highest zoom is built from (shared/app/pyramid.ts). Decoded by the same pinned libvips; an image written without
- * an alpha channel although `channels` has one (a WebP with every pixel opaque) gets alpha 255.
+ * an alpha channel although `channels` has one (a WebP with every pixel opaque) gets alpha 255, and a grey one, which
+ * libvips hands back as sRGB, its grey (and alpha) again.
  */
 export async function decodeImage(bytes: Uint8Array, channels: RawImage['channels']): Promise<RawImage> {
   const sharp = await loadSharp();
@@ -202,6 +203,16 @@ export async function decodeImage(bytes: Uint8Array, channels: RawImage['channel
   const n = info.width * info.height;
   if (have === channels)
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height, channels };
+  if (channels <= 2 && have >= 3) {
+    // A grey tile (PNG grey and alpha, JPEG grey) comes back as sRGB, r = g = b (sharp's output colourspace; naming
+    // b-w instead would drop the alpha): its grey is the red channel, its alpha the fourth, if any.
+    const out = new Uint8Array(n * channels);
+    for (let k = 0; k < n; k++) {
+      out[k * channels] = data[k * have] as number;
+      if (channels === 2) out[k * channels + 1] = have === 4 ? (data[k * have + 3] as number) : 255;
+    }
+    return { data: out, width: info.width, height: info.height, channels };
+  }
   const alphaAdded = have === channels - 1 && (channels === 2 || channels === 4);
   if (!alphaAdded) throw new RangeError(`decodeImage: a ${have}-channel image where ${channels} channels were written`);
   const out = new Uint8Array(n * channels);

@@ -43,8 +43,17 @@ export class LibdeflateError extends Error {
   }
 }
 
+/** The part of the WebAssembly JS API used here (the repository's type libraries do not declare it). */
+interface WasmApi {
+  readonly Module: { new (bytes: Uint8Array): object; imports(module: object): { module: string; name: string }[] };
+  readonly Instance: new (module: object, imports: object) => { readonly exports: unknown };
+}
+
+/** Node's WebAssembly global. */
+export const wasmApi = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+
 interface Exports {
-  readonly memory: WebAssembly.Memory;
+  readonly memory: { readonly buffer: ArrayBuffer };
   malloc(n: number): number;
   free(p: number): void;
   libdeflate_alloc_compressor(level: number): number;
@@ -91,8 +100,8 @@ export function libdeflateWasmBytes(): Uint8Array {
 
 function load(): Exports {
   if (instance === undefined) {
-    const module = new WebAssembly.Module(libdeflateWasmBytes());
-    instance = new WebAssembly.Instance(module, {}).exports as unknown as Exports;
+    const module = new wasmApi.Module(libdeflateWasmBytes());
+    instance = new wasmApi.Instance(module, {}).exports as Exports;
   }
   return instance;
 }
@@ -101,10 +110,14 @@ function compressorFor(wasm: Exports, level: number): number {
   let c = compressors.get(level);
   if (c === undefined) {
     if (!Number.isInteger(level) || level < 0 || level > LIBDEFLATE_MAX_LEVEL) {
-      throw new LibdeflateError('LIBDEFLATE_LEVEL', `[libdeflate] level ${level} is not a DEFLATE level; use an integer from 0 to ${LIBDEFLATE_MAX_LEVEL}`);
+      throw new LibdeflateError(
+        'LIBDEFLATE_LEVEL',
+        `[libdeflate] level ${level} is not a DEFLATE level; use an integer from 0 to ${LIBDEFLATE_MAX_LEVEL}`,
+      );
     }
     c = wasm.libdeflate_alloc_compressor(level);
-    if (c === 0) throw new LibdeflateError('LIBDEFLATE_FAILED', `[libdeflate] could not allocate a level ${level} compressor (out of memory)`);
+    if (c === 0)
+      throw new LibdeflateError('LIBDEFLATE_FAILED', `[libdeflate] could not allocate a level ${level} compressor (out of memory)`);
     compressors.set(level, c);
   }
   return c;
@@ -135,8 +148,7 @@ function compress(bytes: Uint8Array, level: number, wrapper: 'zlib' | 'raw'): Ui
   const wasm = load();
   const c = compressorFor(wasm, level);
   const n = bytes.byteLength;
-  const bound =
-    wrapper === 'zlib' ? wasm.libdeflate_zlib_compress_bound(c, n) >>> 0 : wasm.libdeflate_deflate_compress_bound(c, n) >>> 0;
+  const bound = wrapper === 'zlib' ? wasm.libdeflate_zlib_compress_bound(c, n) >>> 0 : wasm.libdeflate_deflate_compress_bound(c, n) >>> 0;
   reserve(wasm, n, bound);
   // After malloc: the memory may have grown, which replaces its buffer.
   new Uint8Array(wasm.memory.buffer, inPtr, n).set(bytes);
@@ -144,7 +156,8 @@ function compress(bytes: Uint8Array, level: number, wrapper: 'zlib' | 'raw'): Ui
     (wrapper === 'zlib'
       ? wasm.libdeflate_zlib_compress(c, inPtr, n, outPtr, bound)
       : wasm.libdeflate_deflate_compress(c, inPtr, n, outPtr, bound)) >>> 0;
-  if (written === 0) throw new LibdeflateError('LIBDEFLATE_FAILED', `[libdeflate] a ${n}-byte block did not fit its own bound (${bound} bytes)`);
+  if (written === 0)
+    throw new LibdeflateError('LIBDEFLATE_FAILED', `[libdeflate] a ${n}-byte block did not fit its own bound (${bound} bytes)`);
   return new Uint8Array(wasm.memory.buffer.slice(outPtr, outPtr + written));
 }
 

@@ -233,27 +233,41 @@ function linkPeers(project: string): void {
   }
 }
 
+/** Whether any process of the process group `pgid` is left. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * `npx tessera view ... --json` in the project: resolves with the JSON line it prints once it listens, and a stop that
- * sends SIGTERM and resolves with the exit code. Fails if it exits first.
+ * `npx tessera view ... --json` in the project, in a process group of its own as a terminal starts it: resolves with
+ * the JSON line it prints once it listens, and a stop that does what Ctrl-C does (SIGINT to the whole group: npx runs
+ * the bin through a shell, and neither passes a signal on) and resolves with whether every process of the group
+ * ended. Fails if it exits before it listens.
  */
-async function startView(
-  cwd: string,
-  args: readonly string[],
-): Promise<{ view: Record<string, unknown>; stop: () => Promise<number | null> }> {
+async function startView(cwd: string, args: readonly string[]): Promise<{ view: Record<string, unknown>; stop: () => Promise<boolean> }> {
   const { BROWSER: _noBrowser, ...env } = inherited;
   const child = spawn('npx', ['tessera', 'view', ...args, '--json'], {
     cwd,
     env: { ...env, PATH: [NODE_24_DIR, process.env.PATH ?? ''].join(':'), npm_config_update_notifier: 'false' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
-  const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+  const pgid = child.pid as number;
+  const exited = new Promise<void>((done) => child.on('exit', () => done()));
+  const kill = () => {
+    if (groupAlive(pgid)) process.kill(-pgid, 'SIGKILL');
+  };
   let out = '';
   let err = '';
   child.stderr.on('data', (d: Buffer) => {
     err += d.toString();
   });
-  const timer = setTimeout(() => child.kill('SIGKILL'), STEP_MS);
+  const timer = setTimeout(kill, STEP_MS);
   try {
     const line = await new Promise<string>((done, fail) => {
       child.stdout.on('data', (d: Buffer) => {
@@ -261,20 +275,23 @@ async function startView(
         const [first] = out.split('\n');
         if (out.includes('\n') && first !== undefined) done(first);
       });
-      void exited.then((code) => fail(new Error(`npx tessera view exited ${code} before it listened:\n${err.slice(-3000)}\n${out}`)));
+      void exited.then(() => fail(new Error(`npx tessera view exited before it listened:\n${err.slice(-3000)}\n${out}`)));
     });
     return {
       view: JSON.parse(line) as Record<string, unknown>,
       stop: async () => {
-        child.kill('SIGTERM');
-        const code = await exited;
+        process.kill(-pgid, 'SIGINT');
+        await exited;
+        for (let waited = 0; groupAlive(pgid) && waited < 10_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
+        const ended = !groupAlive(pgid);
+        kill();
         clearTimeout(timer);
-        return code;
+        return ended;
       },
     };
   } catch (e) {
     clearTimeout(timer);
-    child.kill('SIGKILL');
+    kill();
     throw e;
   }
 }
@@ -394,9 +411,9 @@ describe('the tessera package, installed from its tarball into a project outside
     const checkout = await viewBundle();
     expect(built.view?.sha256).toBe(createHash('sha256').update(checkout.js).update(checkout.css).digest('hex'));
     const { view, stop } = await timed('view start', () => startView(project, ['--dir', 'data']));
-    let code: number | null;
+    let ended: boolean;
+    const url = String(view.url);
     try {
-      const url = String(view.url);
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
       expect(view).toMatchObject({ bundle: { cached: true, buildMs: 0 } });
       const page = await fetch(url);
@@ -414,9 +431,11 @@ describe('the tessera package, installed from its tarball into a project outside
       expect([ranged.status, ranged.headers.get('content-range')]).toEqual([206, `bytes 0-1023/${onDisk.byteLength}`]);
       expect(Buffer.from(await ranged.arrayBuffer()).equals(onDisk.subarray(0, 1024))).toBe(true);
     } finally {
-      code = await stop();
+      ended = await stop();
     }
-    expect(code).toBe(0);
+    // Ctrl-C stops it: every process of the group ended, and the port is closed.
+    expect(ended).toBe(true);
+    await expect(fetch(url)).rejects.toThrow();
   });
 
   it('runs on Node 22, the oldest its engines allow, and refuses an older Node with what to do', async () => {

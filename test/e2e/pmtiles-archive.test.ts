@@ -132,5 +132,12 @@ describe('the PMTiles archive of a local run (tessera run --mosaic pmtiles)', ()
     writeFileSync(path, bytes);
     verify(path);
     expect(execFileSync(GO_PMTILES_BIN, ['tile', path, '7', '127', '5'])[4]).toBe(7);
+    // verify is not vacuous: the same archive with a wrong count of addressed tiles in its header fails it.
+    const wrong = Buffer.from(bytes);
+    wrong.writeBigUInt64LE(BigInt(stats.addressedTiles + 1), 72);
+    writeFileSync(`${path}.wrong`, wrong);
+    const r = spawnSync(GO_PMTILES_BIN, ['verify', `${path}.wrong`], { encoding: 'utf8' });
+    expect(r.status).not.toBe(0);
+    expect(`${r.stdout}${r.stderr}`).toContain('AddressedTilesCount');
   });
 });

@@ -15,9 +15,9 @@ import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js'
 import { createMosaicHandler as createGcpMosaicHandler } from '../../functions/gcp/handlers/mosaic.handler.js';
 import { createSceneHandler as createGcpSceneHandler, type StorageObjectData } from '../../functions/gcp/handlers/scene.handler.js';
 import { createTileHandler as createGcpTileHandler } from '../../functions/gcp/handlers/tile.handler.js';
+import { parseStackConfig } from '../../infra/common/config.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { LIVE_SCENARIOS, type VerifyReport } from '../../shared/app/verify/verify-stack.js';
-import { parseStackConfig } from '../../infra/common/config.js';
 import { canonicalJson } from '../../shared/domain/canonical-json.js';
 import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import type { FunctionRole } from '../../shared/domain/key-layout.js';
@@ -626,10 +626,10 @@ describe('tessera verify on stacks configured with a zoom range (docs/pyramids.m
       ]);
       const reports = JSON.parse(r.stdout) as VerifyReport[];
       for (const report of reports) {
-        expect(report.smoke, `${report.stack}\n${r.stderr}`).toMatchObject({ pass: true, tiles: 7 });
+        expect(report.smoke, `${report.stack}: ${report.smoke.detail}\n${r.stderr}`).toMatchObject({ pass: true, tiles: 7 });
         expect([report.stack, report.replay.pass, report.replay.detail]).toEqual([report.stack, true, expect.any(String)]);
         expect(report.parity.filter((p) => !p.pass).map((p) => [report.stack, p.scenario, p.detail])).toEqual([]);
-        expect(report.cleanup, report.stack).toMatchObject({ pass: true });
+        expect(report.cleanup, `${report.stack}: ${report.cleanup.detail}`).toMatchObject({ pass: true, faults: [] });
       }
       expect(r.code).toBe(0);
       // Every tile delivery ended in a commit or a claim stop: none failed (a parent that cannot read its scene's

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { AZURE_MONITOR_EXPORTER as FUNCTIONS_AZURE_MONITOR_EXPORTER, azureMonitorSampling } from '../../functions/azure/azure-monitor-env.js';
+import { AZURE_MONITOR_EXPORTER } from '../../infra/azure/telemetry.js';
 import { AZURE_ROLES, CONTAINERS, DEPLOYMENTS_CONTAINER, hostTimeSpan, LEASE_STOLEN_TRACE_TERMS } from '../../infra/azure/tiling-stack.js';
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
@@ -743,9 +745,45 @@ describe('the Azure stack with tessera:telemetry (OpenTelemetry export, docs/tel
     });
   });
 
-  it('refuses the cloud exporter, which Azure Monitor cannot take without a collector, saying what to set instead', async () => {
-    const refused = await refusal(STACK, { ...BASE, 'tessera:telemetry': 'cloud' });
-    expect(refused).toContain('the cloud exporter has no Azure mapping');
-    expect(refused).toContain('"exporter":"otlp"');
+  it("cloud: Azure Monitor, to the stack's workspace-based Application Insights component: the exporter settings and nothing declared or granted", async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:telemetry': 'cloud' });
+    // The component every stack has (the host's logs, the lease-stolen alert), on the stack's Log Analytics workspace.
+    const insights = run.one('azure-native:applicationinsights:Component', '-insights');
+    expect(insights.inputs).toMatchObject({
+      ingestionMode: 'LogAnalytics',
+      workspaceResourceId: run.one('azure-native:operationalinsights:Workspace', '-logs').state.id,
+    });
+    expect(telemetrySettings(run)).toEqual({
+      OTEL_TRACES_EXPORTER: 'azure_monitor',
+      OTEL_METRICS_EXPORTER: 'azure_monitor',
+      OTEL_RESOURCE_ATTRIBUTES: `deployment.environment.name=${STACK}`,
+    });
+    // The functions' distro reads the same setting the host does: that component's connection string, a plain
+    // setting (its ikey is an identifier, not a secret: docs/telemetry.md), and no Key Vault reference.
+    expect(settings(run).APPLICATIONINSIGHTS_CONNECTION_STRING).toBe(String(insights.state.connectionString));
+    expect(run.resources.filter((r) => r.type.startsWith('azure-native:keyvault:'))).toEqual([]);
+    // Nothing else changes: the same resources, the same role assignments, every other setting as an `off` stack's.
+    expect(names(run)).toEqual(names(off));
+    const grants = (r: StackRun) => r.ofType('azure-native:authorization:RoleAssignment').map((a) => a.inputs);
+    expect(grants(run)).toEqual(grants(off));
+    const others = (r: StackRun) => Object.fromEntries(Object.entries(settings(r)).filter(([k]) => !k.startsWith('OTEL_')));
+    expect(others(run)).toEqual(others(off));
+    // The name the functions read (functions/azure/azure-monitor-env.ts) is the one infra writes.
+    expect(AZURE_MONITOR_EXPORTER).toBe(FUNCTIONS_AZURE_MONITOR_EXPORTER);
+  });
+
+  it("cloud with sampling: Application Insights' own sampler (whole percent), and a share below 1 % refused", async () => {
+    const run = await runStack(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"cloud","sampling":0.25}' });
+    expect(telemetrySettings(run)).toMatchObject({ OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage', OTEL_TRACES_SAMPLER_ARG: '0.25' });
+    expect(azureMonitorSampling(settings(run))).toBe(0.25);
+    const refused = await refusal(STACK, { ...BASE, 'tessera:telemetry': '{"exporter":"cloud","sampling":0.004}' });
+    expect(refused).toContain('samples in whole percent');
+    expect(refused).toContain('at least 0.01');
+    // The ADOT layer is AWS's: refused here as before.
+    const layer = await refusal(STACK, {
+      ...BASE,
+      'tessera:telemetry': '{"exporter":"cloud","collectorLayerArn":"arn:aws:lambda:eu-west-1:901920570463:layer:x:1"}',
+    });
+    expect(layer).toContain('collectorLayerArn is for AWS stacks only');
   });
 });

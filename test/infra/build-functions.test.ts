@@ -251,7 +251,8 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     const files = {
       ...GOOD,
       'shared/raster/libdeflate.ts': loader,
-      [HANDLER_ENTRIES.aws.tile]: `${importer(HANDLER_ENTRIES.aws.tile)}export const handler = async () => Buffer.from(${compress}).toString('base64');\n`,
+      [HANDLER_ENTRIES.aws.tile]:
+        `${importer(HANDLER_ENTRIES.aws.tile)}export const handler = async () => Buffer.from(${compress}).toString('base64');\n`,
       [HANDLER_ENTRIES.gcp]: `${importer(HANDLER_ENTRIES.gcp)}${GOOD[HANDLER_ENTRIES.gcp]}export const z = () => ${compress};\n`,
       [HANDLER_ENTRIES.azure]: `${importer(HANDLER_ENTRIES.azure)}${GOOD[HANDLER_ENTRIES.azure]}export const z = () => ${compress};\n`,
     };

@@ -89,6 +89,7 @@ async function reference(manifest: SceneManifest): Promise<{ tiles: Map<string, 
   const quiet = new JsonTelemetry(() => {});
   const archive = await buildSceneArchive(outputs, manifest, tiling, heads, quiet);
   const quicklook = await writeQuicklook(outputs, manifest, tiling, heads, quiet);
+  if (quicklook === undefined) throw new Error('the reference quicklook was skipped');
   const tileJson = sceneTileJson(manifest, tiling, { pmtilesKey: archive.key });
   return {
     tiles,

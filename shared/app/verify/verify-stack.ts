@@ -264,7 +264,11 @@ async function runSmoke(t: VerifyTarget, o: VerifyOptions, timeoutMs: number, io
     if (problem !== undefined) return { pass: false, detail: `${tile.outputKey}: ${problem}`, manifest };
   }
   const format = tiling.render === undefined ? 'a COG' : `a ${tiling.render.format} of ${tiling.tilePx} px`;
-  return { pass: true, detail: `${expected.length} tiles (${tilesWord(manifest)}) = grid count, every tile ${format}, mosaic written`, manifest };
+  return {
+    pass: true,
+    detail: `${expected.length} tiles (${tilesWord(manifest)}) = grid count, every tile ${format}, mosaic written`,
+    manifest,
+  };
 }
 
 /** `4 tiles` for one zoom; `zooms 15-13: 4 + 2 + 1` for a pyramid. */
@@ -299,7 +303,8 @@ function tileProblem(t: VerifyTarget, key: string, tiling: TilingParams): Promis
 /** The first bytes of each rendered format (PNG's signature, RIFF....WEBP, JPEG's SOI marker). */
 const IMAGE_SIGNATURES: Readonly<Record<RenderedFormat, (head: Uint8Array) => boolean>> = {
   PNG: (h) => [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a].every((b, i) => h[i] === b),
-  WEBP: (h) => new TextDecoder('latin1').decode(h.subarray(0, 4)) === 'RIFF' && new TextDecoder('latin1').decode(h.subarray(8, 12)) === 'WEBP',
+  WEBP: (h) =>
+    new TextDecoder('latin1').decode(h.subarray(0, 4)) === 'RIFF' && new TextDecoder('latin1').decode(h.subarray(8, 12)) === 'WEBP',
   JPEG: (h) => h[0] === 0xff && h[1] === 0xd8 && h[2] === 0xff,
 };
 
@@ -685,7 +690,9 @@ async function backfillNewKey({ t, runId, io, timeoutMs, created }: LiveContext,
   created.addDerivedScene(newScene, fresh);
   const manifest: SceneManifest = { ...m, sceneKey: newScene, params, createdAt: new Date(clock.now()).toISOString() };
   const manifestKey = outputKeys.sceneManifest(newScene);
-  const put = await outputs.putIfAbsent(manifestKey, new TextEncoder().encode(JSON.stringify(manifest)), { contentType: 'application/json' });
+  const put = await outputs.putIfAbsent(manifestKey, new TextEncoder().encode(JSON.stringify(manifest)), {
+    contentType: 'application/json',
+  });
   if (put.kind !== 'written') return { pass: false, detail: `${manifestKey} was already there (${put.kind}); the run id must be unique` };
   const jobs = fanOutJobs(m, { params });
   const before = await tileHeads(t, m.sceneKey);
@@ -723,7 +730,10 @@ async function overwriteRefused({ t, io, timeoutMs, created }: LiveContext, m: S
   const mode: TileMode = { kind: 'overwrite', expectedVersion: seen.version };
   try {
     sceneJob(m, tile.zoom, tile.window, { mode });
-    return { pass: false, detail: `a repair job of pyramid tile ${tile.outputKey} was made; a pyramid's tiles are never repaired in place` };
+    return {
+      pass: false,
+      detail: `a repair job of pyramid tile ${tile.outputKey} was made; a pyramid's tiles are never repaired in place`,
+    };
   } catch (e) {
     if (!(e instanceof InvalidParamsError)) throw e;
   }

@@ -27,7 +27,15 @@ const report = (stack: string, cloud: string, failing?: string): VerifyReport =>
           left: ['x'],
           faults: [],
         }
-      : { pass: true, detail: 'deleted 3 objects, 1 claim rows, 1 dead letters', objects: 3, claimRows: 1, deadLetters: 1, left: [], faults: [] },
+      : {
+          pass: true,
+          detail: 'deleted 3 objects, 1 claim rows, 1 dead letters',
+          objects: 3,
+          claimRows: 1,
+          deadLetters: 1,
+          left: [],
+          faults: [],
+        },
   seconds: 1,
 });
 

@@ -6,12 +6,19 @@ import { PMTiles, type Source } from 'pmtiles';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalBackend, type LocalBackend } from '../../../functions/local/compose.js';
+import { parseStackConfig, StackConfigError } from '../../../infra/common/config.js';
 import { assembleMosaic } from '../../../shared/app/assemble-mosaic.js';
 import { fanOutScene } from '../../../shared/app/fan-out.js';
 import { sweepMosaics } from '../../../shared/app/mosaic-sweep.js';
 import { ArchiveTooLargeError, archiveTiles, assertArchiveFits, MAX_ARCHIVE_BYTES } from '../../../shared/app/pmtiles-archive.js';
 import { processTile } from '../../../shared/app/process-tile.js';
-import { QUICKLOOK_MAX_PX, quicklookPixels } from '../../../shared/app/quicklook.js';
+import {
+  QUICKLOOK_MAX_PX,
+  QUICKLOOK_MAX_TILES,
+  quicklookPixels,
+  quicklookTileCount,
+  writeQuicklook,
+} from '../../../shared/app/quicklook.js';
 import { readSceneManifest, type SceneManifest } from '../../../shared/app/scene-manifest.js';
 import { JsonTelemetry } from '../../../shared/app/telemetry.js';
 import { parseTileJob, tileOutputKey } from '../../../shared/app/tile-job.js';
@@ -164,14 +171,14 @@ describe('the web map outputs of a rendered pyramid (assembleMosaic)', () => {
       'tessera:colormap': 'rdylgn',
       'tessera:rescale': [-1, 1],
     });
-    const [west, south, east, north] = doc.bounds as number[];
-    const [lon, lat, zoom] = doc.center as number[];
+    const [west, south, east, north] = doc.bounds as [number, number, number, number];
+    const [lon, lat, zoom] = doc.center as [number, number, number];
     expect(west).toBeLessThan(east);
     expect(south).toBeLessThan(north);
-    expect(lon).toBeGreaterThan(west as number);
-    expect(lon).toBeLessThan(east as number);
-    expect(lat).toBeGreaterThan(south as number);
-    expect(lat).toBeLessThan(north as number);
+    expect(lon).toBeGreaterThan(west);
+    expect(lon).toBeLessThan(east);
+    expect(lat).toBeGreaterThan(south);
+    expect(lat).toBeLessThan(north);
     // 1792 px at zoom 15 is 896 at zoom 14: the zoom where the scene is at most 1024 px across.
     expect(zoom).toBe(14);
     const tiles = doc.tiles as string[];
@@ -321,5 +328,53 @@ describe('quicklookPixels', () => {
     expect([...q.data.subarray(500 * 4, 500 * 4 + 4)]).toEqual([205, 7, 200, 170]);
     // Tile 6 is wholly transparent.
     expect([...q.data.subarray(650 * 4, 650 * 4 + 4)]).toEqual([0, 0, 0, 0]);
+  });
+});
+
+describe('asking for the archive (mosaic: pmtiles, --mosaic pmtiles, tessera:mosaic)', () => {
+  const ctx = { stack: 'test-stack', defaultArchiveDir: '/repo/dist' };
+  const aws = { 'tessera:cloud': 'aws', 'tessera:region': 'eu-west-1', 'aws:region': 'eu-west-1' };
+  const rendered = { 'tessera:format': 'png', 'tessera:rescale': '-1,1', 'tessera:tms': 'WebMercatorQuad', 'tessera:zoom': '8-12' };
+  const problems = (values: Record<string, string>): readonly string[] => {
+    try {
+      parseStackConfig(values, ctx);
+    } catch (e) {
+      if (e instanceof StackConfigError) return e.problems;
+      throw e;
+    }
+    throw new Error('the configuration was accepted');
+  };
+
+  it('is a processing parameter of a stack like of tessera run', () => {
+    expect(parseStackConfig({ ...aws, ...rendered, 'tessera:mosaic': 'PMTiles' }, ctx).params.mosaic).toBe('pmtiles');
+    expect(tilingParams(PARAMS).mosaic).toBe('pmtiles');
+  });
+
+  it('is refused without rendered tiles on WebMercatorQuad, naming the fix', () => {
+    expect(problems({ ...aws, 'tessera:mosaic': 'pmtiles' })[0]).toMatch(
+      /tessera:mosaic.*archive of rendered map tiles: add output.format PNG/,
+    );
+    expect(problems({ ...aws, ...rendered, 'tessera:tms': 'WorldCRS84Quad', 'tessera:mosaic': 'pmtiles' })[0]).toContain(
+      'these are on WorldCRS84Quad: add tms WebMercatorQuad',
+    );
+    expect(() => tilingParams({ ...PARAMS, tms: undefined, zoom: undefined, min_zoom: undefined })).toThrow(
+      /on no tile matrix set: add tms WebMercatorQuad and a zoom/,
+    );
+    expect(() => tilingParams({ ...PARAMS, mosaic: 'mbtiles' })).toThrow(/"pmtiles" \(also one PMTiles archive of rendered tiles\)/);
+  });
+});
+
+describe('a quicklook that would read too many tiles', () => {
+  it('is skipped with a WARN naming the fix: a scene of one zoom past QUICKLOOK_MAX_TILES tiles', async () => {
+    const params = { ...PARAMS, tms: undefined, zoom: undefined, min_zoom: undefined, mosaic: undefined, tile_px: 16, version: 'ql-many' };
+    // 1,040 x 1,040 px in 16 px tiles: 4,225 tiles (65 x 65), over the 4,096 a quicklook reads.
+    const manifest = { v: 1, sceneKey: 'c'.repeat(64), params, grid: tileGrid(1040, 1040, 16) } as unknown as SceneManifest;
+    const tiling = tilingParams(params as ProcessingParams);
+    expect(quicklookTileCount(manifest, tiling)).toBe(4225);
+    const logs: string[] = [];
+    const outputs = new MemoryObjectStore(() => 0);
+    expect(await writeQuicklook(outputs, manifest, tiling, new Map(), new JsonTelemetry((l) => logs.push(l)))).toBeUndefined();
+    expect(logs.join('\n')).toMatch(/"quicklook-skipped".*"tiles":4225.*--zoom MIN-MAX/);
+    expect(QUICKLOOK_MAX_TILES).toBe(4096);
   });
 });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { RenderParams } from '../../../shared/domain/render-params.js';
 import { colormapTable } from '../../../shared/raster/colormaps.js';
 import {
+  decodeImage,
   encodeImage,
   encodeRenderedTile,
   IMAGE_CODEC,
@@ -153,6 +154,16 @@ describe('rendered tiles decoded with sharp (shared/raster/image-encoder.ts)', (
     }
     const png = await encodeImage(renderPixels(px, W, H, NODATA, { format: 'PNG', rescale: [-1, 1] }), 'PNG');
     expect(pngChunks(png)).toEqual(['IHDR', 'pHYs', 'IDAT', 'IEND']);
+  });
+
+  it('decodes a grey tile as grey (a pyramid parent reads its children so): PNG grey and alpha, JPEG grey', async () => {
+    // 2 x 2 pixels: levels 0, 85, 170 and 255, the last transparent in the PNG.
+    const png = await encodeImage({ data: new Uint8Array([0, 255, 85, 255, 170, 255, 255, 0]), width: 2, height: 2, channels: 2 }, 'PNG');
+    const grey = await decodeImage(png, 2);
+    expect([grey.channels, [...grey.data]]).toEqual([2, [0, 255, 85, 255, 170, 255, 255, 0]]);
+    const jpeg = await encodeImage({ data: new Uint8Array(64).fill(200), width: 8, height: 8, channels: 1 }, 'JPEG');
+    const flat = await decodeImage(jpeg, 1);
+    expect([flat.channels, flat.data.length, Math.abs((flat.data[0] as number) - 200) <= 2]).toEqual([1, 64, true]);
   });
 
   it('refuses pixels that are not the tile size', () => {

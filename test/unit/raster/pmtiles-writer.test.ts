@@ -140,7 +140,7 @@ describe('PmtilesWriter', () => {
       numTileEntries: stats.tileEntries,
       numTileContents: stats.tileContents,
     });
-    expect(h.tileDataOffset + h.tileDataLength).toBe(bytes.byteLength);
+    expect(h.tileDataOffset + (h.tileDataLength ?? Number.NaN)).toBe(bytes.byteLength);
   });
 
   it('stores each content once (SHA-256) and a run of the same content as one entry', () => {
