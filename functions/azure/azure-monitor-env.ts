@@ -1,5 +1,5 @@
 import { InvalidParamsError } from '../../shared/domain/errors.js';
-import { installedOtelSdk, type OtelSdk, otelRequested, otelSdkFor } from '../otel/otel-env.js';
+import { installedOtelSdk, type OtelSdk, otelSdkFor } from '../otel/otel-env.js';
 
 /**
  * Which OpenTelemetry SDK the Azure app sets up, decided from its settings with no SDK loaded (docs/telemetry.md):
@@ -10,8 +10,10 @@ import { installedOtelSdk, type OtelSdk, otelRequested, otelSdkFor } from '../ot
  * - any other `OTEL_*` request (tessera:telemetry `otlp`): the OTLP SDK every cloud uses (functions/otel/otel-sdk.ts);
  * - neither: none, and neither is loaded.
  *
- * compose.ts loads the one asked for ({@link loadAzureOtel}) before it composes, and sets it up through
- * {@link azureOtelSdkFor}. Only the Azure bundle reaches this file, so only it carries the distro.
+ * Nothing here loads an SDK. The OTLP one is loaded by compose.ts at its top when asked for; the distro by the app's
+ * entry (functions/azure/handlers/index.ts), the only module that imports azure-monitor.ts: so only the Functions
+ * bundle carries it, not the CLI package, whose `tessera verify` composes Azure runtimes too. compose.ts sets
+ * either up through {@link azureOtelSdkFor}.
  */
 
 /** The exporter name, in OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER, of Azure Monitor (infra/azure/telemetry.ts writes it). */
@@ -65,15 +67,6 @@ export function recordAzureMonitorSetUp(setUp: SetUp): void {
 }
 
 /**
- * Load the SDK `env` asks for, if any: the distro, or the OTLP SDK. compose.ts awaits it at its top, so a function
- * whose settings ask for neither loads neither (about 0.15 s of a cold start for the OTLP SDK, more for the distro).
- */
-export async function loadAzureOtel(env: Env): Promise<void> {
-  if (azureMonitorRequested(env)) await import('./azure-monitor.js');
-  else if (otelRequested(env)) await import('../otel/otel-sdk.js');
-}
-
-/**
  * The SDK of a runtime composed from `env`: the one this process set up already (a test's), else Azure Monitor's or
  * the OTLP one as `env` asks, else none.
  */
@@ -83,9 +76,9 @@ export function azureOtelSdkFor(env: Env, options: AzureOtelOptions): OtelSdk | 
   if (!azureMonitorRequested(env)) return otelSdkFor(env, options);
   if (loadedSetUp === undefined)
     throw new InvalidParamsError(
-      `the settings a runtime is composed from ask for Azure Monitor (${AZURE_MONITOR_EXPORTER}), but its exporter was not loaded: ` +
-        'process.env asked for none when functions/azure/compose.ts was loaded. Set the OTEL_* variables in process.env before importing it, ' +
-        'or import functions/azure/azure-monitor.js first',
+      `the settings a runtime is composed from ask for Azure Monitor (OTEL_*_EXPORTER=${AZURE_MONITOR_EXPORTER}), but its distro was not loaded: ` +
+        "the app's entry (functions/azure/handlers/index.ts) loads it when process.env asks; elsewhere import functions/azure/azure-monitor.js " +
+        'first, or unset the exporter variables',
     );
   return loadedSetUp(env, options);
 }

@@ -21,18 +21,19 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
-import type { OtelSdk } from '../otel/otel-env.js';
+import { type OtelSdk, otelRequested } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
 import { AzureBlobObjectStore } from './adapters/azure-blob-object-store.js';
 import { AzurePoisonQueue, AzureQueueJobQueue, DEFAULT_MAX_DEQUEUE_COUNT, poisonQueueName } from './adapters/azure-queue-job-queue.js';
 import { AzureTableClaimStore } from './adapters/azure-table-claim-store.js';
 import { AzureTableManifestStore } from './adapters/azure-table-manifest-store.js';
-import { azureOtelSdkFor, loadAzureOtel } from './azure-monitor-env.js';
+import { azureMonitorRequested, azureOtelSdkFor } from './azure-monitor-env.js';
 
 // The OpenTelemetry SDK (some 600 files, about 0.15 s of a cold start) is loaded only when OTEL_* variables ask for it:
-// azureOtelSdkFor sets it (or Azure Monitor's distro, azure-monitor-env.ts) up from there (docs/telemetry.md, docs/packages.md "Start-up").
-await loadAzureOtel(process.env);
+// azureOtelSdkFor sets it up from there (docs/telemetry.md, docs/packages.md "Start-up"). Azure Monitor's distro instead: the app's
+// entry loads that one (handlers/index.ts, azure-monitor-env.ts).
+if (otelRequested(process.env) && !azureMonitorRequested(process.env)) await import('../otel/otel-sdk.js');
 
 /**
  * The Azure backend's one wiring point: environment to clients to adapters.

@@ -81,8 +81,8 @@ export const BATCH_MIGRATIONS: readonly string[] = [
 /**
  * The records travel as one binary array per column (PostgreSQL's array_recv format, built by {@link columnArrays}):
  * the record ids as 32 raw bytes each, the numbers as IEEE doubles, the text as UTF-8, nothing parsed twice. A JSON
- * array of row objects was twice the bytes and a JSON parse on the server; pg's text array literals are built in
- * JavaScript, about three times slower than JSON.stringify on the thread that also parses the batch.
+ * array of row objects was 208 bytes a record against 131, and a JSON parse on the server; pg's own text array literals
+ * are built in JavaScript, slower than either on the thread that also parses the batch.
  * `to_timestamp(ms / 1000.0)` and the point are computed here, as they were before, so a row holds the same values.
  * The rows are inserted in record id order (see putBatch).
  */

@@ -442,7 +442,7 @@ describe('Azure tile function on Azurite, to Application Insights (tessera:telem
     }
   });
 
-  it("the app's registered tile function, with a cloud stack's app settings, loads the distro itself and exports a delivery before it answers", async () => {
+  it("the app's entry, given a cloud stack's app settings, loads the distro; its tile function sets it up from them and exports a delivery before it answers", async () => {
     const breeze = await startBreezeReceiver(tls, IKEY);
     const before = { ...process.env };
     let deployed: AzureRuntime | undefined;
@@ -460,8 +460,12 @@ describe('Azure tile function on Azurite, to Application Insights (tessera:telem
         OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=azure-test',
         [APPLICATIONINSIGHTS_CONNECTION_STRING]: breeze.connectionString,
       });
-      // A fresh load of the app, as a new instance loads it: compose.ts sees the settings and loads the distro.
+      // A fresh load of the app, as a new instance loads it; what its entry module (functions/azure/handlers/index.ts)
+      // does, with a registrar that keeps the handlers: the settings ask for Azure Monitor, so it loads the distro.
       vi.resetModules();
+      const env = await import('../../functions/azure/azure-monitor-env.js');
+      expect(env.azureMonitorRequested(process.env)).toBe(true);
+      await import('../../functions/azure/azure-monitor.js');
       const register = await import('../../functions/azure/handlers/register.js');
       const compose = await import('../../functions/azure/compose.js');
       const handlers = new Map<string, StorageQueueHandler<unknown>>();

@@ -217,6 +217,19 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     expect(await recordCount(pipeline)).toBe(3 * 12_000);
   });
 
+  it(`batches of one statement each (up to ${INSERT_CHUNK} records) that share records, in opposite orders, all at once: none deadlocks`, async () => {
+    const pipeline = newPipeline();
+    // The statement's ORDER BY alone orders these (the adapter sorts only batches of several statements).
+    const lines = (from: number, n: number) => Array.from({ length: n }, (_, j) => position(from + j, 1));
+    const batches = [0, 1, 2].flatMap((p) => [
+      batch(pipeline, lines(p * 20_000, 4500)),
+      batch(pipeline, lines(p * 20_000 + 2000, 4500).reverse()),
+    ]);
+    const results = await Promise.all(batches.map((b) => sink.putBatch(b)));
+    expect(results.map((r) => r.kind)).toEqual(Array(6).fill('inserted'));
+    expect(await recordCount(pipeline)).toBe(3 * 6500);
+  });
+
   it('a crash before COMMIT leaves nothing; a COMMIT whose answer is lost is retried as already-done, with nothing twice', async () => {
     const pipeline = newPipeline();
     const b = batch(pipeline, [position(1, 0), position(2, 1)]);
