@@ -222,12 +222,12 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     // The statement's ORDER BY alone orders these (the adapter sorts only batches of several statements).
     const lines = (from: number, n: number) => Array.from({ length: n }, (_, j) => position(from + j, 1));
     const batches = [0, 1, 2].flatMap((p) => [
-      batch(pipeline, lines(p * 20_000, 4500)),
-      batch(pipeline, lines(p * 20_000 + 2000, 4500).reverse()),
+      batch(pipeline, lines(p * 20_000, 4900)),
+      batch(pipeline, lines(p * 20_000 + 900, 4900).reverse()),
     ]);
     const results = await Promise.all(batches.map((b) => sink.putBatch(b)));
     expect(results.map((r) => r.kind)).toEqual(Array(6).fill('inserted'));
-    expect(await recordCount(pipeline)).toBe(3 * 6500);
+    expect(await recordCount(pipeline)).toBe(3 * 5800);
   });
 
   it('a crash before COMMIT leaves nothing; a COMMIT whose answer is lost is retried as already-done, with nothing twice', async () => {
