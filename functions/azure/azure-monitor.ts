@@ -92,13 +92,16 @@ export function setUpAzureMonitor(env: Env, options: AzureOtelOptions): OtelSdk 
       'useAzureMonitor registered no SDK tracer or meter provider (OTEL_SDK_DISABLED=true reaches the distro): unset OTEL_SDK_DISABLED, or the exporter variables',
     );
   const counters = tesseraCounters(meterProvider.getMeter('tessera'));
+  let closed = false;
   const sdk: OtelSdk = {
     telemetry: (inner) => new OtelTelemetry(inner, counters),
     async flush() {
+      if (closed) return;
       // As otel-sdk.ts: an export that fails is the distro's to report and retry (it keeps the batch on disk), not the tile's.
       await Promise.all([tracerProvider.forceFlush(), meterProvider.forceFlush()]).catch(() => undefined);
     },
     async shutdown() {
+      closed = true;
       recordInstalledOtelSdk(undefined);
       await shutdownAzureMonitor();
       trace.disable();

@@ -296,10 +296,11 @@ interface Envelope {
 }
 
 /**
- * A local Application Insights ingestion (Breeze) endpoint: `POST /v2.1/track`, a gzipped JSON array of envelopes,
- * answered as Breeze answers (every item accepted). HTTPS, because the exporter rewrites an `http://` IngestionEndpoint
- * to `https://`: its certificate is made here for 127.0.0.1, and only the exporter trusts it (its `tlsOptions.ca`,
- * through the distro's documented APPLICATIONINSIGHTS_CONFIGURATION_CONTENT).
+ * A local Application Insights ingestion (Breeze) endpoint: `POST /v2.1/track`, a JSON array of envelopes (gzipped
+ * when Content-Encoding says so: the exporter gzips for Azure's own ingestion hosts only), answered as Breeze answers
+ * (every item accepted). HTTPS, because the exporter rewrites an `http://` IngestionEndpoint to `https://`: its
+ * certificate is made here for 127.0.0.1, and only the exporter trusts it (its `tlsOptions.ca`, through the distro's
+ * documented APPLICATIONINSIGHTS_CONFIGURATION_CONTENT).
  */
 async function startBreezeReceiver(
   tls: { key: string; cert: string },
