@@ -43,7 +43,8 @@ export function azureMonitorSampling(env: Env): number {
   const sampler = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase();
   if (!sampler) return 1;
   if (sampler === 'always_on' || sampler === 'parentbased_always_on') return 1;
-  const fix = 'set OTEL_TRACES_SAMPLER=microsoft.fixed_percentage and OTEL_TRACES_SAMPLER_ARG to the share of traces kept (tessera:telemetry sampling writes both)';
+  const fix =
+    'set OTEL_TRACES_SAMPLER=microsoft.fixed_percentage and OTEL_TRACES_SAMPLER_ARG to the share of traces kept (tessera:telemetry sampling writes both)';
   if (!RATIO_SAMPLERS.includes(sampler))
     throw new InvalidParamsError(`OTEL_TRACES_SAMPLER=${sampler} is not a sampler the Azure Monitor exporter takes here: ${fix}`);
   const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();

@@ -17,7 +17,8 @@ import {
  * Microsoft's GA distro `@azure/monitor-opentelemetry`: its exporters send the same spans and counters the OTLP SDK
  * sends (otel-sdk.ts), as Application Insights envelopes, to the component `APPLICATIONINSIGHTS_CONNECTION_STRING` names.
  *
- * Loaded only when the app settings ask for it (azure-monitor-env.ts loadAzureOtel), and only the Azure bundle holds it.
+ * Imported only by the app's entry (functions/azure/handlers/index.ts), when the app settings ask for it: only the
+ * Azure archive holds it, in chunks of its own that a function with other settings never reads.
  *
  * The distro is set up to add nothing of its own, so what leaves is what the OTLP SDK sends:
  * - no instrumentation (http, Azure SDK, databases, console): their spans would sit below the steps, and the

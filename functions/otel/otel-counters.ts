@@ -9,9 +9,7 @@ import { COUNTERS, type Counter, type LogLevel, type Telemetry } from '../../sha
 
 /** `tessera.<counter>` for every counter of the logs (shared/ports/telemetry.port.ts COUNTERS), on `meter`. */
 export function tesseraCounters(meter: Meter): ReadonlyMap<Counter, OtelCounter> {
-  return new Map(
-    COUNTERS.map((c) => [c, meter.createCounter(`tessera.${c}`, { description: `the ${c} counter of the logs' summary` })]),
-  );
+  return new Map(COUNTERS.map((c) => [c, meter.createCounter(`tessera.${c}`, { description: `the ${c} counter of the logs' summary` })]));
 }
 
 /** The logs as before; every count also added to its OTel counter. */

@@ -162,7 +162,7 @@ export interface TesseraArgs {
    */
   readonly outputCorsOrigins?: readonly string[] | undefined;
   /**
-   * OpenTelemetry export of traces and metrics (docs/telemetry.md): `off`, `cloud` (AWS: ADOT to X-Ray and CloudWatch; GCP: Cloud Trace and Monitoring), or `{ exporter: 'otlp', endpoint: 'https://collector:4318', sampling: 0.1 }`.
+   * OpenTelemetry export of traces and metrics (docs/telemetry.md): `off`, `cloud` (AWS: ADOT to X-Ray and CloudWatch; GCP: Cloud Trace and Monitoring; Azure: Application Insights), or `{ exporter: 'otlp', endpoint: 'https://collector:4318', sampling: 0.1 }`.
    * @defaultValue `off`
    */
   readonly telemetry?: 'off' | 'cloud' | TelemetryArgs | undefined;

@@ -17,6 +17,7 @@ import { registerFunctions } from '../../functions/azure/handlers/register.js';
 import { makeSceneHandler } from '../../functions/azure/handlers/scene.handler.js';
 import { makeTileHandler } from '../../functions/azure/handlers/tile.handler.js';
 import { installedOtelSdk } from '../../functions/otel/otel-env.js';
+import { setUpOpenTelemetry } from '../../functions/otel/otel-sdk.js';
 import type { QueueDeliveryVerdict } from '../../shared/app/queue-delivery.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { parseTileJob } from '../../shared/app/tile-job.js';
@@ -341,9 +342,14 @@ function localhostCertificate(): { key: string; cert: string } {
   try {
     const made = spawnSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1'].concat(
-        ['-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')],
-      ),
+      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1'].concat([
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ]),
       { encoding: 'utf8' },
     );
     if (made.status !== 0)
@@ -386,8 +392,7 @@ function breezeSpans(envelopes: readonly Envelope[]): ReadableSpan[] {
 function breezeMetrics(envelopes: readonly Envelope[]): Map<string, number> {
   const sums = new Map<string, number>();
   for (const e of envelopes.filter((x) => x.data.baseType === 'MetricData'))
-    for (const m of e.data.baseData.metrics ?? [])
-      if (m.name.startsWith('tessera.')) sums.set(m.name, (sums.get(m.name) ?? 0) + m.value);
+    for (const m of e.data.baseData.metrics ?? []) if (m.name.startsWith('tessera.')) sums.set(m.name, (sums.get(m.name) ?? 0) + m.value);
   return sums;
 }
 
@@ -399,7 +404,9 @@ describe('Azure tile function on Azurite, to Application Insights (tessera:telem
   beforeAll(() => {
     tls = localhostCertificate();
     // Read once per process by the distro, before its first setup: the exporter trusts the receiver's certificate.
-    process.env.APPLICATIONINSIGHTS_CONFIGURATION_CONTENT = JSON.stringify({ azureMonitorExporterOptions: { tlsOptions: { ca: tls.cert } } });
+    process.env.APPLICATIONINSIGHTS_CONFIGURATION_CONTENT = JSON.stringify({
+      azureMonitorExporterOptions: { tlsOptions: { ca: tls.cert } },
+    });
     // No SDK statsbeat to Microsoft's endpoints from a test; and the Azure SDKs' own logger, which the distro turns on
     // at warning level for the whole process (docs/telemetry.md), at error level.
     process.env.APPLICATION_INSIGHTS_NO_STATSBEAT = 'true';
@@ -498,5 +505,41 @@ describe('Azure tile function on Azurite, to Application Insights (tessera:telem
       Object.assign(process.env, before);
       await breeze.close();
     }
+  });
+});
+
+describe('Azure Monitor settings, refused with the fix named', () => {
+  const AM = AZURE_MONITOR_EXPORTER;
+  const cs = 'InstrumentationKey=5be1d0c7-0000-4000-8000-000000000027;IngestionEndpoint=https://127.0.0.1:9/';
+  it.each([
+    ['no connection string', { OTEL_TRACES_EXPORTER: AM }, /APPLICATIONINSIGHTS_CONNECTION_STRING is not set/],
+    [
+      'one exporter variable another exporter',
+      { OTEL_TRACES_EXPORTER: AM, OTEL_METRICS_EXPORTER: 'otlp', [APPLICATIONINSIGHTS_CONNECTION_STRING]: cs },
+      /OTEL_METRICS_EXPORTER=otlp.*set both to azure_monitor/,
+    ],
+    [
+      'a sampler the distro does not take',
+      { OTEL_TRACES_EXPORTER: AM, OTEL_TRACES_SAMPLER: 'microsoft.rate_limited', [APPLICATIONINSIGHTS_CONNECTION_STRING]: cs },
+      /microsoft.fixed_percentage/,
+    ],
+    [
+      'a share below 1 %',
+      {
+        OTEL_TRACES_EXPORTER: AM,
+        OTEL_TRACES_SAMPLER: 'microsoft.fixed_percentage',
+        OTEL_TRACES_SAMPLER_ARG: '0.001',
+        [APPLICATIONINSIGHTS_CONNECTION_STRING]: cs,
+      },
+      /from 0.01 to 1/,
+    ],
+  ])('%s', (_, env, message) => {
+    expect(() => setUpAzureMonitor(env, { serviceName: 'x' })).toThrow(message);
+    expect(installedOtelSdk()).toBeUndefined();
+  });
+
+  it('azure_monitor outside the Azure app (the OTLP SDK: local runs, AWS, GCP) is refused, not silently dropped', () => {
+    expect(() => setUpOpenTelemetry({ OTEL_TRACES_EXPORTER: AM }, { serviceName: 'x' })).toThrow(/the Azure functions' exporter/);
+    expect(installedOtelSdk()).toBeUndefined();
   });
 });

@@ -264,7 +264,8 @@ describe('tessera view in a real browser (Debian chromium, playwright-core)', ()
       'rdylgn',
     ]);
     const view = await startView(['--dir', dir]);
-    expect(view.layers).toEqual([{ kind: 'xyz', title: 'PNG tiles (WebMercatorQuad)' }]);
+    // The run wrote a TileJSON beside the tiles: the page reads the tiles through it (scene-view.ts's order).
+    expect(view.layers).toEqual([{ kind: 'xyz', title: 'TileJSON 3.0.0 of the rendered tiles (its tile URLs are relative to it)' }]);
     const loaded = await load(view.url);
     // The footprint is the tile grid's, whole tiles: their pixels past the scene are transparent (nodata).
     await expectNotBlank(loaded, 0.2);

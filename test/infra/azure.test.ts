@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { AZURE_MONITOR_EXPORTER as FUNCTIONS_AZURE_MONITOR_EXPORTER, azureMonitorSampling } from '../../functions/azure/azure-monitor-env.js';
+import {
+  azureMonitorSampling,
+  AZURE_MONITOR_EXPORTER as FUNCTIONS_AZURE_MONITOR_EXPORTER,
+} from '../../functions/azure/azure-monitor-env.js';
 import { AZURE_MONITOR_EXPORTER } from '../../infra/azure/telemetry.js';
 import { AZURE_ROLES, CONTAINERS, DEPLOYMENTS_CONTAINER, hostTimeSpan, LEASE_STOLEN_TRACE_TERMS } from '../../infra/azure/tiling-stack.js';
 import { AZURE_QUEUES, AZURE_TRIGGER_CONNECTION, azurePoisonQueue } from '../../infra/common/packaging.js';

@@ -20,17 +20,23 @@ const DATABASE = 'tessera';
  * local TCP only, then `CREATE DATABASE tessera` with the postgis extension.
  * Durability is off (fsync, synchronous_commit, full_page_writes): the data
  * dies with the run, and it keeps startup near a second on two busy cores.
+ * `durable: true` leaves PostgreSQL's defaults instead (all three on, so every
+ * commit waits for its WAL flush, as a deployed server does): the streams
+ * benchmark's headline row; `parentDir` puts the cluster on a chosen disk
+ * (the system temp dir may be a tmpfs, where a flush costs nothing).
  *
  * Run as root (CI), every server command goes through `runuser -u postgres`.
  * A missing server or PostGIS fails the run with the install command; no skip.
  */
-export async function start(): Promise<{ endpoints: PostgresEndpoints; stops: Started[] }> {
+export async function start(
+  options: { readonly durable?: boolean; readonly parentDir?: string } = {},
+): Promise<{ endpoints: PostgresEndpoints; stops: Started[] }> {
   await install();
   const bin = findPostgresBin();
   if (!bin) throw new Error(`PostgreSQL 15 is not installed: ${POSTGRES_INSTALL_HINT}`);
   const asRoot = process.getuid?.() === 0;
   const t0 = Date.now();
-  const dir = mkdtempSync(join(tmpdir(), 'tessera-pg-'));
+  const dir = mkdtempSync(join(options.parentDir ?? tmpdir(), 'tessera-pg-'));
   const data = join(dir, 'data');
   if (asRoot) {
     const { stdout } = await run('id', ['-u', PG_USER]);
@@ -55,9 +61,7 @@ export async function start(): Promise<{ endpoints: PostgresEndpoints; stops: St
     `-p ${port}`,
     "-c listen_addresses='127.0.0.1'",
     `-c unix_socket_directories='${dir}'`,
-    '-c fsync=off',
-    '-c synchronous_commit=off',
-    '-c full_page_writes=off',
+    ...(options.durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off']),
     // The contract's 16 concurrent registrations and the sink storm, plus pools of several test files at once.
     '-c max_connections=200',
   ].join(' ');
