@@ -66,7 +66,7 @@ function rand(seed: number, k: number): number {
  */
 /**
  * The georeferencing of Tessera's default synthetic scene: Sentinel-2 style
- * B04/B08 bands, UTM zone 31N (EPSG:32631), 10 m pixels near Paris.
+ * B04/B08 bands, UTM zone 31N (EPSG:32631), 10 m pixels by the Belgian coast (about 51.4° N, 3.0° E).
  */
 export const SENTINEL_LIKE_SCENE = {
   bands: ['B04', 'B08'],
