@@ -582,13 +582,13 @@ export function checkedSecret(
   problemOf: (value: string) => string | undefined,
   fail: (problem: string) => Error,
 ): pulumi.Output<string> {
-  return pulumi.secret(
-    value.apply((v) => {
-      const problem = problemOf(v);
-      if (problem !== undefined) throw fail(problem);
-      return v;
-    }),
-  );
+  // The check runs on the secret (an apply keeps it secret): wrapping the apply in pulumi.secret instead would leave
+  // the apply's own isSecret promise, which carries the failure, with nobody awaiting it (an unhandled rejection).
+  return pulumi.secret(value).apply((v) => {
+    const problem = problemOf(v);
+    if (problem !== undefined) throw fail(problem);
+    return v;
+  });
 }
 
 /** An arg's value as the text the shared validation reads, or undefined with a problem (or for a secret Output). */
