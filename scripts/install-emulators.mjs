@@ -12,6 +12,8 @@ import { install as installGoPmtiles } from './emulators/pmtiles.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
 // The real Pulumi CLI and language host (vendor/pulumi/) for the real-engine test.
 import { install as installPulumi } from './emulators/pulumi.mjs';
+// clang, lld, wasi-libc: the rebuild of shared/raster/libdeflate.wasm the unit test compares with the committed one.
+import { install as installWasmToolchain } from './emulators/wasm-toolchain.mjs';
 // sharp's prebuilt libvips for the function archives' platforms (linux-x64, and Lambda's linux-arm64), from npm.
 import { install as installSharpNative } from './native-sharp.mjs';
 
@@ -26,6 +28,7 @@ for (const [name, install] of [
   ['chromium', installChromium],
   ['pulumi', installPulumi],
   ['sharp-native', installSharpNative],
+  ['wasm-toolchain', installWasmToolchain],
 ]) {
   try {
     await install();

@@ -102,8 +102,9 @@ describe('libdeflate compiled to WebAssembly (shared/raster/libdeflate.ts)', () 
   });
 
   // The committed artifact is the source build's: libdeflate's C sources from crates.io (pinned crate and SHA-256),
-  // Debian's clang 14, wasm-ld and wasi-libc. CI installs the toolchain (.ci/run), so this runs there; on a machine
-  // without it, it says what to install (CI=true makes a missing toolchain a failure, never a skip).
+  // Debian's clang 14, wasm-ld and wasi-libc. npm test's pretest installs the toolchain (scripts/emulators/
+  // wasm-toolchain.mjs, as .ci/run does) or fails naming it; a bare vitest run without it leaves this one out, and
+  // CI=true makes a missing toolchain a failure, never a skip.
   const buildable = toolchainPresent() || process.env.CI === 'true';
   it.runIf(buildable)(
     'is byte-identical to a fresh build from libdeflate’s sources (scripts/build-libdeflate.ts)',
