@@ -1,10 +1,8 @@
-import * as authorization from '@pulumi/azure-native/authorization';
-import * as keyvault from '@pulumi/azure-native/keyvault';
 import * as pulumi from '@pulumi/pulumi';
 import { KEY_VAULT_REFERENCE_PREFIX } from '../../shared/domain/runtime-config.js';
 import type { AzureStackConfig } from '../common/config.js';
-import type { StandardTags } from '../common/tags.js';
 import { otelEnvironment } from '../common/telemetry.js';
+import { type SecretVaultPlace, secretVault } from './secret-vault.js';
 
 /**
  * The Azure side of `tessera:telemetry` (infra/common/telemetry.ts, docs/telemetry.md): app settings when the stack
@@ -40,21 +38,7 @@ export interface AzureTelemetry {
 }
 
 /** Declare what `cfg.telemetry` asks for on Azure, under `owner`. */
-export function azureTelemetry(
-  owner: pulumi.Resource,
-  name: string,
-  cfg: AzureStackConfig,
-  at: {
-    readonly resourceGroupName: pulumi.Input<string>;
-    readonly location: string;
-    readonly tenantId: pulumi.Input<string>;
-    /** The principal that resolves the app's Key Vault references (its keyVaultReferenceIdentity). */
-    readonly reader: pulumi.Input<string>;
-    /** Key Vault Secrets User's role definition id. */
-    readonly roleDefinitionId: pulumi.Input<string>;
-    readonly tags: StandardTags;
-  },
-): AzureTelemetry {
+export function azureTelemetry(owner: pulumi.Resource, name: string, cfg: AzureStackConfig, at: SecretVaultPlace): AzureTelemetry {
   const t = cfg.telemetry;
   switch (t.exporter) {
     case 'off':
@@ -74,44 +58,12 @@ export function azureTelemetry(
     case 'otlp': {
       const settings = otelEnvironment(t, cfg.stack, t.endpoint);
       if (t.headers === undefined) return { settings, dependsOn: [] };
-      const parent = { parent: owner };
       // As the sink URL's vault: RBAC only, soft delete, nothing but the one role assignment reads it.
-      const vault = new keyvault.Vault(
+      const { secret, reader } = secretVault(
+        owner,
         `${name}-otel`,
-        {
-          resourceGroupName: at.resourceGroupName,
-          location: at.location,
-          properties: {
-            tenantId: at.tenantId,
-            sku: { family: 'A', name: 'standard' },
-            enableRbacAuthorization: true,
-            enableSoftDelete: true,
-            softDeleteRetentionInDays: 90,
-            enabledForDeployment: false,
-            enabledForDiskEncryption: false,
-            enabledForTemplateDeployment: false,
-            publicNetworkAccess: 'Enabled',
-            networkAcls: { defaultAction: 'Allow', bypass: 'None' },
-          },
-          tags: at.tags,
-        },
-        parent,
-      );
-      const secret = new keyvault.Secret(
-        `${name}-otel`,
-        {
-          resourceGroupName: at.resourceGroupName,
-          vaultName: vault.name,
-          secretName: OTLP_HEADERS_SECRET_NAME,
-          properties: { value: pulumi.secret(t.headers), contentType: 'OTLP exporter headers (tessera:telemetryHeaders)' },
-          tags: at.tags,
-        },
-        parent,
-      );
-      const reader = new authorization.RoleAssignment(
-        `${name}-otel-reader`,
-        { principalId: at.reader, principalType: 'ServicePrincipal', roleDefinitionId: at.roleDefinitionId, scope: secret.id },
-        parent,
+        { secretName: OTLP_HEADERS_SECRET_NAME, value: t.headers, contentType: 'OTLP exporter headers (tessera:telemetryHeaders)' },
+        at,
       );
       return {
         settings: {

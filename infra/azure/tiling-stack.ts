@@ -1,7 +1,6 @@
 import * as applicationinsights from '@pulumi/azure-native/applicationinsights';
 import * as authorization from '@pulumi/azure-native/authorization';
 import * as eventgrid from '@pulumi/azure-native/eventgrid';
-import * as keyvault from '@pulumi/azure-native/keyvault';
 import * as managedidentity from '@pulumi/azure-native/managedidentity';
 import * as monitor from '@pulumi/azure-native/monitor';
 import * as operationalinsights from '@pulumi/azure-native/operationalinsights';
@@ -30,6 +29,7 @@ import {
 } from '../common/packaging.js';
 import type { StandardTags } from '../common/tags.js';
 import { AZURE_ROLES, blobAssignments } from './roles.js';
+import { secretVault } from './secret-vault.js';
 import { azureTelemetry } from './telemetry.js';
 
 export interface AzureTilingStackArgs {
@@ -403,14 +403,23 @@ export class AzureTilingStack extends pulumi.ComponentResource {
     const sink =
       cfg.featureSinkUrl === undefined
         ? undefined
-        : this.featureSinkVault(`${name}-sink`, cfg.featureSinkUrl, {
-            resourceGroupName,
-            location,
-            tenantId: client.tenantId,
-            reader: roleIdentities.tile.principalId,
-            roleDefinitionId: roleDefinition(AZURE_ROLES.keyVaultSecretsUser),
-            tags,
-          });
+        : secretVault(
+            this,
+            `${name}-sink`,
+            {
+              secretName: FEATURE_SINK_SECRET_NAME,
+              value: cfg.featureSinkUrl,
+              contentType: 'PostGIS connection URL (tessera:featureSinkUrl)',
+            },
+            {
+              resourceGroupName,
+              location,
+              tenantId: client.tenantId,
+              reader: roleIdentities.tile.principalId,
+              roleDefinitionId: roleDefinition(AZURE_ROLES.keyVaultSecretsUser),
+              tags,
+            },
+          );
     // tessera:telemetry (docs/telemetry.md): nothing at all unless it is set; its headers resolve as the tile identity too.
     const telemetry = azureTelemetry(this, name, cfg, {
       resourceGroupName,
@@ -606,69 +615,6 @@ export class AzureTilingStack extends pulumi.ComponentResource {
       deployCommand: this.deployCommand,
       syncTriggersCommand: this.syncTriggersCommand,
     });
-  }
-
-  /**
-   * The Key Vault holding the PostGIS sink URL, the secret (its value a Pulumi secret, so encrypted in the state), and
-   * the one role on it: Key Vault Secrets User, scoped to that secret, for the identity that resolves the reference.
-   * - RBAC authorization: no access policy can grant anything beside that role assignment.
-   * - Soft delete (90 days) keeps a deleted secret or vault recoverable; purge protection stays off so that the
-   *   operator may purge what `pulumi destroy` soft-deleted (a new vault gets a new name anyway).
-   * - Network: the platform resolves references from outside any virtual network on Consumption, so the vault takes
-   *   public traffic (authorised by Entra ID and the role above), with no trusted-service bypass.
-   * - Not enabled for deployments, disk encryption or template deployments: nothing else reads it.
-   */
-  private featureSinkVault(
-    name: string,
-    url: pulumi.Input<string>,
-    at: {
-      readonly resourceGroupName: pulumi.Input<string>;
-      readonly location: string;
-      readonly tenantId: pulumi.Input<string>;
-      readonly reader: pulumi.Input<string>;
-      readonly roleDefinitionId: pulumi.Input<string>;
-      readonly tags: StandardTags;
-    },
-  ): { readonly vault: keyvault.Vault; readonly secret: keyvault.Secret; readonly reader: authorization.RoleAssignment } {
-    const parent = { parent: this };
-    const vault = new keyvault.Vault(
-      name,
-      {
-        resourceGroupName: at.resourceGroupName,
-        location: at.location,
-        properties: {
-          tenantId: at.tenantId,
-          sku: { family: 'A', name: 'standard' },
-          enableRbacAuthorization: true,
-          enableSoftDelete: true,
-          softDeleteRetentionInDays: 90,
-          enabledForDeployment: false,
-          enabledForDiskEncryption: false,
-          enabledForTemplateDeployment: false,
-          publicNetworkAccess: 'Enabled',
-          networkAcls: { defaultAction: 'Allow', bypass: 'None' },
-        },
-        tags: at.tags,
-      },
-      parent,
-    );
-    const secret = new keyvault.Secret(
-      name,
-      {
-        resourceGroupName: at.resourceGroupName,
-        vaultName: vault.name,
-        secretName: FEATURE_SINK_SECRET_NAME,
-        properties: { value: pulumi.secret(url), contentType: 'PostGIS connection URL (tessera:featureSinkUrl)' },
-        tags: at.tags,
-      },
-      parent,
-    );
-    const reader = new authorization.RoleAssignment(
-      `${name}-reader`,
-      { principalId: at.reader, principalType: 'ServicePrincipal', roleDefinitionId: at.roleDefinitionId, scope: secret.id },
-      parent,
-    );
-    return { vault, secret, reader };
   }
 
   /**
