@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './child.js';
-import { BenchSetupError } from './gdal.js';
+import { BenchSetupError, gdalScript } from './gdal.js';
 import { BENCH_DIR } from './scenes.js';
 
 /**
@@ -86,4 +86,18 @@ export async function ensureRioTiler(log: (line: string) => void): Promise<RioTi
     );
   }
   return { python: venvPython, versions: now };
+}
+
+/**
+ * Run a bench/gdal/*.py script that imports rio_tiler with {@link RioTiler}'s Python (pinned to one core when `pin`)
+ * and return the JSON object it prints last.
+ */
+export async function runRioTilerScript<T>(rio: RioTiler, name: string, input: unknown, pin = false): Promise<T & { wallMs: number }> {
+  const { stdout, wallMs } = await run(rio.python, [gdalScript(name), JSON.stringify(input)], { pin, timeoutMs: 1_800_000 });
+  const last = stdout.trim().split('\n').pop() ?? '';
+  try {
+    return { ...(JSON.parse(last) as T), wallMs };
+  } catch (cause) {
+    throw new Error(`[bench] ${name} printed no JSON result; its output ended with: ${stdout.slice(-2000)}`, { cause });
+  }
 }

@@ -324,12 +324,16 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
     ],
     cfg.reps,
   );
-  const series = (who: Who, p: Profile) => deflate.tilesPerSec.get(contenderId({ who, profile: p })) ?? [];
+  type Race = Awaited<ReturnType<typeof race>>;
+  /** Which race measured each profile: the equal-settings race, or the profile's own Pareto race. */
+  const raceOf = new Map<string, Race>();
+  for (const p of [EQUAL_DEFLATE, EQUAL_ZSTD, ...(DEFAULT_RACED_APART ? [DEFAULT_PROFILE] : [])]) raceOf.set(label(p), deflate);
+  const series = (who: Who, p: Profile) => raceOf.get(label(p))?.tilesPerSec.get(contenderId({ who, profile: p })) ?? [];
   const ratios = (p: Profile, who: Who) => series('tessera', p).map((t, i) => t / (series(who, p)[i] as number));
 
   // The Pareto table: the raced profiles, then the other levels, Tessera and GDAL's library each.
   const points: ParetoPoint[] = [];
-  const pointOf = (p: Profile, r: Awaited<ReturnType<typeof race>>): ParetoPoint => {
+  const pointOf = (p: Profile, r: Race): ParetoPoint => {
     const side = (who: Who): ParetoSide => {
       const id = contenderId({ who, profile: p });
       return {
@@ -354,6 +358,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
         ],
         cfg.pareto.reps,
       );
+      raceOf.set(label(profile), r);
       points.push(pointOf(profile, r));
     }
   }
@@ -376,8 +381,9 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
   };
   /** CPU time per tile, GDAL's over Tessera's, per repetition: the same race with the core's other load taken out. */
   const cpuRatio = (p: Profile) => {
-    const ours = deflate.cpuMsPerTile.get(contenderId({ who: 'tessera', profile: p })) ?? [];
-    const theirs = deflate.cpuMsPerTile.get(contenderId({ who: 'gdal-warm', profile: p })) ?? [];
+    const measured = raceOf.get(label(p));
+    const ours = measured?.cpuMsPerTile.get(contenderId({ who: 'tessera', profile: p })) ?? [];
+    const theirs = measured?.cpuMsPerTile.get(contenderId({ who: 'gdal-warm', profile: p })) ?? [];
     const r = summarize(ours.map((t, i) => (theirs[i] as number) / t));
     return `CPU time per tile ${fmt(summarize(ours).median)} ms vs ${fmt(summarize(theirs).median)} ms: ${times(r.median)} (${times(r.min)}-${times(r.max)})`;
   };
@@ -396,30 +402,41 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
   const deflateStages = stagesOf(EQUAL_DEFLATE);
   const zstdStages = stagesOf(EQUAL_ZSTD);
   const gdalDeflateCpuMs = summarize(deflate.cpuMsPerTile.get(contenderId({ who: 'gdal-warm', profile: EQUAL_DEFLATE })) ?? []).median;
-  const warmDeflate = rowsOf(
-    EQUAL_DEFLATE,
-    'gdal-warm',
-    `tiles/s, Tessera vs GDAL library (warm), equal settings ${label(EQUAL_DEFLATE)}`,
-    '>= 1.0x',
-  );
-  const warmZstd = rowsOf(
-    EQUAL_ZSTD,
-    'gdal-warm',
-    `tiles/s, Tessera vs GDAL library (warm), equal settings ${label(EQUAL_ZSTD)}`,
-    '>= 1.0x',
-  );
-  const cli = rowsOf(EQUAL_DEFLATE, 'gdal-cli', `tiles/s, Tessera vs GDAL command line, ${label(EQUAL_DEFLATE)}`, '>= 1.0x');
   const stageNote = (s: ReturnType<typeof stagesOf>) =>
     `read and decode ${fmt(s.readMs)} ms, band math ${fmt(s.mathMs)} ms, COG encode ${fmt(s.encodeMs)} ms ` +
     `(of which the compressor alone on the ${s.blocks} blocks ${fmt(s.compressMs)} ms of CPU)`;
-  const defaultRow = DEFAULT_RACED_APART
-    ? {
-        ...rowsOf(DEFAULT_PROFILE, 'gdal-warm', '', '>= 1.0x'),
-        note: `${cpuRatio(DEFAULT_PROFILE)}; a Tessera tile: ${stageNote(stagesOf(DEFAULT_PROFILE))}`,
-      }
-    : label(DEFAULT_PROFILE) === label(EQUAL_ZSTD)
-      ? warmZstd
-      : warmDeflate;
+  /**
+   * One equal-settings row per measured profile (issue 30: DEFLATE 1, 6, 9 and ZSTD 1, 3, 9): tiles per second of
+   * Tessera over GDAL's warm library per repetition (median and range), from the race that measured the profile.
+   */
+  const warmRow = (p: Profile): Row => {
+    const row = rowsOf(p, 'gdal-warm', `tiles/s, Tessera vs GDAL library (warm), equal settings ${label(p)}`, '>= 1.0x');
+    const raced = raceOf.get(label(p)) === deflate;
+    const how = raced ? `raced with the equal-settings profiles` : `its Pareto race`;
+    const base = `${cpuRatio(p)} (${how}, n=${series('tessera', p).length})`;
+    if (label(p) === label(EQUAL_DEFLATE)) {
+      return {
+        ...row,
+        note:
+          `GDAL's Python bindings in one warm process (no start-up per tile, libdeflate): the strongest GDAL baseline. ` +
+          `${base}. A Tessera tile: ${stageNote(deflateStages)}. ` +
+          (row.status === 'PASS'
+            ? 'Tessera keeps up with it.'
+            : `The compressor (libdeflate as WebAssembly) alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
+              `tile's ${fmt(gdalDeflateCpuMs)} ms (native libdeflate, level 6) (docs/benchmarks.md, "The floor").`),
+      };
+    }
+    if (label(p) === label(EQUAL_ZSTD))
+      return { ...row, note: `the same libzstd on both sides; ${base}; a Tessera tile: ${stageNote(zstdStages)}` };
+    if (DEFAULT_RACED_APART && label(p) === label(DEFAULT_PROFILE))
+      return { ...row, note: `${base}; a Tessera tile: ${stageNote(stagesOf(DEFAULT_PROFILE))}` };
+    return { ...row, note: `${p.compression === 'ZSTD' ? 'the same libzstd on both sides; ' : ''}${base}` };
+  };
+  const warmRows = points.map((p) => warmRow(p.profile));
+  const warmDeflate = warmRow(EQUAL_DEFLATE);
+  const warmZstd = warmRow(EQUAL_ZSTD);
+  const cli = rowsOf(EQUAL_DEFLATE, 'gdal-cli', `tiles/s, Tessera vs GDAL command line, ${label(EQUAL_DEFLATE)}`, '>= 1.0x');
+  const defaultRow = DEFAULT_RACED_APART ? warmRow(DEFAULT_PROFILE) : label(DEFAULT_PROFILE) === label(EQUAL_ZSTD) ? warmZstd : warmDeflate;
   const maxDiff = Math.max(0, ...verification.flatMap((v) => v.pairs.map((p) => p.maxAbsDiff)));
   const masks = verification.reduce((n, v) => n + v.pairs.reduce((m, p) => m + p.maskMismatches, 0), 0);
   const cogErrors = verification.reduce(
@@ -433,23 +450,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       ...cli,
       note: cli.status === 'PASS' ? undefined : 'the command-line pipeline was faster per tile than the warm Tessera worker',
     },
-    {
-      ...warmDeflate,
-      note:
-        `GDAL's Python bindings in one warm process (no start-up per tile, libdeflate): the strongest GDAL baseline. ` +
-        `${cpuRatio(EQUAL_DEFLATE)}. ` +
-        `A Tessera tile: ${stageNote(deflateStages)}. ` +
-        (warmDeflate.status === 'PASS'
-          ? 'Tessera keeps up with it.'
-          : `The floor: the compressor (libdeflate as WebAssembly) alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
-            `tile's ${fmt(gdalDeflateCpuMs)} ms (native libdeflate, level 6); the window read adds zlib's inflate of the ` +
-            `source, and the create-only write a SHA-256 of the tile (docs/benchmarks.md, "The floor"). ` +
-            `The default profile is ${label(DEFAULT_PROFILE)}.`),
-    },
-    {
-      ...warmZstd,
-      note: `the same libzstd on both sides; ${cpuRatio(EQUAL_ZSTD)}; a Tessera tile: ${stageNote(zstdStages)}${label(DEFAULT_PROFILE) === label(EQUAL_ZSTD) ? '. This is the default profile (DEFAULT_PARAMS)' : ''}`,
-    },
+    ...warmRows,
     {
       section: SECTION,
       metric: `default output profile (${label(DEFAULT_PROFILE)}), Tessera vs GDAL library (warm)`,
@@ -458,7 +459,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       measured: defaultRow.measured,
       ratio: defaultRow.ratio,
       status: defaultRow.status,
-      note: `DEFAULT_PARAMS.output: what \`tessera run\` and a deployed stack write unless configured otherwise${'note' in defaultRow && defaultRow.note ? `; ${defaultRow.note}` : ''}`,
+      note: `DEFAULT_PARAMS.output: what \`tessera run\` and a deployed stack write unless configured otherwise; the same race as its equal-settings row`,
     },
     ...points.map(
       (p): Row => ({
@@ -499,7 +500,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
       defaultProfile: DEFAULT_PROFILE,
       tilesPerSec: Object.fromEntries(deflate.tilesPerSec),
       ratioVsCli: ratios(EQUAL_DEFLATE, 'gdal-cli'),
-      ratioVsWarm: { [label(EQUAL_DEFLATE)]: ratios(EQUAL_DEFLATE, 'gdal-warm'), [label(EQUAL_ZSTD)]: ratios(EQUAL_ZSTD, 'gdal-warm') },
+      ratioVsWarm: Object.fromEntries(points.map((p) => [label(p.profile), ratios(p.profile, 'gdal-warm')])),
       tesseraPerTileMs: summarize(deflate.perTileMs),
       stages: { [label(EQUAL_DEFLATE)]: deflateStages, [label(EQUAL_ZSTD)]: zstdStages },
       pareto: points,

@@ -51,6 +51,8 @@ export interface ReprojectWorkerOutput {
   readonly tiles: ReprojectedTile[];
   /** Tiles of the scene's grid (the tile matrix set's tiles covering the footprint). */
   readonly gridTiles: number;
+  /** Every tile fan-out made, by name (`{z}-{x}-{y}` on a tile matrix set): the tile set another tiler is checked against. */
+  readonly gridTileNames: string[];
   /** The scene's whole target grid, which every tile is a window of. */
   readonly grid: { readonly epsg: number; readonly geoTransform: GeoTransform; readonly width: number; readonly height: number };
   readonly bytes: number[];
@@ -78,6 +80,12 @@ function spread(jobs: readonly TileJob[], n: number): TileJob[] {
   const pool = inner.length >= n ? inner : [...jobs];
   const take = Math.min(n, pool.length);
   return Array.from({ length: take }, (_, k) => pool[Math.floor((k * pool.length) / take)] as TileJob);
+}
+
+/** A tile's name: `{z}-{x}-{y}` on a tile matrix set, else `{row}_{col}` of the grid. */
+function tileName(job: TileJob): string {
+  const tms = job.grid.target?.tms;
+  return tms ? `${tms.zoom}-${tms.minCol + job.window.col}-${tms.minRow + job.window.row}` : `${job.window.row}_${job.window.col}`;
 }
 
 async function render(sources: ObjectStore, job: TileJob): Promise<Uint8Array> {
@@ -122,9 +130,7 @@ workerMain(async (input: ReprojectWorkerInput): Promise<ReprojectWorkerOutput> =
     const tiles = jobs.map((job, k): ReprojectedTile => {
       const target = job.grid.target;
       if (target?.crs.epsg === undefined) throw new Error(`tile job ${job.jobKey} has no target grid: the parameters do not reproject`);
-      const name = target.tms
-        ? `${target.tms.zoom}-${target.tms.minCol + job.window.col}-${target.tms.minRow + job.window.row}`
-        : `${job.window.row}_${job.window.col}`;
+      const name = tileName(job);
       let out: string | undefined;
       if (k < input.keep) {
         out = join(input.outDir, `${name}.tif`);
@@ -152,6 +158,7 @@ workerMain(async (input: ReprojectWorkerInput): Promise<ReprojectWorkerOutput> =
       perTileMs,
       tiles,
       gridTiles: all.length,
+      gridTileNames: all.map(tileName),
       bytes: cogs.map((c) => c.byteLength),
       memory: memory(),
       profile,

@@ -63,6 +63,12 @@ export interface StreamRunSummary {
    * cloud (Firehose's PUT), not the processing; the rest is the queue, the claims, the parsing and PostGIS.
    */
   readonly stagingSeconds: number;
+  /**
+   * Of `seconds`, the batches alone: from the consumers' first receive to the last batch settled. Outside it: staging,
+   * queueing the events, the tables' migration (begun alongside the staging; what it takes longer is waited for
+   * before the consumers start) and reading the totals back.
+   */
+  readonly batchSeconds: number;
   /** What PostGIS holds for the pipeline afterwards. */
   readonly totals: StreamTotals;
 }
@@ -130,6 +136,9 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
   const sink = PostgisFeatureBatchSink.fromUrl(sinkUrl, { max: options.concurrency + 1 });
   const counting = countingClaims(backend);
   try {
+    // The tables' migration is PostGIS's work and the staging this process's: begun together. A migration that fails
+    // here is tried again by the first batch, which then fails (and is retried) as it would have without this.
+    const migrated = sink.ready().catch(() => undefined);
     // Stage: what S3 PutObject / Firehose's delivery does on a cloud; the event names the version written.
     options.progress.phase('staging');
     let alreadyStaged = 0;
@@ -252,7 +261,10 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
         await settle(d, verdict, source.key);
       }
     };
+    await migrated;
+    const batchesStarted = performance.now();
     await Promise.all(Array.from({ length: options.concurrency }, () => consume()));
+    const batchSeconds = (performance.now() - batchesStarted) / 1000;
     options.progress.done();
     const totals = await sink.totals(options.params.pipeline);
     return {
@@ -272,6 +284,7 @@ export async function runStreamFolder(backend: LocalBackend, sinkUrl: string, op
       claimStore: { ...counting.calls },
       seconds: (performance.now() - started) / 1000,
       stagingSeconds,
+      batchSeconds,
       totals,
     };
   } finally {

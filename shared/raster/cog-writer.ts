@@ -1,5 +1,5 @@
 import { InvalidParamsError } from '../domain/errors.js';
-import { codecLanes } from './codecs.js';
+import { applyFloat32PredictorWindow, codecLanes } from './codecs.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   assertClassicSize,
@@ -71,10 +71,11 @@ export function cogOverviewSizes(width: number, height: number, blockSize: numbe
  * default cubic, because it never invents values outside a box's range and
  * handles nodata edges exactly.
  */
-export function downsampleAverage(src: Float32Array, width: number, height: number, noData: number): Float32Array {
+export function downsampleAverage(src: Float32Array, width: number, height: number, noData: number, into?: Float32Array): Float32Array {
   const w = Math.ceil(width / 2);
   const h = Math.ceil(height / 2);
-  const out = new Float32Array(w * h);
+  // Every pixel of the result is written, so `into` may be a reused buffer.
+  const out = into === undefined ? new Float32Array(w * h) : into.subarray(0, w * h);
   for (let y = 0; y < h; y++) {
     const y0 = 2 * y;
     const y1 = Math.min(y0 + 1, height - 1);
@@ -133,6 +134,32 @@ function cutTile(
   return tile;
 }
 
+/**
+ * Scratch buffers an encode returns for the next one, by byte length: the cut block, the predicted block and the
+ * overviews, which live only while a COG is encoded. A tile worker encodes the same shapes tile after tile, so it
+ * allocates them once instead of per tile (about 1.75 MiB a 512 px tile with 256 px blocks: the predicted bytes
+ * of five blocks, the overview and the cut block). Fewer large ArrayBuffers per tile means fewer of V8's full
+ * collections, which the external memory they count for triggers (docs/benchmarks.md, "The floor"). Encodes that
+ * overlap (several workers in one process, or a yield between blocks) each take their own; what comes back beyond
+ * {@link SPARE_PER_SIZE} of a size, or above {@link SPARE_MAX_BYTES}, is left to the collector.
+ */
+const spare = new Map<number, ArrayBuffer[]>();
+const SPARE_PER_SIZE = 4;
+const SPARE_MAX_BYTES = 4 << 20;
+
+function takeScratch(bytes: number): ArrayBuffer {
+  return spare.get(bytes)?.pop() ?? new ArrayBuffer(bytes);
+}
+
+function giveBackScratch(buffers: readonly ArrayBuffer[]): void {
+  for (const b of buffers) {
+    if (b.byteLength > SPARE_MAX_BYTES) continue;
+    const list = spare.get(b.byteLength);
+    if (list === undefined) spare.set(b.byteLength, [b]);
+    else if (list.length < SPARE_PER_SIZE && !list.includes(b)) list.push(b);
+  }
+}
+
 interface CogPlan {
   readonly levels: readonly TiledImageSpec[];
   /** Per level, its tile count (row-major). */
@@ -143,36 +170,77 @@ interface CogPlan {
    * holds one predicted block at a time.
    */
   readonly predicted: (l: number, i: number) => Uint8Array;
+  /** Blocks compressed at once: 1 for {@link encodeCog}, else the lanes asked for, at most the block count. */
+  readonly lanes: number;
+  /** Gives the plan's scratch buffers back for the next encode: call once its blocks are all compressed. */
+  readonly release: () => void;
 }
 
-/** Validates, builds the overview levels and cuts and predicts every tile: everything but compression. */
-function planCog(opts: EncodeCogOptions): CogPlan {
+/**
+ * Validates, builds the overview levels and cuts and predicts every tile: everything but compression.
+ * With one lane (`lanes` 1, or the synchronous encoder's undefined) every predicted block is written to one
+ * scratch buffer: the caller compresses each block (synchronously: the compressor keeps nothing of its input)
+ * before asking for the next.
+ */
+function planCog(opts: EncodeCogOptions, lanesWanted?: number): CogPlan {
   const { width, height, data, noData, blockSize } = opts;
   if (data.length !== width * height) {
     throw new InvalidParamsError(`encodeCog: data holds ${data.length} pixels but ${width}x${height} needs ${width * height}`);
   }
   const base = cogBaseSpec(opts, 'encodeCog');
 
+  const scratch: ArrayBuffer[] = [];
+  const take = (bytes: number) => {
+    const b = takeScratch(bytes);
+    scratch.push(b);
+    return b;
+  };
   const levels: TiledImageSpec[] = [{ ...base, georeference: { geoTransform: opts.geoTransform, crs: opts.crs } }];
   const pixels: Float32Array[] = [data];
   let prev = data;
   let pw = width;
   let ph = height;
   for (const size of cogOverviewSizes(width, height, blockSize)) {
-    prev = downsampleAverage(prev, pw, ph, noData);
+    prev = downsampleAverage(prev, pw, ph, noData, new Float32Array(take(size.width * size.height * 4)));
     pw = size.width;
     ph = size.height;
     levels.push({ ...base, width: pw, height: ph, subfileType: 1 });
     pixels.push(prev);
   }
-  const tile = new Float32Array(blockSize * blockSize);
+  const counts = levels.map(tileCount);
+  const lanes =
+    lanesWanted === undefined
+      ? 1
+      : Math.max(
+          1,
+          Math.min(
+            lanesWanted,
+            counts.reduce((a, b) => a + b, 0),
+          ),
+        );
+  const tile = new Float32Array(take(blockSize * blockSize * 4));
+  // Uncompressed blocks are stored as predicted (compressTile returns them): those need buffers of their own.
+  const into = lanes === 1 && base.compression !== 'NONE' ? new Uint8Array(take(tile.byteLength)) : undefined;
   const predicted = (l: number, i: number): Uint8Array => {
     const spec = levels[l] as TiledImageSpec;
     const across = tilesAcross(spec);
-    const cut = cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, i % across, Math.floor(i / across), noData, tile);
-    return predictTile(spec, cut);
+    const tx = i % across;
+    const ty = Math.floor(i / across);
+    // A full block is predicted straight from the level's pixels: the bytes of the cut-out block, without the cut.
+    if (into !== undefined && spec.predictor === 3 && (tx + 1) * blockSize <= spec.width && (ty + 1) * blockSize <= spec.height) {
+      return applyFloat32PredictorWindow(
+        pixels[l] as Float32Array,
+        ty * blockSize * spec.width + tx * blockSize,
+        spec.width,
+        blockSize,
+        blockSize,
+        into,
+      );
+    }
+    const cut = cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, tx, ty, noData, tile);
+    return predictTile(spec, cut, into);
   };
-  return { levels, counts: levels.map(tileCount), predicted };
+  return { levels, counts, lanes, predicted, release: () => giveBackScratch(scratch.splice(0)) };
 }
 
 /**
@@ -220,10 +288,14 @@ export function cogBaseSpec(
  */
 export function encodeCog(opts: EncodeCogOptions): Uint8Array {
   const plan = planCog(opts);
-  return assembleCog(
-    plan.levels,
-    plan.counts.map((n, l) => Array.from({ length: n }, (_, i) => compressTile(plan.levels[l] as TiledImageSpec, plan.predicted(l, i)))),
-  );
+  try {
+    return assembleCog(
+      plan.levels,
+      plan.counts.map((n, l) => Array.from({ length: n }, (_, i) => compressTile(plan.levels[l] as TiledImageSpec, plan.predicted(l, i)))),
+    );
+  } finally {
+    plan.release();
+  }
 }
 
 /** How {@link encodeCogAsync} runs the compressor. */
@@ -259,10 +331,18 @@ export interface EncodeCogAsyncOptions {
  * renewals wait at most one block.
  */
 export async function encodeCogAsync(opts: EncodeCogOptions, how: EncodeCogAsyncOptions = {}): Promise<Uint8Array> {
-  const plan = planCog(opts);
+  const plan = planCog(opts, how.lanes ?? codecLanes());
+  try {
+    return await compressPlan(plan);
+  } finally {
+    plan.release();
+  }
+}
+
+async function compressPlan(plan: CogPlan): Promise<Uint8Array> {
+  const lanes = plan.lanes;
   const jobs = plan.counts.flatMap((n, l) => Array.from({ length: n }, (_, i) => ({ l, i })));
   const compressed: Uint8Array[][] = plan.counts.map((n) => new Array<Uint8Array>(n));
-  const lanes = Math.max(1, Math.min(how.lanes ?? codecLanes(), jobs.length));
   if (lanes === 1) {
     for (const job of jobs) {
       (compressed[job.l] as Uint8Array[])[job.i] = compressTile(plan.levels[job.l] as TiledImageSpec, plan.predicted(job.l, job.i));

@@ -104,7 +104,11 @@ export interface RasterSource {
 export interface OpenGeoTiffOptions {
   /** Bytes read by the first range request; IFDs beyond it cost more requests. Default 64 KiB. */
   readonly maxHeaderBytes?: number | undefined;
-  /** Capacity of the decoded-block cache in bytes. Default 16 MiB: sixteen 512 x 512 x 2-band uint16 blocks. */
+  /**
+   * Capacity of the decoded-block cache in bytes. Default: two rows of the image's blocks (every band), at least 16 MiB
+   * and at most 128 MiB ({@link defaultBlockCacheBytes}): 44 MiB for a Sentinel-2-sized 10980² two-band uint16 scene
+   * in 512 px blocks. Each overview and mask is sized from its own blocks.
+   */
   readonly blockCacheBytes?: number | undefined;
   /** Largest decoded block accepted (a whole-image compressed strip would exceed it). Default 64 MiB. */
   readonly maxBlockBytes?: number | undefined;
@@ -113,7 +117,11 @@ export interface OpenGeoTiffOptions {
 }
 
 const DEFAULT_HEADER_BYTES = 64 * 1024;
-const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
+/** The default block cache's bounds ({@link defaultBlockCacheBytes}). */
+const MIN_DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
+const MAX_DEFAULT_CACHE_BYTES = 128 * 1024 * 1024;
+/** Rows of blocks the default cache holds: a row of tiles may straddle two. */
+const CACHED_BLOCK_ROWS = 2;
 const DEFAULT_MAX_BLOCK_BYTES = 64 * 1024 * 1024;
 /** Uncompressed blocks are read in row slices of about this size, so a one-strip image is still read by window. */
 const UNCOMPRESSED_SLICE_BYTES = 1024 * 1024;
@@ -187,7 +195,7 @@ export async function openGeoTiff(store: ObjectStore, key: string, opts: OpenGeo
   const ifd = await dir.readIfd(dir.firstIfdOffset);
   const values = await dir.loadValues(ifd, HEADER_TAGS);
   return GeoTiffSource.create(dir, ifd, values, {
-    blockCacheBytes: opts.blockCacheBytes ?? DEFAULT_CACHE_BYTES,
+    blockCacheBytes: opts.blockCacheBytes,
     maxBlockBytes: opts.maxBlockBytes ?? DEFAULT_MAX_BLOCK_BYTES,
     chain: new IfdChain(dir, ifd),
   });
@@ -251,6 +259,19 @@ interface BaseImage {
 function positive(name: string, v: number): number {
   if (!Number.isInteger(v) || v < 16) throw new RangeError(`${name} must be an integer of at least 16, got ${v}`);
   return v;
+}
+
+/**
+ * The block cache's default capacity: {@link CACHED_BLOCK_ROWS} rows of the image's decoded blocks, every band, within
+ * [16 MiB, 128 MiB]. Tiles are taken along rows of the target grid (fan-out enqueues them row by row), so consecutive
+ * tiles read the same row of blocks, and a row of tiles may straddle two: a cache smaller than that row (the former
+ * fixed 16 MiB held 16 of the 22 blocks across a Sentinel-2 scene) evicts every block before the next row of tiles
+ * needs it again, and each block was inflated about four times per worker (docs/benchmarks.md section 9).
+ */
+function defaultBlockCacheBytes(layout: Layout, dataType: RasterDataType): number {
+  const bytesPerSample = DATA_TYPES[dataType].bits / 8;
+  const rowOfBlocks = layout.across * layout.blockWidth * layout.blockHeight * layout.samplesPerPixel * bytesPerSample;
+  return Math.min(MAX_DEFAULT_CACHE_BYTES, Math.max(MIN_DEFAULT_CACHE_BYTES, CACHED_BLOCK_ROWS * rowOfBlocks));
 }
 
 /** Where one (virtual) block's bytes are, and which image rows it covers. */
@@ -321,10 +342,10 @@ class GeoTiffSource implements RasterSource {
     private readonly layout: Layout,
     private readonly chain: IfdChain | undefined,
     private readonly isMask: boolean,
-    private readonly opts: { blockCacheBytes: number; maxBlockBytes: number },
+    private readonly opts: { blockCacheBytes: number | undefined; maxBlockBytes: number },
   ) {
     this.littleEndian = littleEndian;
-    this.cache = new BlockCache(opts.blockCacheBytes);
+    this.cache = new BlockCache(opts.blockCacheBytes ?? defaultBlockCacheBytes(layout, dataType));
     this.bytesPerSample = Math.max(1, layout.storedBits / 8);
     this.rowSamples = layout.blockWidth * (layout.planar ? 1 : layout.samplesPerPixel);
     this.counters.bytesRead = reader.head.byteLength;
@@ -415,7 +436,7 @@ class GeoTiffSource implements RasterSource {
     dir: TiffDirectoryReader,
     ifd: Ifd,
     values: Map<number, Uint8Array>,
-    opts: { blockCacheBytes: number; maxBlockBytes: number; chain: IfdChain },
+    opts: { blockCacheBytes: number | undefined; maxBlockBytes: number; chain: IfdChain },
     base?: BaseImage,
   ): GeoTiffSource {
     const key = dir.reader.key;

@@ -80,6 +80,10 @@ export function renderPixels(pixels: ArrayLike<number>, width: number, height: n
   const out = new Uint8Array(n * channels);
   const alpha = bands[channels - 1] === 'Alpha';
   const bg = render.background ?? [0, 0, 0];
+  if (lut !== undefined && channels === 4 && alpha && LITTLE_ENDIAN) {
+    renderColormapRgba(pixels, n, noData, min, max, lut, out);
+    return { data: out, width, height, channels };
+  }
   const noDataIsNaN = Number.isNaN(noData);
   for (let k = 0, o = 0; k < n; k++, o += channels) {
     const v = pixels[k] as number;
@@ -111,6 +115,47 @@ export function renderPixels(pixels: ArrayLike<number>, width: number, height: n
     if (alpha) out[o + channels - 1] = 255;
   }
   return { data: out, width, height, channels };
+}
+
+/** Whether a Uint32Array's bytes are little-endian (x64 and arm64 are): {@link renderColormapRgba} writes whole pixels. */
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/** The colormap's 256 colours as opaque RGBA pixels, read as little-endian uint32, by colormap table. */
+const rgbaTables = new WeakMap<ArrayLike<number>, Uint32Array>();
+
+/**
+ * {@link renderPixels} of a colormap to RGBA (a PNG or WebP map tile, the common case), the same bytes written a pixel
+ * at a time through a uint32 view of `out` (zeroed: masked pixels stay transparent black): a third of the time of the
+ * general loop, which tests every option per pixel and writes a byte at a time.
+ */
+function renderColormapRgba(
+  pixels: ArrayLike<number>,
+  n: number,
+  noData: number,
+  min: number,
+  max: number,
+  lut: ArrayLike<number>,
+  out: Uint8Array,
+): void {
+  let rgba = rgbaTables.get(lut);
+  if (rgba === undefined) {
+    rgba = new Uint32Array(256);
+    for (let level = 0; level < 256; level++) {
+      const e = level * 3;
+      rgba[level] = ((lut[e] as number) | ((lut[e + 1] as number) << 8) | ((lut[e + 2] as number) << 16) | (255 << 24)) >>> 0;
+    }
+    rgbaTables.set(lut, rgba);
+  }
+  const out32 = new Uint32Array(out.buffer, out.byteOffset, n);
+  const span = max - min;
+  for (let k = 0; k < n; k++) {
+    const v = pixels[k] as number;
+    // NaN, or the output nodata (never equal when it is NaN): masked.
+    if (v !== v || v === noData) continue;
+    // levelOf, inlined: the same expression, so the same level.
+    const t = ((v - min) / span) * 256;
+    out32[k] = rgba[t >= 255 ? 255 : t < 0 ? 0 : Math.floor(t)] as number;
+  }
 }
 
 let loading: Promise<typeof SharpFactory> | undefined;

@@ -23,7 +23,7 @@ import { readFileSync } from 'node:fs';
 export const LIBDEFLATE_VERSION = '1.26';
 
 /** SHA-256 of shared/raster/libdeflate.wasm; `--check` of the build script proves it is the source build's. */
-export const LIBDEFLATE_WASM_SHA256 = '467a347c439ca01374206f0c331390fd51a0b8b6d7c40a6e4a1cde67b3c77b2d';
+export const LIBDEFLATE_WASM_SHA256 = 'e6fdf6284923a1b6b1062e196a831b6bd68ffdf73a925f2c694329c1ba0fec47';
 
 /** The file's name, beside this module or its bundle. */
 export const LIBDEFLATE_WASM_FILE = 'libdeflate.wasm';

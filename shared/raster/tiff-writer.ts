@@ -126,14 +126,17 @@ export function validateImageSpec(spec: TiledImageSpec): void {
 /**
  * Applies the spec's predictor to one tile's samples (host order,
  * `tileSamples(spec)` long) and returns the bytes to compress or store: always
- * a buffer of its own, so the caller may reuse `samples` at once.
+ * a buffer of its own, so the caller may reuse `samples` at once. With the
+ * floating-point predictor the bytes go to `into` when given (a scratch buffer
+ * the caller reuses for the next tile once these bytes are compressed: the COG
+ * writer's, which allocates one per encode instead of one per block).
  */
-export function predictTile(spec: TiledImageSpec, samples: TypedArray): Uint8Array {
+export function predictTile(spec: TiledImageSpec, samples: TypedArray, into?: Uint8Array): Uint8Array {
   const bps = DATA_TYPES[spec.dataType].bytes;
   const stride = spec.planar ? 1 : spec.samplesPerPixel;
   const rowSamples = spec.blockSize * stride;
   const view = new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength);
-  if (spec.predictor === Predictor.FLOATING_POINT) return applyFloatingPointPredictor(view, spec.blockSize, rowSamples, bps, stride);
+  if (spec.predictor === Predictor.FLOATING_POINT) return applyFloatingPointPredictor(view, spec.blockSize, rowSamples, bps, stride, into);
   if (spec.predictor === Predictor.HORIZONTAL) {
     const copy = samples.slice();
     applyHorizontalPredictor(copy, spec.blockSize, rowSamples, stride);

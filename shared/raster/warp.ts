@@ -1,6 +1,6 @@
 import { InvalidGridError } from '../domain/errors.js';
 import { RESAMPLINGS, type Resampling } from '../domain/tiling-params.js';
-import { type Crs, crsTransform } from './crs.js';
+import { type Crs, crsTransform, type PointTransform } from './crs.js';
 import type { GeoTransform } from './georeferencing.js';
 import type { RasterDataType } from './tiff-format.js';
 
@@ -113,8 +113,6 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
   const maxError = options.maxErrorPixels ?? 0.125;
   const whole = options.targetWindowOf ?? { grid: target, x: 0, y: 0 };
   const toSource = pixelTransform(whole.grid, source, maxError, whole.x, whole.y);
-  // One point at a time is always exact (GDALApproxTransform transforms five points or fewer exactly).
-  const toSourceExact = pixelTransform(whole.grid, source, 0, whole.x, whole.y);
   // The raster's own extent, in the window's pixel coordinates: what "outside the source" means.
   const sw = options.sourceWindowOf;
   const minU = sw === undefined ? 0 : -sw.x;
@@ -146,36 +144,55 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
               y: minV,
             });
       const use4 = scale.x >= 0.95 && scale.y >= 0.95;
-      const us = new Float64Array(target.width);
-      const vs = new Float64Array(target.width);
+      const tw = target.width;
+      const { us, vs } = centreCoordinates(whole, source, target, maxError, toSource);
+      // One point at a time is always exact (GDALApproxTransform transforms five points or fewer exactly).
+      const toSourceExact = pixelTransform(whole.grid, source, 0, whole.x, whole.y);
       const u1 = new Float64Array(1);
       const v1 = new Float64Array(1);
+      const values = out.values;
+      const validOut = out.valid;
+      const sourceValues = source.values;
+      const nearest = resampling === 'nearest' || source.width === 1 || source.height === 1;
+      const sourceWidth = source.width;
+      const lastX = sourceWidth - 1;
+      const lastY = source.height - 1;
       for (let j = 0; j < target.height; j++) {
-        toSource(j + 0.5, 0.5, us, vs);
-        for (let i = 0; i < target.width; i++) {
-          let u = us[i] as number;
-          let v = vs[i] as number;
+        for (let i = 0; i < tw; i++) {
+          const t = j * tw + i;
+          let u = us[t] as number;
+          let v = vs[t] as number;
           // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets). Like gdalwarp, a centre the
           // row approximation puts less than a pixel outside it is transformed again on its own, exactly, and
           // tested once more: near an edge the approximation's 0.125 px decide whether a pixel is nodata.
           let edge = rasterEdge(u, v, minU, minV, maxU, maxV);
-          if (edge === 'near') {
+          if (edge === NEAR) {
             toSourceExact(j + 0.5, i + 0.5, u1, v1);
             u = u1[0] as number;
             v = v1[0] as number;
             edge = rasterEdge(u, v, minU, minV, maxU, maxV);
           }
-          if (edge !== 'inside') continue;
+          if (edge !== INSIDE) continue;
           // Inside the raster but outside the window read: the caller's window was too small for this pixel.
           if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
+          if (nearest) {
+            // The validity test and the sample at once: the pixel the centre falls on, (trunc(u + 1e-10), trunc(v +
+            // 1e-10)), truncated as int32 (both are in [0, size] here: the same integers as Math.trunc, in integer
+            // arithmetic, which halves the loop's time).
+            const x = Math.min((u + EPSILON) | 0, lastX);
+            const y = Math.min((v + EPSILON) | 0, lastY);
+            const k = y * sourceWidth + x;
+            if (valid[k] !== 1) continue;
+            values[t] = sourceValues[k] as number;
+            validOut[t] = 1;
+            continue;
+          }
           // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
           // (its unified source validity mask, which a one-band warp has): bilinear and cubic never fill a
           // nodata hole from its rim.
           if (!sampler.validAt(u, v)) continue;
           let value: number;
-          if (resampling === 'nearest' || source.width === 1 || source.height === 1) {
-            value = sampler.nearest(u, v);
-          } else if (resampling === 'lanczos') {
+          if (resampling === 'lanczos') {
             value = sampler.lanczos(u, v, scale.x, scale.y);
           } else if (use4 && resampling !== 'cubicspline') {
             value = resampling === 'bilinear' ? sampler.bilinear(u, v) : sampler.cubic(u, v);
@@ -183,8 +200,8 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
             value = sampler.general(u, v, resampling, scale.x, scale.y);
           }
           if (Number.isNaN(value)) continue;
-          out.values[j * target.width + i] = value;
-          out.valid[j * target.width + i] = 1;
+          values[t] = value;
+          validOut[t] = 1;
         }
       }
       return out;
@@ -231,6 +248,65 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     default:
       return assertNever(resampling);
   }
+}
+
+/** The centres of a target tile mapped into the source: pixel (i, j) at `us[j * width + i]`, `vs[j * width + i]`. */
+interface CentreCoordinates {
+  key: string;
+  us: Float64Array;
+  vs: Float64Array;
+}
+
+/** The last tiles' centre coordinates, most recent first: the bands of one tile, warped one after the other, share them. */
+const recentCentres: CentreCoordinates[] = [];
+const MAX_RECENT_CENTRES = 2;
+
+/**
+ * The source pixel/line coordinates of every target pixel's centre, as `toSource` approximates them. The bands of a
+ * scene file share their grid, so each band of a tile asks for the same coordinates: they are computed once per tile
+ * and handed to every band (issue 26 section 7: they were a third of a z14 PNG tile's time, computed once per band).
+ * The key holds everything the coordinates depend on, so a hit is the same numbers a computation would give. The
+ * arrays are reused from tile to tile (the caller only reads them, before its next call).
+ */
+function centreCoordinates(
+  whole: { readonly grid: RasterGrid; readonly x: number; readonly y: number },
+  source: RasterGrid,
+  target: RasterGrid,
+  maxError: number,
+  toSource: RowTransform,
+): CentreCoordinates {
+  const g = whole.grid;
+  const key = [
+    projectionKey(g, source.crs),
+    g.width,
+    whole.x,
+    whole.y,
+    target.width,
+    target.height,
+    maxError,
+    source.geoTransform[0],
+    source.geoTransform[1],
+    source.geoTransform[3],
+    source.geoTransform[5],
+  ].join('\n');
+  const at = recentCentres.findIndex((c) => c.key === key);
+  if (at >= 0) {
+    const hit = recentCentres[at] as CentreCoordinates;
+    recentCentres.splice(at, 1);
+    recentCentres.unshift(hit);
+    return hit;
+  }
+  const n = target.width * target.height;
+  const reused = recentCentres.length >= MAX_RECENT_CENTRES ? recentCentres.pop() : undefined;
+  const entry: CentreCoordinates =
+    reused !== undefined && reused.us.length === n ? reused : { key, us: new Float64Array(n), vs: new Float64Array(n) };
+  entry.key = key;
+  const w = target.width;
+  for (let j = 0; j < target.height; j++) {
+    toSource(j + 0.5, 0.5, entry.us.subarray(j * w, (j + 1) * w), entry.vs.subarray(j * w, (j + 1) * w));
+  }
+  recentCentres.unshift(entry);
+  return entry;
 }
 
 /**
@@ -396,17 +472,22 @@ class PolygonClipper {
   }
 }
 
+/** What {@link rasterEdge} says (numbers: compared per target pixel). */
+const INSIDE = 0;
+const NEAR = 1;
+const OUTSIDE = 2;
+
 /**
  * Where a source pixel/line coordinate lies against the raster [minU, maxU) x [minV, maxV), tested in
  * GWKCheckAndComputeSrcOffsets' order (left, top, right, bottom): inside, outside by less than a pixel on
- * the first side it fails (`near`: gdalwarp retries it with the exact transformer), or outside.
+ * the first side it fails (`NEAR`: gdalwarp retries it with the exact transformer), or outside.
  */
-function rasterEdge(u: number, v: number, minU: number, minV: number, maxU: number, maxV: number): 'inside' | 'near' | 'outside' {
-  if (!(u >= minU)) return u > minU - 1 ? 'near' : 'outside';
-  if (!(v >= minV)) return v > minV - 1 ? 'near' : 'outside';
-  if (u + EPSILON > maxU) return u < maxU + 1 ? 'near' : 'outside';
-  if (v + EPSILON > maxV) return v < maxV + 1 ? 'near' : 'outside';
-  return 'inside';
+function rasterEdge(u: number, v: number, minU: number, minV: number, maxU: number, maxV: number): typeof INSIDE | typeof NEAR | typeof OUTSIDE {
+  if (!(u >= minU)) return u > minU - 1 ? NEAR : OUTSIDE;
+  if (!(v >= minV)) return v > minV - 1 ? NEAR : OUTSIDE;
+  if (u + EPSILON > maxU) return u < maxU + 1 ? NEAR : OUTSIDE;
+  if (v + EPSILON > maxV) return v < maxV + 1 ? NEAR : OUTSIDE;
+  return INSIDE;
 }
 
 function assertNever(value: never): never {
@@ -452,122 +533,264 @@ type RowTransform = (row: number, colOffset: number, us: Float64Array, vs: Float
  * grid's whole row (gdalwarp's chunk row), of which only the window's columns are computed.
  */
 function pixelTransform(grid: RasterGrid, source: RasterGrid, maxError: number, x0: number, y0: number): RowTransform {
-  const project = crsTransform(grid.crs, source.crs);
-  const [tx0, tdx, , ty0, , tdy] = grid.geoTransform;
-  const [sx0, sdx, , sy0, , sdy] = source.geoTransform;
-  const exact = (cols: Float64Array, row: number, us: Float64Array, vs: Float64Array) => {
-    for (let k = 0; k < cols.length; k++) {
-      us[k] = tx0 + (cols[k] as number) * tdx;
-      vs[k] = ty0 + row * tdy;
-    }
-    project(us, vs);
-    for (let k = 0; k < cols.length; k++) {
-      us[k] = ((us[k] as number) - sx0) / sdx;
-      vs[k] = ((vs[k] as number) - sy0) / sdy;
-    }
-  };
-  return (row, colOffset, us, vs) => {
-    const n = us.length;
-    if (maxError <= 0 || grid.width <= 5) {
-      const cols = new Float64Array(n);
-      for (let k = 0; k < n; k++) cols[k] = k + x0 + colOffset;
-      exact(cols, row + y0, us, vs);
-      return;
-    }
-    approximateRow(grid.width, colOffset, x0, row + y0, us, vs, maxError, exact);
-  };
+  const rows = new RowApproximation(gridProjection(grid, source.crs), grid.width, source.geoTransform, maxError, x0, y0);
+  return (row, colOffset, us, vs) => rows.fill(row, colOffset, us, vs);
 }
 
-type ExactTransform = (cols: Float64Array, row: number, us: Float64Array, vs: Float64Array) => void;
+/** What one grid row's memo holds: for each column evaluated, its point's source CRS x and y at `xy[i]`, `xy[i + 1]`. */
+interface RowPoints {
+  readonly index: Map<number, number>;
+  readonly xy: number[];
+}
 
 /**
- * GDAL's approximate transformer (GDALApproxTransform / GDALApproxTransformInternal) on one target row:
- * the first, middle ((n - 1) / 2) and last points are transformed exactly; if the straight line from first
- * to last misses the middle by at most `maxError` (|du| + |dv|, source pixels), every point is interpolated
- * on it; otherwise the row is split into [0, middle) and [middle, n) and each part treated alike, parts of
- * five points or fewer transformed exactly. Same split, same error measure, so the same source
- * coordinates to within rounding, which is what lets nearest agree with gdalwarp pixel for pixel.
+ * At most this many exact points are remembered per grid projection (about 5 MB): a z14 tile row of a Sentinel-2 scene's
+ * WebMercatorQuad grid needs about a fifth of them, so consecutive tiles of a row, and the bands of a tile, share them.
  */
-function approximateRow(
-  n: number,
-  colOffset: number,
-  lo: number,
-  row: number,
-  us: Float64Array,
-  vs: Float64Array,
-  maxError: number,
-  exact: ExactTransform,
-): void {
-  // Points k = 0..n-1 of the whole row are at columns k + colOffset; only k in [lo, hi) are wanted, into
-  // us[k - lo]. A segment outside them is never evaluated; one inside is decided as on the whole row.
-  const hi = lo + us.length;
-  const col = (k: number) => k + colOffset;
-  const three = (a: number, b: number, c: number) => {
-    const u = new Float64Array(3);
-    const v = new Float64Array(3);
-    exact(Float64Array.of(col(a), col(b), col(c)), row, u, v);
-    return { u, v };
-  };
-  const overlaps = (first: number, count: number) => first < hi && first + count > lo;
-  const exactSpan = (first: number, count: number) => {
-    const a = Math.max(first, lo);
-    const b = Math.min(first + count, hi);
-    if (b <= a) return;
-    const cols = new Float64Array(b - a);
-    for (let k = a; k < b; k++) cols[k - a] = col(k);
-    exact(cols, row, us.subarray(a - lo, b - lo), vs.subarray(a - lo, b - lo));
-  };
-  const finite = (p: { u: Float64Array; v: Float64Array }) =>
-    Number.isFinite(
-      (p.u[0] as number) + (p.u[1] as number) + (p.u[2] as number) + (p.v[0] as number) + (p.v[1] as number) + (p.v[2] as number),
-    );
-  // `sme`: the exact transforms of points first, first + (count - 1) / 2 and first + count - 1.
-  const span = (first: number, count: number, sme: { u: Float64Array; v: Float64Array }): void => {
+const MAX_MEMO_POINTS = 1 << 16;
+
+/**
+ * The exact transform of a target grid's pixel/line coordinates into another CRS, with the points of the approximate
+ * transformer memoised per (row, column). Every tile of a scene grid approximates its rows over the grid's whole row
+ * (so that it holds the same pixels as gdalwarp of the whole grid), which starts with the same exact points at the
+ * whole row's ends and middle, then halves and quarters, down to the tile: without the memo a z14 tile row computes
+ * those points again for every tile and every band (docs/benchmarks.md section 9). The points are a pure function of
+ * (row, column), so a memoised point is the point itself, bit for bit, whatever the tile order.
+ */
+class GridProjection {
+  private readonly project: PointTransform;
+  private readonly tx0: number;
+  private readonly tdx: number;
+  private readonly ty0: number;
+  private readonly tdy: number;
+  private readonly rows = new Map<number, RowPoints>();
+  private points = 0;
+  private readonly px = new Float64Array(1);
+  private readonly py = new Float64Array(1);
+  /** The last point {@link at} evaluated, in the other CRS. */
+  x = 0;
+  y = 0;
+
+  constructor(grid: RasterGrid, to: Crs) {
+    this.project = crsTransform(grid.crs, to);
+    [this.tx0, this.tdx, , this.ty0, , this.tdy] = grid.geoTransform;
+  }
+
+  /** The point at grid pixel/line (col, row), into {@link x} and {@link y}; memoised. */
+  at(col: number, row: number): void {
+    let memo = this.rows.get(row);
+    if (memo === undefined) {
+      memo = { index: new Map(), xy: [] };
+      this.rows.set(row, memo);
+    }
+    const i = memo.index.get(col);
+    if (i !== undefined) {
+      this.x = memo.xy[i] as number;
+      this.y = memo.xy[i + 1] as number;
+      return;
+    }
+    this.px[0] = this.tx0 + col * this.tdx;
+    this.py[0] = this.ty0 + row * this.tdy;
+    this.project(this.px, this.py);
+    this.x = this.px[0] as number;
+    this.y = this.py[0] as number;
+    memo.index.set(col, memo.xy.length);
+    memo.xy.push(this.x, this.y);
+    if (++this.points > MAX_MEMO_POINTS) this.evict(row);
+  }
+
+  /** The points at columns `cols` of grid row `row`, into `xs`/`ys`: not memoised (a span of every pixel of a row). */
+  many(cols: Float64Array, row: number, xs: Float64Array, ys: Float64Array): void {
+    for (let k = 0; k < cols.length; k++) {
+      xs[k] = this.tx0 + (cols[k] as number) * this.tdx;
+      ys[k] = this.ty0 + row * this.tdy;
+    }
+    this.project(xs, ys);
+  }
+
+  /** Forgets the oldest rows (first evaluated) down to half the budget, never the row in use. */
+  private evict(keep: number): void {
+    for (const [row, memo] of this.rows) {
+      if (this.points <= MAX_MEMO_POINTS / 2) break;
+      if (row === keep) continue;
+      this.rows.delete(row);
+      this.points -= memo.index.size;
+    }
+  }
+}
+
+/** The few grid projections in use (a scene's grid onto its source), each built once: proj4 parses its definitions once. */
+const projections = new Map<string, GridProjection>();
+const MAX_PROJECTIONS = 4;
+
+/** Everything a grid's point in another CRS depends on: the two CRSs as crsTransform tells them apart, and the grid's origin and pixel size. */
+function projectionKey(grid: RasterGrid, to: Crs): string {
+  const [tx0, tdx, , ty0, , tdy] = grid.geoTransform;
+  return `${grid.crs.id}\n${grid.crs.proj4}\n${grid.crs.body}\n${to.id}\n${to.proj4}\n${to.body}\n${tx0},${tdx},${ty0},${tdy}`;
+}
+
+function gridProjection(grid: RasterGrid, to: Crs): GridProjection {
+  const key = projectionKey(grid, to);
+  let projection = projections.get(key);
+  if (projection === undefined) {
+    projection = new GridProjection(grid, to);
+    projections.set(key, projection);
+    if (projections.size > MAX_PROJECTIONS) projections.delete(projections.keys().next().value as string);
+  } else {
+    projections.delete(key);
+    projections.set(key, projection);
+  }
+  return projection;
+}
+
+/**
+ * GDAL's approximate transformer (GDALApproxTransform / GDALApproxTransformInternal) on the rows of a target
+ * grid: the first, middle ((n - 1) / 2) and last points of a row are transformed exactly; if the straight line
+ * from first to last misses the middle by at most `maxError` (|du| + |dv|, source pixels), every point is
+ * interpolated on it; otherwise the row is split into [0, middle) and [middle, n) and each part treated alike,
+ * parts of five points or fewer transformed exactly. Same split, same error measure, so the same source
+ * coordinates to within rounding, which is what lets nearest agree with gdalwarp pixel for pixel.
+ *
+ * One object per warp, its recursion passing the three points as numbers: no closure or array per row or
+ * segment (they were a tenth of a z14 tile's time).
+ */
+class RowApproximation {
+  private readonly sx0: number;
+  private readonly sdx: number;
+  private readonly sy0: number;
+  private readonly sdy: number;
+  // The row being filled: its points k = 0..n-1 are at columns k + colOffset; only k in [lo, hi) are wanted, into us[k - lo].
+  private colOffset = 0;
+  private lo = 0;
+  private hi = 0;
+  private row = 0;
+  private us: Float64Array = new Float64Array(0);
+  private vs: Float64Array = new Float64Array(0);
+  /** The last exact point, in source pixel/line coordinates. */
+  private pu = 0;
+  private pv = 0;
+  private cols = new Float64Array(0);
+
+  constructor(
+    private readonly projection: GridProjection,
+    private readonly n: number,
+    sourceGeoTransform: GeoTransform,
+    private readonly maxError: number,
+    private readonly x0: number,
+    private readonly y0: number,
+  ) {
+    [this.sx0, this.sdx, , this.sy0, , this.sdy] = sourceGeoTransform;
+  }
+
+  fill(row: number, colOffset: number, us: Float64Array, vs: Float64Array): void {
+    const count = us.length;
+    if (this.maxError <= 0 || this.n <= 5) {
+      const cols = this.columns(count);
+      for (let k = 0; k < count; k++) cols[k] = k + this.x0 + colOffset;
+      this.exact(cols, count, row + this.y0, us, vs);
+      return;
+    }
+    const n = this.n;
+    this.colOffset = colOffset;
+    this.lo = this.x0;
+    this.hi = this.x0 + count;
+    this.row = row + this.y0;
+    this.us = us;
+    this.vs = vs;
+    this.point(0);
+    const u0 = this.pu;
+    const v0 = this.pv;
+    this.point((n - 1) >> 1);
+    const u1 = this.pu;
+    const v1 = this.pv;
+    this.point(n - 1);
+    const u2 = this.pu;
+    const v2 = this.pv;
+    if (Number.isFinite(u0 + u1 + u2 + v0 + v1 + v2)) this.span(0, n, u0, u1, u2, v0, v1, v2);
+    else this.exactSpan(0, n);
+  }
+
+  /** Point k of the row, exactly, into (pu, pv). */
+  private point(k: number): void {
+    const p = this.projection;
+    p.at(k + this.colOffset, this.row);
+    this.pu = (p.x - this.sx0) / this.sdx;
+    this.pv = (p.y - this.sy0) / this.sdy;
+  }
+
+  /** Points first .. first + count - 1, their first, middle and last transformed exactly: (u0, v0), (u1, v1), (u2, v2). */
+  private span(first: number, count: number, u0: number, u1: number, u2: number, v0: number, v1: number, v2: number): void {
     const middle = (count - 1) >> 1;
     const last = first + count - 1;
-    const x0 = col(first);
-    const width = col(last) - x0;
-    const su = sme.u;
-    const sv = sme.v;
-    const du = ((su[2] as number) - (su[0] as number)) / width;
-    const dv = ((sv[2] as number) - (sv[0] as number)) / width;
-    const dm = col(first + middle) - x0;
-    const error = Math.abs((su[0] as number) + du * dm - (su[1] as number)) + Math.abs((sv[0] as number) + dv * dm - (sv[1] as number));
-    if (error <= maxError) {
-      for (let k = Math.max(first, lo); k <= Math.min(last, hi - 1); k++) {
-        const d = col(k) - x0;
-        us[k - lo] = (su[0] as number) + du * d;
-        vs[k - lo] = (sv[0] as number) + dv * d;
+    const c0 = first + this.colOffset;
+    const width = last + this.colOffset - c0;
+    const du = (u2 - u0) / width;
+    const dv = (v2 - v0) / width;
+    const dm = first + middle + this.colOffset - c0;
+    const error = Math.abs(u0 + du * dm - u1) + Math.abs(v0 + dv * dm - v1);
+    if (error <= this.maxError) {
+      const us = this.us;
+      const vs = this.vs;
+      const lo = this.lo;
+      const end = Math.min(last, this.hi - 1);
+      for (let k = Math.max(first, lo); k <= end; k++) {
+        const d = k + this.colOffset - c0;
+        us[k - lo] = u0 + du * d;
+        vs[k - lo] = v0 + dv * d;
       }
       return;
     }
     const leftCount = middle;
     const rightFirst = first + middle;
     const rightCount = count - middle;
-    if (overlaps(first, leftCount)) {
+    if (first < this.hi && first + leftCount > this.lo) {
       if (leftCount > 5) {
-        const m = three(first, first + ((leftCount - 1) >> 1), first + leftCount - 1);
-        m.u[0] = su[0] as number;
-        m.v[0] = sv[0] as number;
-        if (finite(m)) span(first, leftCount, m);
-        else exactSpan(first, leftCount);
-      } else exactSpan(first, leftCount);
+        this.point(first + ((leftCount - 1) >> 1));
+        const mu = this.pu;
+        const mv = this.pv;
+        this.point(first + leftCount - 1);
+        const lu = this.pu;
+        const lv = this.pv;
+        if (Number.isFinite(u0 + mu + lu + v0 + mv + lv)) this.span(first, leftCount, u0, mu, lu, v0, mv, lv);
+        else this.exactSpan(first, leftCount);
+      } else this.exactSpan(first, leftCount);
     }
-    if (overlaps(rightFirst, rightCount)) {
+    if (rightFirst < this.hi && rightFirst + rightCount > this.lo) {
       if (rightCount > 5) {
-        const m = three(rightFirst, rightFirst + ((rightCount - 1) >> 1), last);
-        m.u[0] = su[1] as number;
-        m.v[0] = sv[1] as number;
-        m.u[2] = su[2] as number;
-        m.v[2] = sv[2] as number;
-        if (finite(m)) span(rightFirst, rightCount, m);
-        else exactSpan(rightFirst, rightCount);
-      } else exactSpan(rightFirst, rightCount);
+        this.point(rightFirst + ((rightCount - 1) >> 1));
+        const mu = this.pu;
+        const mv = this.pv;
+        if (Number.isFinite(u1 + mu + u2 + v1 + mv + v2)) this.span(rightFirst, rightCount, u1, mu, u2, v1, mv, v2);
+        else this.exactSpan(rightFirst, rightCount);
+      } else this.exactSpan(rightFirst, rightCount);
     }
-  };
-  const sme = three(0, (n - 1) >> 1, n - 1);
-  if (finite(sme)) span(0, n, sme);
-  else exactSpan(0, n);
+  }
+
+  /** Points first .. first + count - 1 (those wanted), each transformed exactly. */
+  private exactSpan(first: number, count: number): void {
+    const a = Math.max(first, this.lo);
+    const b = Math.min(first + count, this.hi);
+    if (b <= a) return;
+    const cols = this.columns(b - a);
+    for (let k = a; k < b; k++) cols[k - a] = k + this.colOffset;
+    this.exact(cols, b - a, this.row, this.us.subarray(a - this.lo, b - this.lo), this.vs.subarray(a - this.lo, b - this.lo));
+  }
+
+  /** Columns `cols[0..count)` of grid row `row`, exactly, in source pixel/line coordinates. */
+  private exact(cols: Float64Array, count: number, row: number, us: Float64Array, vs: Float64Array): void {
+    const c = cols.length === count ? cols : cols.subarray(0, count);
+    this.projection.many(c, row, us, vs);
+    for (let k = 0; k < count; k++) {
+      us[k] = ((us[k] as number) - this.sx0) / this.sdx;
+      vs[k] = ((vs[k] as number) - this.sy0) / this.sdy;
+    }
+  }
+
+  /** A scratch array of at least `count` columns. */
+  private columns(count: number): Float64Array {
+    if (this.cols.length < count) this.cols = new Float64Array(count);
+    return this.cols;
+  }
 }
 
 /**
@@ -724,17 +947,11 @@ class Sampler {
     private readonly integerMode: boolean,
   ) {}
 
+  /** Whether the pixel the centre (u, v) falls on is valid; u and v in [0, size] (int32 truncation, as in nearest). */
   validAt(u: number, v: number): boolean {
-    const x = Math.min(Math.trunc(u + EPSILON), this.width - 1);
-    const y = Math.min(Math.trunc(v + EPSILON), this.height - 1);
+    const x = Math.min((u + EPSILON) | 0, this.width - 1);
+    const y = Math.min((v + EPSILON) | 0, this.height - 1);
     return this.valid[y * this.width + x] === 1;
-  }
-
-  nearest(u: number, v: number): number {
-    const x = Math.min(Math.trunc(u + EPSILON), this.width - 1);
-    const y = Math.min(Math.trunc(v + EPSILON), this.height - 1);
-    const k = y * this.width + x;
-    return this.valid[k] ? (this.values[k] as number) : Number.NaN;
   }
 
   bilinear(u: number, v: number): number {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-feature-batch-sink.js';
+import { BATCH_MIGRATIONS, PostgisFeatureBatchSink } from '../../functions/postgres/postgis-feature-batch-sink.js';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
 import { INSERT_CHUNK, isReject, readPositionRecord } from '../../shared/domain/feature-batch.js';
 import type { CellRecord, FeatureBatch } from '../../shared/ports/feature-batch-sink.port.js';
@@ -261,9 +261,62 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     const pipeline = newPipeline();
     await expect(sink.putBatch(batch(pipeline, [position(1, 0)], { owner: '' }))).rejects.toBeInstanceOf(InvalidParamsError);
     const bad = batch(pipeline, [position(1, 0)]);
-    await expect(sink.putBatch({ ...bad, records: [{ ...(bad.records[0] as CellRecord), recordId: 'not-hex' }] })).rejects.toThrow(
-      /64 hex digits/,
-    );
+    const good = bad.records[0] as CellRecord;
+    // Not hex; hex cut short; upper case (the bytes would be a lower-case id's); hex with a bad pair at its end.
+    for (const recordId of ['not-hex', good.recordId.slice(1), good.recordId.toUpperCase(), `${good.recordId.slice(0, 62)}zz`]) {
+      await expect(sink.putBatch({ ...bad, records: [{ ...good, recordId }] }), recordId).rejects.toThrow(/64 hex digits/);
+    }
+    expect(await recordCount(pipeline)).toBe(0);
+  });
+
+  it('the spatial index: SP-GiST on new tables; a table made with the GiST of before 2026-12 keeps it; both answer a box query', async () => {
+    // The statements of before 2026-12 differ from today's only in the geometry index's access method.
+    const geomIndex = BATCH_MIGRATIONS.filter((sql) => /USING spgist \(geom\)/.test(sql));
+    expect(geomIndex).toHaveLength(1);
+    const previous = BATCH_MIGRATIONS.map((sql) => sql.replace('USING spgist (geom)', 'USING gist (geom)'));
+    for (const [schema, made] of [
+      [`sp_${randomBytes(4).toString('hex')}`, 'today'],
+      [`gi_${randomBytes(4).toString('hex')}`, 'before'],
+    ] as const) {
+      await direct.query(`CREATE SCHEMA ${schema}`);
+      const scoped = new URL(postgres.url);
+      scoped.searchParams.set('options', `-c search_path=${schema},public`);
+      const own = new pg.Pool({ connectionString: scoped.toString(), max: 2 });
+      try {
+        if (made === 'before') for (const sql of previous) await own.query(sql);
+        const schemaSink = new PostgisFeatureBatchSink(own);
+        // Idempotent: twice, on the fresh schema and on the one the previous statements made.
+        await schemaSink.migrate();
+        await schemaSink.migrate();
+        const am = await own.query<{ am: string }>(
+          `SELECT a.amname AS am FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+            WHERE i.indrelid = to_regclass($1) AND pg_get_indexdef(i.indexrelid) LIKE '%(geom)%'`,
+          [`${schema}.feature_records`],
+        );
+        expect(am.rows, schema).toEqual([{ am: made === 'today' ? 'spgist' : 'gist' }]);
+        const pipeline = newPipeline();
+        const lines = [position(1, 0, 4.5, 55.1), position(2, 1, 4.6, 55.2), position(3, 2, -70, -30), position(4, 3, 4.55, 55.15)];
+        expect(await schemaSink.putBatch(batch(pipeline, lines))).toEqual({ kind: 'inserted', inserted: 4, duplicates: 0, rejects: 0 });
+        const client = await own.connect();
+        try {
+          // The index alone answers (no sequential scan to fall back on): three of the four points are in the box.
+          await client.query('BEGIN');
+          await client.query('SET LOCAL enable_seqscan = off');
+          const inBox = `SELECT count(*)::int AS n FROM feature_records WHERE pipeline = $1 AND geom && ST_MakeEnvelope(4, 55, 5, 56, 4326)`;
+          const plan = await client.query(`EXPLAIN ${inBox}`, [pipeline]);
+          expect(plan.rows.map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN']).join('\n')).toContain('feature_records_geom');
+          expect((await client.query(inBox, [pipeline])).rows).toEqual([{ n: 3 }]);
+          await client.query('COMMIT');
+        } finally {
+          client.release();
+        }
+        const view = await own.query('SELECT sum(records)::int AS n FROM feature_counts_h3_minute WHERE pipeline = $1', [pipeline]);
+        expect(view.rows).toEqual([{ n: 4 }]);
+      } finally {
+        await own.end();
+        await direct.query(`DROP SCHEMA ${schema} CASCADE`);
+      }
+    }
   });
 
   it('migrate() from 8 pools at once, and every write is INSERT ... ON CONFLICT DO NOTHING, never UPDATE or DELETE', async () => {

@@ -313,6 +313,35 @@ describe('encodeCog', () => {
   });
 });
 
+describe('encodeCog’s scratch buffers (reused from one encode to the next)', () => {
+  const opts = (data: Float32Array, compression: 'DEFLATE' | 'ZSTD' | 'NONE') => ({
+    width: 600,
+    height: 520,
+    data,
+    geoTransform: GT,
+    crs: { epsg: 32631 },
+    noData: NO_DATA,
+    blockSize: 256,
+    compression,
+  });
+  const fields = [field(600, 520), field(600, 520).map((v, i) => (i % 11 === 0 ? NO_DATA : v * 0.5 + 0.1))];
+
+  it('give the same bytes to encodes that overlap on one lane, and to the encodes after them', async () => {
+    for (const compression of ['DEFLATE', 'ZSTD', 'NONE'] as const) {
+      const expected = fields.map((d) => Buffer.from(encodeCog(opts(d, compression))).toString('base64'));
+      // Two one-lane encodes interleave at every block (each yields to the event loop), each with its own scratch.
+      const both = await Promise.all(fields.map((d) => encodeCogAsync(opts(d, compression), { lanes: 1 })));
+      expect(both.map((b) => Buffer.from(b).toString('base64'))).toEqual(expected);
+      // Then the same shapes again, on the buffers those encodes gave back, in the other order.
+      const again = [
+        encodeCog(opts(fields[1] as Float32Array, compression)),
+        await encodeCogAsync(opts(fields[0] as Float32Array, compression), { lanes: 1 }),
+      ];
+      expect(again.map((b) => Buffer.from(b).toString('base64'))).toEqual([expected[1], expected[0]]);
+    }
+  });
+});
+
 describe('downsampleAverage', () => {
   it('averages each 2 x 2 box over its valid pixels and keeps nodata where none is valid', () => {
     // 3 x 3 -> 2 x 2; the right column and bottom row boxes are clipped.

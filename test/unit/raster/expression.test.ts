@@ -210,6 +210,37 @@ describe('evaluate', () => {
     expect(mismatches).toBe(0);
   });
 
+  it('gives a normalized difference, (X - Y) / (X + Y) in one pass, the same float32 bits as the general kernels', () => {
+    const n = 5_003;
+    const u16 = (seed: number) => Uint16Array.from({ length: n }, (_, i) => ((i * seed) % 97 === 0 ? 0 : (i * seed) % 4001));
+    const f64 = (seed: number) =>
+      Float64Array.from({ length: n }, (_, i) =>
+        i % 89 === 0 ? Number.NaN : i % 83 === 0 ? 0 : i % 7 === 0 ? -((i * seed) % 311) : (i * seed) % 977,
+      );
+    const bits = (a: Float32Array) => Array.from(new Uint32Array(a.buffer));
+    const general = parseExpression('((B08 - B04) * 1) / (B08 + B04)', BANDS); // x * 1 is exact: the same values, not the fused shape
+    for (const [red, nir] of [
+      [u16(7919), u16(104729)],
+      [f64(31), f64(53)],
+      [new Float32Array(f64(17)), new Float32Array(f64(29))],
+    ] as const) {
+      // NDVI 0 (equal bands) lands on a nodata of 0 and must move off it; a sum of 0 is a division by zero.
+      red[1] = nir[1] = 25;
+      red[2] = 3;
+      nir[2] = red instanceof Uint16Array ? 3 : -3;
+      for (const opts of [
+        { noData: -9999, sourceNoData: 0 },
+        { noData: 0 },
+        { noData: -9999, sourceNoData: Number.NaN },
+        { noData: 0, sourceNoData: 25 },
+      ]) {
+        const expected = bits(evaluate(general, { B04: red, B08: nir }, n, opts));
+        expect(bits(evaluate(ndvi, { B04: red, B08: nir }, n, opts))).toEqual(expected);
+        expect(bits(evaluate(parseExpression('(B08 - B04) / (B04 + B08)', BANDS), { B04: red, B08: nir }, n, opts))).toEqual(expected);
+      }
+    }
+  });
+
   it('does not modify the input bands', () => {
     const red = new Uint16Array([0, 5, 7]);
     const before = red.slice();
