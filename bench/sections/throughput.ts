@@ -177,8 +177,10 @@ const kb = (bytes: number) => `${fmt(bytes / 1024)} KiB`;
  * same tiles, one core each, in rotating order, several repetitions: on equal
  * settings for DEFLATE (GDAL's COG default, level 6; also against the GDAL
  * command line) and for ZSTD (at the default profile's level); then a Pareto
- * table of both contenders on both codecs at a few levels. Every pair of
- * outputs is compared pixel for pixel so every race is a fair one.
+ * table of both contenders on both codecs at a few levels, each level with its
+ * own equal-settings row (ratio per repetition, median and range, from the race
+ * that measured it). Every pair of outputs is compared pixel for pixel so every
+ * race is a fair one.
  */
 export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: string) => void): Promise<SectionResult> {
   const started = performance.now();

@@ -446,32 +446,10 @@ export function applyFloatingPointPredictor(
  * (the first byte of a plane follows the last byte of the plane before it).
  */
 function applyFloat32Predictor(samples: Uint8Array, rows: number, w: number, out: Uint8Array): Uint8Array {
-  return float32PredictorRows(new Uint32Array(samples.buffer, samples.byteOffset, rows * w), 0, w, rows, w, out);
-}
-
-/**
- * The floating-point predictor (3) of a `rows` x `w` window of a single-band float32 raster whose rows are
- * `rowStride` samples apart, from sample `start`: the bytes {@link applyFloatingPointPredictor} gives for that window
- * once cut out, without cutting it out (the COG writer's full blocks). `into` receives them (`rows * w * 4` bytes).
- */
-export function applyFloat32PredictorWindow(
-  raster: Float32Array,
-  start: number,
-  rowStride: number,
-  rows: number,
-  w: number,
-  into: Uint8Array,
-): Uint8Array {
-  if (start < 0 || w > rowStride || start + (rows - 1) * rowStride + w > raster.length || into.byteLength < rows * w * 4)
-    throw new RangeError(`applyFloat32PredictorWindow: a ${w}x${rows} window at ${start} (rows ${rowStride} apart) does not fit`);
-  const words = new Uint32Array(raster.buffer, raster.byteOffset, raster.length);
-  return float32PredictorRows(words, start, rowStride, rows, w, into.subarray(0, rows * w * 4));
-}
-
-function float32PredictorRows(words: Uint32Array, start: number, rowStride: number, rows: number, w: number, out: Uint8Array): Uint8Array {
+  const words = new Uint32Array(samples.buffer, samples.byteOffset, rows * w);
   for (let r = 0; r < rows; r++) {
-    const base = start + r * rowStride;
-    const o = r * w * 4;
+    const base = r * w;
+    const o = base * 4;
     const last = words[base + w - 1] as number;
     let p3 = 0;
     let p2 = last >>> 24;

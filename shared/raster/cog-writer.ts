@@ -1,5 +1,5 @@
 import { InvalidParamsError } from '../domain/errors.js';
-import { applyFloat32PredictorWindow, codecLanes } from './codecs.js';
+import { codecLanes } from './codecs.js';
 import type { GeoTransform, RasterCrs } from './georeferencing.js';
 import {
   assertClassicSize,
@@ -224,20 +224,7 @@ function planCog(opts: EncodeCogOptions, lanesWanted?: number): CogPlan {
   const predicted = (l: number, i: number): Uint8Array => {
     const spec = levels[l] as TiledImageSpec;
     const across = tilesAcross(spec);
-    const tx = i % across;
-    const ty = Math.floor(i / across);
-    // A full block is predicted straight from the level's pixels: the bytes of the cut-out block, without the cut.
-    if (into !== undefined && spec.predictor === 3 && (tx + 1) * blockSize <= spec.width && (ty + 1) * blockSize <= spec.height) {
-      return applyFloat32PredictorWindow(
-        pixels[l] as Float32Array,
-        ty * blockSize * spec.width + tx * blockSize,
-        spec.width,
-        blockSize,
-        blockSize,
-        into,
-      );
-    }
-    const cut = cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, tx, ty, noData, tile);
+    const cut = cutTile(pixels[l] as Float32Array, spec.width, spec.height, blockSize, i % across, Math.floor(i / across), noData, tile);
     return predictTile(spec, cut, into);
   };
   return { levels, counts, lanes, predicted, release: () => giveBackScratch(scratch.splice(0)) };

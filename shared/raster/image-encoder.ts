@@ -151,7 +151,7 @@ function renderColormapRgba(
   for (let k = 0; k < n; k++) {
     const v = pixels[k] as number;
     // NaN, or the output nodata (never equal when it is NaN): masked.
-    if (v !== v || v === noData) continue;
+    if (Number.isNaN(v) || v === noData) continue;
     // levelOf, inlined: the same expression, so the same level.
     const t = ((v - min) / span) * 256;
     out32[k] = rgba[t >= 255 ? 255 : t < 0 ? 0 : Math.floor(t)] as number;

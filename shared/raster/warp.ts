@@ -119,95 +119,67 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
   const minV = sw === undefined ? 0 : -sw.y;
   const maxU = sw === undefined ? source.width : sw.width - sw.x;
   const maxV = sw === undefined ? source.height : sw.height - sw.y;
-  const valid = sourceValidity(source);
   const out: WarpedBand = {
     width: target.width,
     height: target.height,
     values: new Float64Array(target.width * target.height).fill(Number.NaN),
     valid: new Uint8Array(target.width * target.height),
   };
-  const integerMode = source.dataType === 'uint8' || source.dataType === 'uint16' || source.dataType === 'int16';
-  const sampler = new Sampler(source.values, valid, source.width, source.height, integerMode);
   switch (resampling) {
     case 'nearest':
     case 'bilinear':
     case 'cubic':
     case 'cubicspline':
     case 'lanczos': {
-      const scale =
-        resampling === 'nearest'
-          ? { x: 1, y: 1 }
-          : kernelScale(whole.grid, source, {
-              width: maxU - minU,
-              height: maxV - minV,
-              x: minU,
-              y: minV,
-            });
-      const use4 = scale.x >= 0.95 && scale.y >= 0.95;
-      const tw = target.width;
-      const { us, vs } = centreCoordinates(whole, source, target, maxError, toSource);
-      // One point at a time is always exact (GDALApproxTransform transforms five points or fewer exactly).
-      const toSourceExact = pixelTransform(whole.grid, source, 0, whole.x, whole.y);
-      const u1 = new Float64Array(1);
-      const v1 = new Float64Array(1);
+      const centres = tileCentres(whole, source, target, maxError, toSource, { minU, minV, maxU, maxV });
       const values = out.values;
       const validOut = out.valid;
-      const sourceValues = source.values;
-      const nearest = resampling === 'nearest' || source.width === 1 || source.height === 1;
-      const sourceWidth = source.width;
-      const lastX = sourceWidth - 1;
-      const lastY = source.height - 1;
-      for (let j = 0; j < target.height; j++) {
-        for (let i = 0; i < tw; i++) {
-          const t = j * tw + i;
-          let u = us[t] as number;
-          let v = vs[t] as number;
-          // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets). Like gdalwarp, a centre the
-          // row approximation puts less than a pixel outside it is transformed again on its own, exactly, and
-          // tested once more: near an edge the approximation's 0.125 px decide whether a pixel is nodata.
-          let edge = rasterEdge(u, v, minU, minV, maxU, maxV);
-          if (edge === NEAR) {
-            toSourceExact(j + 0.5, i + 0.5, u1, v1);
-            u = u1[0] as number;
-            v = v1[0] as number;
-            edge = rasterEdge(u, v, minU, minV, maxU, maxV);
-          }
-          if (edge !== INSIDE) continue;
-          // Inside the raster but outside the window read: the caller's window was too small for this pixel.
-          if (!(u >= 0 && v >= 0 && u + EPSILON <= source.width && v + EPSILON <= source.height)) continue;
-          if (nearest) {
-            // The validity test and the sample at once: the pixel the centre falls on, (trunc(u + 1e-10), trunc(v +
-            // 1e-10)), truncated as int32 (both are in [0, size] here: the same integers as Math.trunc, in integer
-            // arithmetic, which halves the loop's time).
-            const x = Math.min((u + EPSILON) | 0, lastX);
-            const y = Math.min((v + EPSILON) | 0, lastY);
-            const k = y * sourceWidth + x;
-            if (valid[k] !== 1) continue;
-            values[t] = sourceValues[k] as number;
-            validOut[t] = 1;
-            continue;
-          }
-          // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
-          // (its unified source validity mask, which a one-band warp has): bilinear and cubic never fill a
-          // nodata hole from its rim.
-          if (!sampler.validAt(u, v)) continue;
-          let value: number;
-          if (resampling === 'lanczos') {
-            value = sampler.lanczos(u, v, scale.x, scale.y);
-          } else if (use4 && resampling !== 'cubicspline') {
-            value = resampling === 'bilinear' ? sampler.bilinear(u, v) : sampler.cubic(u, v);
-          } else {
-            value = sampler.general(u, v, resampling, scale.x, scale.y);
-          }
-          if (Number.isNaN(value)) continue;
+      if (resampling === 'nearest' || source.width === 1 || source.height === 1) {
+        // The pixel each centre falls on, if valid (sourceValidity's test, made only where a centre falls).
+        const index = centres.nearest;
+        const sourceValues = source.values;
+        const noData = source.noData;
+        const mask = source.mask;
+        for (let t = 0; t < index.length; t++) {
+          const k = index[t] as number;
+          if (k < 0) continue;
+          const value = sourceValues[k] as number;
+          if (Number.isNaN(value) || value === noData || (mask !== undefined && !mask[k])) continue;
           values[t] = value;
           validOut[t] = 1;
         }
+        return out;
+      }
+      const valid = sourceValidity(source);
+      const sampler = new Sampler(source.values, valid, source.width, source.height, false);
+      const scale = kernelScale(whole.grid, source, { width: maxU - minU, height: maxV - minV, x: minU, y: minV });
+      const use4 = scale.x >= 0.95 && scale.y >= 0.95;
+      const { us, vs } = centres;
+      for (let t = 0; t < us.length; t++) {
+        const u = us[t] as number;
+        // NaN: a centre off the raster (or the window read).
+        if (Number.isNaN(u)) continue;
+        const v = vs[t] as number;
+        // gdalwarp skips a target pixel whose centre lands on an invalid source pixel before it resamples
+        // (its unified source validity mask, which a one-band warp has): bilinear and cubic never fill a
+        // nodata hole from its rim.
+        if (!sampler.validAt(u, v)) continue;
+        let value: number;
+        if (resampling === 'lanczos') {
+          value = sampler.lanczos(u, v, scale.x, scale.y);
+        } else if (use4 && resampling !== 'cubicspline') {
+          value = resampling === 'bilinear' ? sampler.bilinear(u, v) : sampler.cubic(u, v);
+        } else {
+          value = sampler.general(u, v, resampling, scale.x, scale.y);
+        }
+        if (Number.isNaN(value)) continue;
+        values[t] = value;
+        validOut[t] = 1;
       }
       return out;
     }
     case 'sum':
-      sumPreserving(source, valid, whole, out, maxError, sw);
+      sumPreserving(source, sourceValidity(source), whole, out, maxError, sw);
       return out;
     case 'average':
     case 'rms':
@@ -217,6 +189,8 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
     case 'med':
     case 'q1':
     case 'q3': {
+      const integerMode = source.dataType === 'uint8' || source.dataType === 'uint16' || source.dataType === 'int16';
+      const sampler = new Sampler(source.values, sourceValidity(source), source.width, source.height, integerMode);
       const u0 = new Float64Array(target.width);
       const v0 = new Float64Array(target.width);
       const u1 = new Float64Array(target.width);
@@ -250,32 +224,39 @@ export function warpBand(source: WarpSourceBand, target: RasterGrid, resampling:
   }
 }
 
-/** The centres of a target tile mapped into the source: pixel (i, j) at `us[j * width + i]`, `vs[j * width + i]`. */
-interface CentreCoordinates {
+/**
+ * The centres of a target tile's pixels in the source, as the kernel methods sample them: pixel (i, j) at
+ * `us[j * width + i]`, `vs[j * width + i]`, NaN where the centre is off the raster (or off the window read), so the
+ * pixel is nodata whatever the band; and for nearest, the index of the source pixel it falls on (-1: none).
+ */
+interface TileCentres {
   key: string;
   us: Float64Array;
   vs: Float64Array;
+  nearest: Int32Array;
 }
 
-/** The last tiles' centre coordinates, most recent first: the bands of one tile, warped one after the other, share them. */
-const recentCentres: CentreCoordinates[] = [];
+/** The last tiles' centres, most recent first: the bands of one tile, warped one after the other, share them. */
+const recentCentres: TileCentres[] = [];
 const MAX_RECENT_CENTRES = 2;
 
 /**
- * The source pixel/line coordinates of every target pixel's centre, as `toSource` approximates them. The bands of a
- * scene file share their grid, so each band of a tile asks for the same coordinates: they are computed once per tile
- * and handed to every band (issue 26 section 7: they were a third of a z14 PNG tile's time, computed once per band).
- * The key holds everything the coordinates depend on, so a hit is the same numbers a computation would give. The
- * arrays are reused from tile to tile (the caller only reads them, before its next call).
+ * The centres of every target pixel mapped into the source ({@link TileCentres}), as `toSource` approximates them,
+ * those that fall off the raster removed. The bands of a scene file share their grid, so each band of a tile asks for
+ * the same centres: they are computed once per tile and handed to every band (issue 26 section 7: they were a third of
+ * a z14 PNG tile's time, computed once per band). The key holds everything they depend on, so a hit is the numbers a
+ * computation would give. The arrays are reused from tile to tile (the caller only reads them, before its next call).
  */
-function centreCoordinates(
+function tileCentres(
   whole: { readonly grid: RasterGrid; readonly x: number; readonly y: number },
   source: RasterGrid,
   target: RasterGrid,
   maxError: number,
   toSource: RowTransform,
-): CentreCoordinates {
+  raster: { readonly minU: number; readonly minV: number; readonly maxU: number; readonly maxV: number },
+): TileCentres {
   const g = whole.grid;
+  const { minU, minV, maxU, maxV } = raster;
   const key = [
     projectionKey(g, source.crs),
     g.width,
@@ -288,22 +269,66 @@ function centreCoordinates(
     source.geoTransform[1],
     source.geoTransform[3],
     source.geoTransform[5],
+    source.width,
+    source.height,
+    minU,
+    minV,
+    maxU,
+    maxV,
   ].join('\n');
   const at = recentCentres.findIndex((c) => c.key === key);
   if (at >= 0) {
-    const hit = recentCentres[at] as CentreCoordinates;
+    const hit = recentCentres[at] as TileCentres;
     recentCentres.splice(at, 1);
     recentCentres.unshift(hit);
     return hit;
   }
-  const n = target.width * target.height;
+  const tw = target.width;
+  const n = tw * target.height;
   const reused = recentCentres.length >= MAX_RECENT_CENTRES ? recentCentres.pop() : undefined;
-  const entry: CentreCoordinates =
-    reused !== undefined && reused.us.length === n ? reused : { key, us: new Float64Array(n), vs: new Float64Array(n) };
+  const entry: TileCentres =
+    reused !== undefined && reused.us.length === n
+      ? reused
+      : { key, us: new Float64Array(n), vs: new Float64Array(n), nearest: new Int32Array(n) };
   entry.key = key;
-  const w = target.width;
+  const { us, vs, nearest } = entry;
   for (let j = 0; j < target.height; j++) {
-    toSource(j + 0.5, 0.5, entry.us.subarray(j * w, (j + 1) * w), entry.vs.subarray(j * w, (j + 1) * w));
+    toSource(j + 0.5, 0.5, us.subarray(j * tw, (j + 1) * tw), vs.subarray(j * tw, (j + 1) * tw));
+  }
+  // One point at a time is always exact (GDALApproxTransform transforms five points or fewer exactly).
+  const toSourceExact = pixelTransform(whole.grid, source, 0, whole.x, whole.y);
+  const u1 = new Float64Array(1);
+  const v1 = new Float64Array(1);
+  const sw = source.width;
+  const sh = source.height;
+  for (let j = 0; j < target.height; j++) {
+    for (let i = 0; i < tw; i++) {
+      const t = j * tw + i;
+      let u = us[t] as number;
+      let v = vs[t] as number;
+      // The centre must fall on the source raster (GWKCheckAndComputeSrcOffsets). Like gdalwarp, a centre the
+      // row approximation puts less than a pixel outside it is transformed again on its own, exactly, and
+      // tested once more: near an edge the approximation's 0.125 px decide whether a pixel is nodata.
+      let edge = rasterEdge(u, v, minU, minV, maxU, maxV);
+      if (edge === NEAR) {
+        toSourceExact(j + 0.5, i + 0.5, u1, v1);
+        u = u1[0] as number;
+        v = v1[0] as number;
+        us[t] = u;
+        vs[t] = v;
+        edge = rasterEdge(u, v, minU, minV, maxU, maxV);
+      }
+      // Off the raster, or inside it but outside the window read (the caller's window was too small for this pixel).
+      if (edge !== INSIDE || !(u >= 0 && v >= 0 && u + EPSILON <= sw && v + EPSILON <= sh)) {
+        us[t] = Number.NaN;
+        vs[t] = Number.NaN;
+        nearest[t] = -1;
+        continue;
+      }
+      // nearest's pixel, (trunc(u + 1e-10), trunc(v + 1e-10)), truncated as int32 (both are in [0, size] here: the
+      // same integers as Math.trunc, in integer arithmetic, which halves the loop's time).
+      nearest[t] = Math.min((v + EPSILON) | 0, sh - 1) * sw + Math.min((u + EPSILON) | 0, sw - 1);
+    }
   }
   recentCentres.unshift(entry);
   return entry;
@@ -482,7 +507,14 @@ const OUTSIDE = 2;
  * GWKCheckAndComputeSrcOffsets' order (left, top, right, bottom): inside, outside by less than a pixel on
  * the first side it fails (`NEAR`: gdalwarp retries it with the exact transformer), or outside.
  */
-function rasterEdge(u: number, v: number, minU: number, minV: number, maxU: number, maxV: number): typeof INSIDE | typeof NEAR | typeof OUTSIDE {
+function rasterEdge(
+  u: number,
+  v: number,
+  minU: number,
+  minV: number,
+  maxU: number,
+  maxV: number,
+): typeof INSIDE | typeof NEAR | typeof OUTSIDE {
   if (!(u >= minU)) return u > minU - 1 ? NEAR : OUTSIDE;
   if (!(v >= minV)) return v > minV - 1 ? NEAR : OUTSIDE;
   if (u + EPSILON > maxU) return u < maxU + 1 ? NEAR : OUTSIDE;
@@ -537,8 +569,10 @@ function pixelTransform(grid: RasterGrid, source: RasterGrid, maxError: number, 
   return (row, colOffset, us, vs) => rows.fill(row, colOffset, us, vs);
 }
 
-/** What one grid row's memo holds: for each column evaluated, its point's source CRS x and y at `xy[i]`, `xy[i + 1]`. */
+/** What one grid row's memo holds: for each column evaluated, its point's x and y in the other CRS at `xy[i]`, `xy[i + 1]`. */
 interface RowPoints {
+  readonly row: number;
+  /** By twice the column (see {@link GridProjection.at}). */
   readonly index: Map<number, number>;
   readonly xy: number[];
 }
@@ -576,27 +610,35 @@ class GridProjection {
     [this.tx0, this.tdx, , this.ty0, , this.tdy] = grid.geoTransform;
   }
 
-  /** The point at grid pixel/line (col, row), into {@link x} and {@link y}; memoised. */
-  at(col: number, row: number): void {
+  /** The memo of grid row `row` (a pixel/line coordinate), made when first asked for. */
+  row(row: number): RowPoints {
     let memo = this.rows.get(row);
     if (memo === undefined) {
-      memo = { index: new Map(), xy: [] };
+      memo = { row, index: new Map(), xy: [] };
       this.rows.set(row, memo);
     }
-    const i = memo.index.get(col);
+    return memo;
+  }
+
+  /** The point at grid pixel/line (col, memo.row), into {@link x} and {@link y}; memoised in `memo`. */
+  at(col: number, memo: RowPoints): void {
+    // Twice the column: an exact, one-to-one key, and a small integer for the half-pixel columns of centres, which a
+    // Map looks up without boxing a double.
+    const key = col * 2;
+    const i = memo.index.get(key);
     if (i !== undefined) {
       this.x = memo.xy[i] as number;
       this.y = memo.xy[i + 1] as number;
       return;
     }
     this.px[0] = this.tx0 + col * this.tdx;
-    this.py[0] = this.ty0 + row * this.tdy;
+    this.py[0] = this.ty0 + memo.row * this.tdy;
     this.project(this.px, this.py);
     this.x = this.px[0] as number;
     this.y = this.py[0] as number;
-    memo.index.set(col, memo.xy.length);
+    memo.index.set(key, memo.xy.length);
     memo.xy.push(this.x, this.y);
-    if (++this.points > MAX_MEMO_POINTS) this.evict(row);
+    if (++this.points > MAX_MEMO_POINTS) this.evict(memo.row);
   }
 
   /** The points at columns `cols` of grid row `row`, into `xs`/`ys`: not memoised (a span of every pixel of a row). */
@@ -664,6 +706,7 @@ class RowApproximation {
   private lo = 0;
   private hi = 0;
   private row = 0;
+  private memo: RowPoints | undefined;
   private us: Float64Array = new Float64Array(0);
   private vs: Float64Array = new Float64Array(0);
   /** The last exact point, in source pixel/line coordinates. */
@@ -695,6 +738,7 @@ class RowApproximation {
     this.lo = this.x0;
     this.hi = this.x0 + count;
     this.row = row + this.y0;
+    this.memo = this.projection.row(this.row);
     this.us = us;
     this.vs = vs;
     this.point(0);
@@ -713,7 +757,7 @@ class RowApproximation {
   /** Point k of the row, exactly, into (pu, pv). */
   private point(k: number): void {
     const p = this.projection;
-    p.at(k + this.colOffset, this.row);
+    p.at(k + this.colOffset, this.memo as RowPoints);
     this.pu = (p.x - this.sx0) / this.sdx;
     this.pv = (p.y - this.sy0) / this.sdy;
   }

@@ -1,7 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
-  applyFloat32PredictorWindow,
   applyFloatingPointPredictor,
   applyHorizontalPredictor,
   codecLanes,
@@ -165,26 +164,6 @@ describe('codecs', () => {
     corrupt[10] = (corrupt[10] as number) ^ 0xff;
     await expect(decode(corrupt, raw.byteLength, false)).rejects.toThrow();
     await expect(decode(corrupt, raw.byteLength, true)).rejects.toThrow();
-  });
-});
-
-describe('applyFloat32PredictorWindow', () => {
-  it('gives the bytes of the floating-point predictor on the window cut out, without cutting it', () => {
-    const width = 70;
-    const height = 45;
-    const raster = Float32Array.from({ length: width * height }, (_, i) => (i % 13 === 0 ? -9999 : Math.sin(i / 17) * (i % 7)));
-    for (const [x0, y0, w, rows] of [
-      [0, 0, 16, 16],
-      [37, 11, 32, 20],
-      [54, 29, 16, 16],
-    ] as const) {
-      const cut = new Float32Array(w * rows);
-      for (let r = 0; r < rows; r++) cut.set(raster.subarray((y0 + r) * width + x0, (y0 + r) * width + x0 + w), r * w);
-      const expected = applyFloatingPointPredictor(new Uint8Array(cut.buffer), rows, w, 4, 1);
-      const into = new Uint8Array(w * rows * 4).fill(0xaa);
-      expect(Buffer.compare(applyFloat32PredictorWindow(raster, y0 * width + x0, width, rows, w, into), expected)).toBe(0);
-    }
-    expect(() => applyFloat32PredictorWindow(raster, 30 * width + 60, width, 16, 16, new Uint8Array(16 * 16 * 4))).toThrow(RangeError);
   });
 });
 
