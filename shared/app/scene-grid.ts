@@ -449,7 +449,9 @@ export async function readBandOnTarget(
     },
   );
   const range = INTEGER_RANGE[r.dataType];
-  if (range !== undefined) roundLikeGdal(warped.values, range, noData);
+  // nearest copies valid source pixels: integers of the band's type, never the nodata value, which rounding keeps as
+  // they are (a full pass over the tile for nothing: docs/benchmarks.md section 9).
+  if (range !== undefined && resampling !== 'nearest') roundLikeGdal(warped.values, range, noData);
   return warped.values;
 }
 

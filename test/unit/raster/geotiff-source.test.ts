@@ -241,6 +241,36 @@ describe('openGeoTiff reads by range only', () => {
   });
 });
 
+describe('openGeoTiff block cache', () => {
+  // 12 blocks of 512 px across, two uint16 bands: two rows of them (24 MiB decoded) are more than the former fixed 16 MiB.
+  const width = 6144;
+  const height = 1024;
+  const key = 'synthetic/6144x1024.tif';
+
+  beforeAll(async () => {
+    const path = join(scratch.dir, '6144x1024.tif');
+    await writeSyntheticScene(path, { ...SCENE, width, height, blockSize: 512, compression: 'DEFLATE', level: 1 });
+    await store.putIfAbsent(key, readFileSync(path));
+  }, 120_000);
+
+  it('holds two rows of blocks by default: a row of tiles straddling them, read twice, decodes each block once', async () => {
+    const src = await openGeoTiff(store, key);
+    for (let pass = 0; pass < 2; pass++) {
+      for (let x = 0; x < width; x += 256) await src.readWindow({ x, y: 384, width: 256, height: 256 }, [1, 2]);
+    }
+    expect(src.stats().blocksDecoded).toBe(24);
+  });
+
+  it('keeps a capacity given explicitly', async () => {
+    const src = await openGeoTiff(store, key, { blockCacheBytes: 16 * 1024 * 1024 });
+    for (let pass = 0; pass < 2; pass++) {
+      for (let x = 0; x < width; x += 256) await src.readWindow({ x, y: 384, width: 256, height: 256 }, [1, 2]);
+    }
+    // Sixteen 1 MiB blocks: a row of tiles needing 24 evicts each block before it comes round again.
+    expect(src.stats().blocksDecoded).toBe(48);
+  });
+});
+
 describe('openGeoTiff on layouts written by GDAL', () => {
   const W = 300;
   const H = 200;

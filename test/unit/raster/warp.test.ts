@@ -376,6 +376,82 @@ describe('warpBand', () => {
     expect(approx.valid.reduce((s, v) => s + v, 0)).toBeGreaterThan(1000);
   });
 
+  it('warps a tile as its window of the whole grid, whatever was warped before it and whichever source window it reads', () => {
+    // The centres of a tile and the transformer's exact points are remembered from tile to tile and band to band
+    // (shared/raster/warp.ts): a remembered value must be the value, so tiles taken in any order, each band of them
+    // and each window read of the source give the whole grid's pixels.
+    const n = 200;
+    const values = Float64Array.from({ length: n * n }, (_, k) => k);
+    const doubled = values.map((v) => 2 * v);
+    const merc = crsFromEpsg(3857);
+    // The middle of the source (a margin of 50 pixels) in EPSG:3857: every pixel's kernel lies inside the window below.
+    const xs = Float64Array.of(500500, 501500);
+    const ys = Float64Array.of(4999500, 4998500);
+    crsTransform(utm, merc)(xs, ys);
+    const [w, h, tw, th] = [160, 96, 40, 48];
+    const px = ((xs[1] as number) - (xs[0] as number)) / w;
+    const py = ((ys[1] as number) - (ys[0] as number)) / h;
+    const whole: RasterGrid = { crs: merc, geoTransform: [xs[0] as number, px, 0, ys[0] as number, 0, py], width: w, height: h };
+    const windowOf = (v: Float64Array, x: number, y: number, size: number) =>
+      Float64Array.from({ length: size * size }, (_, k) => v[(y + Math.floor(k / size)) * n + x + (k % size)] as number);
+    const reads = [
+      { label: 'the whole source', band: (v: Float64Array) => ({ ...grid(n, n), values: v }), window: undefined },
+      {
+        label: 'a window of it',
+        band: (v: Float64Array) => ({ ...grid(140, 140, 500300, 4999700), values: windowOf(v, 30, 30, 140) }),
+        window: { width: n, height: n, x: 30, y: 30 },
+      },
+    ];
+    for (const resampling of ['nearest', 'bilinear'] as const) {
+      const reference = [values, doubled].map((v) => warpBand({ ...grid(n, n), values: v }, whole, resampling));
+      const mismatches: string[] = [];
+      let compared = 0;
+      for (const [tx, ty] of [
+        [1, 1],
+        [0, 0],
+        [3, 1],
+        [2, 0],
+        [0, 1],
+        [3, 0],
+        [1, 0],
+        [2, 1],
+      ] as const) {
+        const tile: RasterGrid = {
+          ...whole,
+          geoTransform: [(xs[0] as number) + tx * tw * px, px, 0, (ys[0] as number) + ty * th * py, 0, py],
+          width: tw,
+          height: th,
+        };
+        for (const read of reads) {
+          [values, doubled].forEach((v, b) => {
+            const out = warpBand(read.band(v), tile, resampling, {
+              targetWindowOf: { grid: whole, x: tx * tw, y: ty * th },
+              sourceWindowOf: read.window,
+            });
+            const ref = reference[b] as WarpedBand;
+            for (let j = 0; j < th; j++) {
+              for (let i = 0; i < tw; i++) {
+                const got = out.values[j * tw + i] as number;
+                const want = ref.values[(ty * th + j) * w + tx * tw + i] as number;
+                // The window's own origin moves the source coordinates by a rounding error at most (bilinear's weights).
+                const same =
+                  Number.isNaN(got) || Number.isNaN(want)
+                    ? Number.isNaN(got) && Number.isNaN(want)
+                    : read.window === undefined || resampling === 'nearest'
+                      ? got === want
+                      : Math.abs(got - want) <= 1e-9 * Math.abs(want);
+                if (!same) mismatches.push(`${resampling}, ${read.label}, band ${b}, tile ${tx},${ty} pixel ${i},${j}: ${got} for ${want}`);
+                if (!Number.isNaN(want)) compared++;
+              }
+            }
+          });
+        }
+      }
+      expect(mismatches.slice(0, 5)).toEqual([]);
+      expect(compared).toBe(2 * 2 * w * h);
+    }
+  });
+
   it('rejects a rotated grid, a zero pixel size and a value count that does not match the grid with a typed error', () => {
     const ok = grid(2, 2);
     const values = new Float64Array(4);
