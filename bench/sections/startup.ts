@@ -1,6 +1,5 @@
-import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildPackage } from '../../scripts/build-package.js';
+import { buildCli } from '../lib/built-cli.js';
 import { REPO_ROOT, run } from '../lib/child.js';
 import { type Row, type SectionResult, times } from '../lib/report.js';
 import { freshRunDir } from '../lib/scenes.js';
@@ -36,17 +35,7 @@ interface Path {
  */
 export async function startup(cfg: StartupConfig, log: (line: string) => void): Promise<SectionResult> {
   const started = performance.now();
-  // The package folder as `npm run package` builds it (no types or archives: the CLI needs neither), and the
-  // repository's node_modules for its dependencies: an installed package's layout, without npm.
-  const root = join(freshRunDir('startup'), 'tessera');
-  const built = await buildPackage({
-    root: REPO_ROOT,
-    outDir: root,
-    types: false,
-    archives: false,
-    entries: ['cli', 'index', 'worker-entry'],
-  });
-  symlinkSync(join(REPO_ROOT, 'node_modules'), join(root, 'node_modules'), 'dir');
+  const { root, build: built } = await buildCli(freshRunDir('startup'));
   const jsBytes = Object.entries(built.outputs)
     .filter(([f]) => f.endsWith('.js'))
     .reduce((n, [, b]) => n + b, 0);

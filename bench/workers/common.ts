@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { ENV } from '../../shared/domain/runtime-config.js';
+import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
 
 /** Peak and current memory of this process, in KiB, as the kernel counts it. */
 export interface MemoryReading {
@@ -44,4 +46,14 @@ export function workerMain<I, O>(body: (input: I) => Promise<O>): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * {@link workerMain} for a child that stands for Tessera's tile worker: the process is set up as every tile process
+ * Tessera runs is (a local worker process, each cloud's tile function): its garbage collector tuned for tiles
+ * (shared/raster/heap-tuning.ts), before the body starts.
+ */
+export function tileWorkerMain<I, O>(body: (input: I) => Promise<O>): void {
+  tuneHeapForTiles(process.env[ENV.tileHeapGrowingPercent]);
+  workerMain(body);
 }

@@ -19,7 +19,7 @@ import type { Window } from '../../shared/domain/tile-grid.js';
 import { countedBackend } from '../lib/counting.js';
 import { jobsFor, sceneSize, sourceRef } from '../lib/jobs.js';
 import { processTileUngated, profileTile, type StageTimings } from '../lib/ungated.js';
-import { workerMain } from './common.js';
+import { tileWorkerMain } from './common.js';
 
 export interface GatesInput {
   readonly dir: string;
@@ -41,7 +41,7 @@ export interface GatesPair {
   readonly plainWriteMs: number;
 }
 
-workerMain(async (input: GatesInput): Promise<{ pairs: GatesPair[]; stages: StageTimings[] }> => {
+tileWorkerMain(async (input: GatesInput): Promise<{ pairs: GatesPair[]; stages: StageTimings[] }> => {
   const local = createLocalBackend(input.dir);
   try {
     const stage = async (key: string) => {

@@ -13,7 +13,7 @@ import type { ProcessingParams } from '../../shared/domain/job-key.js';
 import { tileGrid, windowAt } from '../../shared/domain/tile-grid.js';
 import { tilingParams } from '../../shared/domain/tiling-params.js';
 import { jobsFor, sourceRef } from '../lib/jobs.js';
-import { type MemoryReading, memory, workerMain } from './common.js';
+import { type MemoryReading, memory, tileWorkerMain } from './common.js';
 
 export interface MemoryInput {
   readonly dir: string;
@@ -33,7 +33,7 @@ export interface MemoryOutput {
   readonly tileMs: number;
 }
 
-workerMain(async (input: MemoryInput): Promise<MemoryOutput> => {
+tileWorkerMain(async (input: MemoryInput): Promise<MemoryOutput> => {
   const backend = createLocalBackend(input.dir);
   try {
     const key = 'scenes/bench.tif';

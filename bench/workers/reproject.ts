@@ -22,7 +22,7 @@ import type { ObjectStore } from '../../shared/ports/object-store.port.js';
 import { type GeoTransform, parseExpression, windowGeoTransform } from '../../shared/raster/index.js';
 import { CapturingQueue, sourceRef } from '../lib/jobs.js';
 import { profileTile, type StageTimings } from '../lib/ungated.js';
-import { memory, workerMain } from './common.js';
+import { memory, tileWorkerMain } from './common.js';
 
 export interface ReprojectWorkerInput {
   readonly dir: string;
@@ -93,7 +93,7 @@ async function render(sources: ObjectStore, job: TileJob): Promise<Uint8Array> {
   return renderTile(sources, job, tiling, parseExpression(tiling.expression, Object.keys(tiling.bands)));
 }
 
-workerMain(async (input: ReprojectWorkerInput): Promise<ReprojectWorkerOutput> => {
+tileWorkerMain(async (input: ReprojectWorkerInput): Promise<ReprojectWorkerOutput> => {
   const backend = createLocalBackend(input.dir);
   try {
     await backend.sources.importFile('scenes/bench.tif', input.scenePath);

@@ -20,7 +20,7 @@ import { cogOverviewSizes, downsampleAverage, parseExpression } from '../../shar
 import { compressTile, predictTile, type TiledImageSpec } from '../../shared/raster/tiff-writer.js';
 import { jobsFor, sceneSize, sourceRef } from '../lib/jobs.js';
 import { profileTile, type StageTimings } from '../lib/ungated.js';
-import { memory, workerMain } from './common.js';
+import { memory, tileWorkerMain } from './common.js';
 
 export interface TileWorkerInput {
   readonly dir: string;
@@ -92,7 +92,7 @@ async function profileCodec(sources: ObjectStore, job: TileJob): Promise<CodecPr
   return { ...stages, compressMs, blocks };
 }
 
-workerMain(async (input: TileWorkerInput) => {
+tileWorkerMain(async (input: TileWorkerInput) => {
   const backend = createLocalBackend(input.dir);
   try {
     const key = 'scenes/bench.tif';

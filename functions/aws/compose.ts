@@ -13,6 +13,7 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { FeatureSink } from '../../shared/ports/feature-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
 import { type OtelSdk, otelRequested, otelSdkFor, parseOtlpHeaders } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
@@ -211,4 +212,14 @@ let cached: AwsRuntime | undefined;
 export function lambdaRuntime(): AwsRuntime {
   cached ??= composeAws(process.env);
   return cached;
+}
+
+/**
+ * The tile function's runtime: {@link lambdaRuntime}, in a process whose garbage collector is tuned for tiles at cold
+ * start (shared/raster/heap-tuning.ts; ENV.tileHeapGrowingPercent overrides it). Each Lambda function is its own
+ * process, so the other functions keep V8's defaults.
+ */
+export function lambdaTileRuntime(): AwsRuntime {
+  tuneHeapForTiles(process.env[ENV.tileHeapGrowingPercent]);
+  return lambdaRuntime();
 }

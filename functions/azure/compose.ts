@@ -21,6 +21,7 @@ import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.por
 import type { DeadLetterSink } from '../../shared/ports/job-queue.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Counter, LogLevel, Telemetry } from '../../shared/ports/telemetry.port.js';
+import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
 import { type OtelSdk, otelRequested } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
@@ -310,6 +311,9 @@ const runtimes = new Map<DeployedRole, AzureRuntime>();
 export function azureRuntime(role: DeployedRole): AzureRuntime {
   let rt = runtimes.get(role);
   if (!rt) {
+    // One Functions host process runs every function of the app: the tile function's first invocation tunes its
+    // garbage collector for tiles, for the whole process (shared/raster/heap-tuning.ts, docs/benchmarks.md).
+    if (role === 'tile') tuneHeapForTiles(process.env[ENV.tileHeapGrowingPercent]);
     rt = composeAzure(process.env, { role });
     runtimes.set(role, rt);
   }

@@ -13,6 +13,7 @@ import type { Clock } from '../../shared/ports/clock.port.js';
 import type { FeatureBatchSink } from '../../shared/ports/feature-batch-sink.port.js';
 import type { ManifestStore } from '../../shared/ports/manifest-store.port.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
 import { type OtelSdk, otelRequested, otelSdkFor } from '../otel/otel-env.js';
 import { PostgisFeatureBatchSink } from '../postgres/postgis-feature-batch-sink.js';
 import { PostgisFeatureSink } from '../postgres/postgis-feature-sink.js';
@@ -205,6 +206,8 @@ const cached = new Map<GcpFunctionRole, GcpRuntime>();
 export function functionRuntime(role: GcpFunctionRole): GcpRuntime {
   let rt = cached.get(role);
   if (!rt) {
+    // A tile function's process (each Cloud Function is its own service) gets a garbage collector tuned for tiles.
+    if (role === 'tile') tuneHeapForTiles(process.env[ENV.tileHeapGrowingPercent]);
     rt = composeGcp(process.env, { role });
     cached.set(role, rt);
   }

@@ -1,9 +1,11 @@
 import type { WorkerHooks, WorkerSettings } from '../../shared/app/backend.js';
 import { JsonTelemetry } from '../../shared/app/telemetry.js';
 import { InvalidParamsError } from '../../shared/domain/errors.js';
+import { ENV } from '../../shared/domain/runtime-config.js';
 import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import type { Counter, Telemetry } from '../../shared/ports/telemetry.port.js';
 import { shareCoresWith } from '../../shared/raster/codecs.js';
+import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
 import { createLocalBackend, type LocalBackend } from './compose.js';
 import { type PoolStats, runWorker, type SettledDelivery } from './worker-pool.js';
 
@@ -118,6 +120,7 @@ function forwardingTelemetry(owner: string): Telemetry {
 export async function runWorkerChild(options: WorkerChildOptions = {}): Promise<void> {
   const config = parseWorkerChildConfig(process.argv[2]);
   shareCoresWith(config.siblings ?? 1);
+  tuneHeapForTiles(process.env[ENV.tileHeapGrowingPercent]);
   const context: WorkerChildContext = { config, report: (payload) => send({ kind: 'report', payload }) };
   let released = !config.holdOpen;
   let orphaned = false;

@@ -94,6 +94,12 @@ export const ENV = {
    * infra/ never sets it: a test's environment does, for its own server on 127.0.0.1 (docs/ingest.md).
    */
   ingestAllowPrivateAddresses: 'TESSERA_INGEST_ALLOW_PRIVATE_ADDRESSES',
+  /**
+   * A tile process's garbage-collector setting, V8's heap growing percentage (shared/raster/heap-tuning.ts): unset,
+   * 300; `0` keeps V8's own. infra/ never sets it: an operator may, on the tile function (or a local worker's
+   * environment), to trade the tile's CPU time for memory the other way.
+   */
+  tileHeapGrowingPercent: 'TESSERA_TILE_HEAP_GROWING_PERCENT',
 } as const;
 
 /** The app setting naming each Azure function's own identity ({@link ENV} azureClientId*). */

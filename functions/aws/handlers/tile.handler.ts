@@ -1,7 +1,7 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { handleQueueDelivery } from '../../../shared/app/queue-delivery.js';
 import { SQS_DEFAULT_MAX_RECEIVE_COUNT, sqsSchedule } from '../../../shared/app/redelivery.js';
-import { type AwsRuntime, lambdaRuntime } from '../compose.js';
+import { type AwsRuntime, lambdaTileRuntime } from '../compose.js';
 import { settleSqsRecords } from './sqs-batch.js';
 
 /**
@@ -40,4 +40,4 @@ export function createTileHandler(runtime: AwsRuntime | (() => AwsRuntime)) {
 }
 
 /** The Lambda entry point (`tile.handler.handler`). */
-export const handler = createTileHandler(lambdaRuntime);
+export const handler = createTileHandler(lambdaTileRuntime);
