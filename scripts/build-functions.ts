@@ -24,6 +24,12 @@
  * Functions source names it in its package.json, which Cloud Build installs on
  * the runtime's linux-x64. The local backend's native SQLite driver
  * (better-sqlite3) must not reach a cloud bundle: the build fails if it does.
+ *
+ * A bundle that holds the DEFLATE encoder (shared/raster/libdeflate.ts) gets
+ * its files beside it: libdeflate.wasm, and the native addon of the platform
+ * its cloud runs (libdeflate-linux-arm64.node for Lambda, -linux-x64.node for
+ * Cloud Functions and Azure Functions), each checked against the SHA-256 the
+ * code was built for, the addon also against its ELF machine.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -47,7 +53,13 @@ import { CODE_VERSION_DEFINE, computeCodeVersion, RENDER_PATH_ROOTS } from '../s
 import { ENV } from '../shared/domain/runtime-config.js';
 import { deployedNodeMajor } from '../shared/domain/runtimes.js';
 import { IMAGE_CODEC } from '../shared/raster/image-encoder.js';
-import { LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256 } from '../shared/raster/libdeflate.js';
+import {
+  LIBDEFLATE_NATIVE,
+  LIBDEFLATE_WASM_FILE,
+  LIBDEFLATE_WASM_SHA256,
+  type LibdeflateNativeTarget,
+  libdeflateNativeFile,
+} from '../shared/raster/libdeflate.js';
 import { lockedSharpVersion, type SharpTarget, sharpNativeFiles } from './native-sharp.mjs';
 
 /** The module whose `codeVersion()` the build's define fixes. */
@@ -136,7 +148,7 @@ interface Bundle {
   readonly inputs: readonly string[];
   /** Whether the bundle imports sharp (left external): its archive must ship sharp's binaries. */
   readonly usesSharp: boolean;
-  /** Whether the bundle holds the DEFLATE encoder: its archive must ship libdeflate.wasm beside the bundle. */
+  /** Whether the bundle holds the DEFLATE encoder: its archive must ship libdeflate.wasm and its platform's addon beside the bundle. */
   readonly usesLibdeflate: boolean;
   /** With splitting: the chunks the bundle imports (dynamic imports' modules, loaded only when imported), and their maps. */
   readonly chunks: readonly ZipEntry[];
@@ -160,6 +172,36 @@ function libdeflateEntry(root: string, dir: string): ZipEntry {
     );
   }
   return { name: dir === '' ? LIBDEFLATE_WASM_FILE : `${dir}/${LIBDEFLATE_WASM_FILE}`, data };
+}
+
+/**
+ * The compressor's native addon for `target` (the platform the archive's cloud runs: Lambda linux-arm64, Cloud Functions
+ * and Azure Functions linux-x64) as an archive entry in `dir`, beside the WebAssembly module: the loader takes it when
+ * it runs on that platform and the module anywhere else. Checked: the SHA-256 the code was built for, and an ELF
+ * shared object of the target's machine.
+ */
+function libdeflateNativeEntry(root: string, dir: string, target: LibdeflateNativeTarget): ZipEntry {
+  const file = libdeflateNativeFile(target);
+  const path = join(root, dirname(LIBDEFLATE_SOURCE), file);
+  if (!existsSync(path)) throw new BuildError(`${path} is missing: run node scripts/node.mjs tsx scripts/build-libdeflate.ts`);
+  const data = readFileSync(path);
+  const digest = createHash('sha256').update(data).digest('hex');
+  const expected = LIBDEFLATE_NATIVE[target].sha256;
+  if (digest !== expected) {
+    throw new BuildError(`${path} has SHA-256 ${digest}, not the ${expected} the code expects: rebuild it (scripts/build-libdeflate.ts)`);
+  }
+  const machine = data.length > 20 && data.readUInt32BE(0) === 0x7f454c46 ? data.readUInt16LE(18) : -1;
+  if (machine !== ELF_MACHINE[target]) {
+    throw new BuildError(
+      `${path} is not a ${target} ELF shared object (machine 0x${machine.toString(16)}): rebuild it (scripts/build-libdeflate.ts)`,
+    );
+  }
+  return { name: dir === '' ? file : `${dir}/${file}`, data };
+}
+
+/** The compressor's files for an archive whose functions run on `target`: the module, and that platform's addon. */
+function libdeflateEntries(root: string, dir: string, target: LibdeflateNativeTarget): ZipEntry[] {
+  return [libdeflateEntry(root, dir), libdeflateNativeEntry(root, dir, target)];
 }
 
 /** Native packages left out of every bundle and shipped beside it for the target platform (see the file comment). */
@@ -566,7 +608,8 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
         files: [
           { name: 'index.mjs', data: b.code },
           { name: 'index.mjs.map', data: b.map },
-          ...(b.usesLibdeflate ? [libdeflateEntry(root, '')] : []),
+          // The functions' own architecture's addon (LAMBDA_ARCHITECTURE), beside the module.
+          ...(b.usesLibdeflate ? libdeflateEntries(root, '', `linux-${LAMBDA_ARCHITECTURE}`) : []),
           // Lambda resolves `import('sharp')` from /var/task/node_modules: the functions' own architecture's binaries.
           ...(b.usesSharp ? sharpEntries(root, `linux-${LAMBDA_ARCHITECTURE}`, checkDir, verify) : []),
         ],
@@ -600,7 +643,8 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
         files: [
           { name: 'index.js', data: b.code },
           { name: 'index.js.map', data: b.map },
-          ...(b.usesLibdeflate ? [libdeflateEntry(root, '')] : []),
+          // Cloud Functions (2nd gen) runs linux-x64.
+          ...(b.usesLibdeflate ? libdeflateEntries(root, '', 'linux-x64') : []),
           { name: 'package.json', data: json(manifest) },
         ],
       },
@@ -633,7 +677,7 @@ const BUILDERS: Readonly<Record<Cloud, (ctx: BuildContext) => Promise<PlannedArc
           { name: 'dist/index.js', data: b.code },
           { name: 'dist/index.js.map', data: b.map },
           ...b.chunks.map((c) => ({ name: `dist/${c.name}`, data: c.data })),
-          ...(b.usesLibdeflate ? [libdeflateEntry(root, 'dist')] : []),
+          ...(b.usesLibdeflate ? libdeflateEntries(root, 'dist', 'linux-x64') : []),
           // A run-from-package app is not built remotely: it ships sharp for the Functions host's linux-x64.
           ...(b.usesSharp ? sharpEntries(root, 'linux-x64', checkDir, verify) : []),
         ],

@@ -25,15 +25,34 @@
  * sources and the same Debian toolchain give the same bytes (--strip-all drops
  * names and the producers section; nothing path- or time-dependent remains).
  * --check rebuilds into memory and fails unless the committed artifact is
- * byte-identical (test/unit/raster/libdeflate-build.test.ts runs it).
+ * byte-identical (test/unit/raster/libdeflate.test.ts runs it).
+ *
+ * The same sources also build the native route (issue 30): a Node-API addon
+ * (scripts/native/libdeflate/addon.c, Node-API 8 only, so one binary serves
+ * Node 22 and 24) per Linux architecture Tessera deploys on,
+ * shared/raster/libdeflate-linux-x64.node (Cloud Functions, Azure Functions)
+ * and shared/raster/libdeflate-linux-arm64.node (Lambda), compiled by the same
+ * Debian clang with lld, arm64 cross-compiled (--target=aarch64-linux-gnu). The
+ * addon links no C library (-nostdlib, no DT_NEEDED): malloc, free, memcpy and
+ * the few calls of libdeflate's CPU feature probe resolve in the node process
+ * that loads it; it only needs glibc's headers to compile (x64: libc6-dev, which
+ * clang pulls in; arm64: libc6-dev-arm64-cross) and the Node-API headers of the
+ * npm package node-api-headers (a devDependency at an exact version). libdeflate's
+ * sources are compiled as released (no word patch: size_t is 64 bits there).
+ * Only the two Node-API entry points are exported (a version script), --strip-all
+ * and --build-id=none leave nothing path- or time-dependent, so the build is
+ * reproducible as the module's is, and --check covers the three artifacts.
+ * The loader (shared/raster/libdeflate.ts) takes the addon of the running
+ * platform when it is there and the WebAssembly module otherwise; the two give
+ * the same bytes at every level (test/unit/raster/libdeflate-native.test.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { wasmApi } from '../shared/raster/libdeflate.js';
+import { libdeflateNativeFile, wasmApi } from '../shared/raster/libdeflate.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -63,6 +82,40 @@ export const WORD_PATCH = {
   from: 'typedef size_t machine_word_t;',
   to: 'typedef uint64_t machine_word_t; /* Tessera: 64-bit word on wasm32 (scripts/build-libdeflate.ts) */',
 } as const;
+
+/** The native addons' Node-API glue, compiled with the compressor's sources. */
+const ADDON_SOURCE = join(ROOT, 'scripts/native/libdeflate/addon.c');
+
+/** The Node-API headers: the npm package node-api-headers, at the exact version package.json pins. */
+const NODE_API_HEADERS = { name: 'node-api-headers', version: '1.9.0' } as const;
+
+/**
+ * The native targets: the platform key the loader matches (`${process.platform}-${process.arch}`), clang's target,
+ * libdeflate's CPU feature probe for that architecture (its adler32 picks AVX2 or NEON dot products at run time; the
+ * compressor's output does not depend on it), glibc's headers for that target, and the ELF machine the result must be.
+ */
+export const NATIVE_TARGETS = {
+  'linux-x64': {
+    triple: 'x86_64-linux-gnu',
+    cpuFeatures: 'lib/x86/cpu_features.c',
+    include: ['/usr/include/x86_64-linux-gnu', '/usr/include'],
+    headerPackage: 'libc6-dev',
+    elfMachine: 0x3e,
+  },
+  'linux-arm64': {
+    triple: 'aarch64-linux-gnu',
+    cpuFeatures: 'lib/arm/cpu_features.c',
+    include: ['/usr/aarch64-linux-gnu/include'],
+    headerPackage: 'libc6-dev-arm64-cross',
+    elfMachine: 0xb7,
+  },
+} as const;
+export type NativeBuildTarget = keyof typeof NATIVE_TARGETS;
+
+/** Where each native artifact lives: beside its loader, named as the loader looks for it. */
+export const nativePath = (target: NativeBuildTarget): string => join(ROOT, 'shared/raster', libdeflateNativeFile(target));
+
+const NATIVE_INSTALL_HINT = 'apt-get install clang lld libc6-dev libc6-dev-arm64-cross (Debian 12), and npm ci (node-api-headers)';
 
 /** What the loader calls (shared/raster/libdeflate.ts). */
 const EXPORTS = [
@@ -146,9 +199,8 @@ function crateBytes(): Buffer {
   return bytes;
 }
 
-/** Compiles the pinned sources to the module's bytes (in a scratch folder, removed after). */
-export function buildLibdeflateWasm(): Uint8Array {
-  if (!toolchainPresent()) throw new LibdeflateBuildError(`the wasm32 toolchain is missing: ${INSTALL_HINT}`);
+/** Unpacks the pinned, checked sources into a scratch folder, hands `build` libdeflate's folder, and removes it after. */
+function withSources<T>(build: (src: string) => T): T {
   const crate = crateBytes();
   const dir = mkdtempSync(join(tmpdir(), 'tessera-libdeflate-'));
   try {
@@ -160,13 +212,23 @@ export function buildLibdeflateWasm(): Uint8Array {
     if (!header.includes(`#define LIBDEFLATE_VERSION_STRING\t"${LIBDEFLATE_CRATE.libdeflate}"`)) {
       throw new LibdeflateBuildError(`the crate does not carry libdeflate ${LIBDEFLATE_CRATE.libdeflate}`);
     }
+    return build(src);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Compiles the pinned sources to the module's bytes (in a scratch folder, removed after). */
+export function buildLibdeflateWasm(): Uint8Array {
+  if (!toolchainPresent()) throw new LibdeflateBuildError(`the wasm32 toolchain is missing: ${INSTALL_HINT}`);
+  return withSources((src) => {
     const defs = join(src, WORD_PATCH.file);
     const text = readFileSync(defs, 'utf8');
     if (text.split(WORD_PATCH.from).length !== 2) {
       throw new LibdeflateBuildError(`${WORD_PATCH.file} does not declare the machine word as expected (${WORD_PATCH.from})`);
     }
     writeFileSync(defs, text.replace(WORD_PATCH.from, WORD_PATCH.to));
-    const out = join(dir, 'libdeflate.wasm');
+    const out = join(src, 'libdeflate.wasm');
     execFileSync(
       'clang',
       [
@@ -198,12 +260,113 @@ export function buildLibdeflateWasm(): Uint8Array {
       );
     }
     return wasm;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+  });
+}
+
+/** The node-api-headers package's include folder, if installed at the pinned version. */
+function nodeApiInclude(): string | undefined {
+  const dir = join(ROOT, 'node_modules', NODE_API_HEADERS.name);
+  if (!existsSync(join(dir, 'package.json'))) return undefined;
+  const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version?: string };
+  return version === NODE_API_HEADERS.version ? join(dir, 'include') : undefined;
+}
+
+/** Whether clang, lld, the target's glibc headers and the Node-API headers are there for a native build. */
+export function nativeToolchainPresent(target: NativeBuildTarget): boolean {
+  if (nodeApiInclude() === undefined || !existsSync('/usr/bin/ld.lld')) return false;
+  if (!NATIVE_TARGETS[target].include.some((d) => existsSync(join(d, 'stdlib.h')))) return false;
+  try {
+    execFileSync('clang', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
   }
 }
 
+/** The ELF e_machine of `bytes`, or undefined if they are not an ELF file. */
+export function elfMachine(bytes: Uint8Array): number | undefined {
+  if (bytes.byteLength < 20 || bytes[0] !== 0x7f || bytes[1] !== 0x45 || bytes[2] !== 0x4c || bytes[3] !== 0x46) return undefined;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).readUInt16LE(18);
+}
+
+/**
+ * Compiles the pinned sources and the Node-API glue to `target`'s addon (in a scratch folder, removed after): a
+ * shared object that exports the two Node-API entry points and nothing else, and needs no library.
+ */
+export function buildLibdeflateNative(target: NativeBuildTarget): Uint8Array {
+  const t = NATIVE_TARGETS[target];
+  const napi = nodeApiInclude();
+  if (napi === undefined || !nativeToolchainPresent(target)) {
+    throw new LibdeflateBuildError(`the ${target} toolchain is missing (${t.headerPackage} for its headers): ${NATIVE_INSTALL_HINT}`);
+  }
+  return withSources((src) => {
+    // Relative paths only, so the scratch folder's name appears nowhere (nor would it: no debug info is emitted).
+    cpSync(napi, join(src, 'node-api'), { recursive: true });
+    writeFileSync(join(src, 'addon.c'), readFileSync(ADDON_SOURCE));
+    writeFileSync(join(src, 'exports.map'), '{\n  global: napi_register_module_v1; node_api_module_get_api_version_v1;\n  local: *;\n};\n');
+    const resource = execFileSync('clang', ['-print-resource-dir'], { encoding: 'utf8' }).trim();
+    const out = `libdeflate-${target}.node`;
+    execFileSync(
+      'clang',
+      [
+        `--target=${t.triple}`,
+        // Clang's own headers and the target's glibc headers, nothing of the host's by accident.
+        '-nostdinc',
+        '-isystem',
+        join(resource, 'include'),
+        ...t.include.flatMap((d) => ['-isystem', d]),
+        '-I.',
+        '-Inode-api',
+        '-O2',
+        '-DNDEBUG',
+        '-fPIC',
+        '-fvisibility=hidden',
+        '-fno-stack-protector',
+        '-ffunction-sections',
+        '-fdata-sections',
+        '-shared',
+        '-nostdlib',
+        '-fuse-ld=lld',
+        '-Wl,--version-script=exports.map',
+        '-Wl,--gc-sections',
+        '-Wl,--strip-all',
+        '-Wl,--build-id=none',
+        '-Wl,-z,relro,-z,now',
+        ...SOURCES,
+        t.cpuFeatures,
+        'addon.c',
+        '-o',
+        out,
+      ],
+      { cwd: src, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    const bytes = new Uint8Array(readFileSync(join(src, out)));
+    if (elfMachine(bytes) !== t.elfMachine) {
+      throw new LibdeflateBuildError(`${out} is not an ELF shared object for ${target} (machine ${elfMachine(bytes) ?? 'none'})`);
+    }
+    return bytes;
+  });
+}
+
 export const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+interface ArtifactResult {
+  readonly path: string;
+  readonly bytes: number;
+  readonly sha256: string;
+  readonly committed: string | undefined;
+  readonly identical: boolean;
+}
+
+function writeOrCheck(path: string, built: Uint8Array, check: boolean): ArtifactResult {
+  const digest = sha256(built);
+  const committed = existsSync(path) ? sha256(readFileSync(path)) : undefined;
+  if (!check) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, built);
+  }
+  return { path, bytes: built.byteLength, sha256: digest, committed, identical: committed === digest };
+}
 
 function main(argv: readonly string[]): void {
   const check = argv.includes('--check');
@@ -211,35 +374,30 @@ function main(argv: readonly string[]): void {
   if (argv.includes('--help')) {
     console.log(
       'usage: node scripts/node.mjs tsx scripts/build-libdeflate.ts [--check] [--json]\n' +
-        `  builds ${WASM_PATH} from ${LIBDEFLATE_CRATE.name} ${LIBDEFLATE_CRATE.version} (libdeflate ${LIBDEFLATE_CRATE.libdeflate}) with ${INSTALL_HINT}\n` +
-        '  --check  rebuild in memory and fail unless the committed artifact is byte-identical\n' +
+        `  builds ${WASM_PATH} from ${LIBDEFLATE_CRATE.name} ${LIBDEFLATE_CRATE.version} (libdeflate ${LIBDEFLATE_CRATE.libdeflate}) with ${INSTALL_HINT},\n` +
+        `  and the native addons ${Object.keys(NATIVE_TARGETS)
+          .map((t) => nativePath(t as NativeBuildTarget))
+          .join(', ')} with ${NATIVE_INSTALL_HINT}\n` +
+        '  --check  rebuild in memory and fail unless every committed artifact is byte-identical\n' +
         '  --json   print the result as JSON',
     );
     return;
   }
-  const wasm = buildLibdeflateWasm();
-  const built = sha256(wasm);
-  const committed = existsSync(WASM_PATH) ? sha256(readFileSync(WASM_PATH)) : undefined;
-  if (!check) {
-    mkdirSync(dirname(WASM_PATH), { recursive: true });
-    writeFileSync(WASM_PATH, wasm);
-  }
-  const result = {
-    path: WASM_PATH,
-    bytes: wasm.byteLength,
-    sha256: built,
-    committed,
-    identical: committed === built,
-    libdeflate: LIBDEFLATE_CRATE.libdeflate,
-  };
-  if (json) console.log(JSON.stringify(result));
+  const artifacts = [
+    writeOrCheck(WASM_PATH, buildLibdeflateWasm(), check),
+    ...(Object.keys(NATIVE_TARGETS) as NativeBuildTarget[]).map((t) => writeOrCheck(nativePath(t), buildLibdeflateNative(t), check)),
+  ];
+  if (json) console.log(JSON.stringify({ libdeflate: LIBDEFLATE_CRATE.libdeflate, artifacts }));
   else
-    console.log(
-      `${check ? 'checked' : 'wrote'} ${WASM_PATH}: ${wasm.byteLength} bytes, sha256 ${built}${check ? (result.identical ? ' (identical)' : ` (committed: ${committed ?? 'none'})`) : ''}`,
-    );
-  if (check && !result.identical) {
+    for (const a of artifacts)
+      console.log(
+        `${check ? 'checked' : 'wrote'} ${a.path}: ${a.bytes} bytes, sha256 ${a.sha256}${check ? (a.identical ? ' (identical)' : ` (committed: ${a.committed ?? 'none'})`) : ''}`,
+      );
+  const differ = artifacts.filter((a) => !a.identical);
+  if (check && differ.length > 0) {
     console.error(
-      `libdeflate.wasm differs from its source build: run node scripts/node.mjs tsx scripts/build-libdeflate.ts and update LIBDEFLATE_WASM_SHA256 in shared/raster/libdeflate.ts`,
+      `${differ.map((a) => a.path).join(', ')} differ${differ.length === 1 ? 's' : ''} from the source build: run node scripts/node.mjs tsx scripts/build-libdeflate.ts ` +
+        'and update LIBDEFLATE_WASM_SHA256 / LIBDEFLATE_NATIVE in shared/raster/libdeflate.ts',
     );
     process.exitCode = 1;
   }

@@ -35,6 +35,13 @@ import { pathToFileURL } from 'node:url';
 import { build, type Metafile, type Plugin } from 'esbuild';
 import { buildViewPage, PREBUILT_DIR, VIEW_BUNDLE_FILES, VIEW_PREBUILT_DEFINE } from '../cli/view/bundle.js';
 import { CODE_VERSION_DEFINE, computeCodeVersion } from '../shared/domain/code-version.js';
+import {
+  LIBDEFLATE_NATIVE,
+  LIBDEFLATE_WASM_FILE,
+  LIBDEFLATE_WASM_SHA256,
+  type LibdeflateNativeTarget,
+  libdeflateNativeFile,
+} from '../shared/raster/libdeflate.js';
 
 const REPO_ROOT = resolve(import.meta.dirname, '..');
 
@@ -468,10 +475,28 @@ export async function buildPackage(options: PackageBuildOptions): Promise<Packag
 
   mkdirSync(join(outDir, 'bin'), { recursive: true });
   copyFileSync(join(root, 'bin', 'tessera.mjs'), join(outDir, 'bin', 'tessera.mjs'));
-  // The DEFLATE encoder's WebAssembly module, beside the chunk that loads it (shared/raster/libdeflate.ts reads it
-  // with `new URL(..., import.meta.url)`; every chunk is in lib/), as scripts/build-functions.ts ships it.
-  if ('shared/raster/libdeflate.ts' in metafile.inputs)
-    copyFileSync(join(root, 'shared/raster/libdeflate.wasm'), join(libDir, 'libdeflate.wasm'));
+  // The DEFLATE encoder's WebAssembly module and its native addons for linux x64 and arm64, beside the chunk that
+  // loads them (shared/raster/libdeflate.ts reads them with `new URL(..., import.meta.url)`; every chunk is in lib/),
+  // as scripts/build-functions.ts ships them: a user's machine of either platform compresses natively, any other with
+  // the module. Each is checked against the SHA-256 the bundled code expects.
+  if ('shared/raster/libdeflate.ts' in metafile.inputs) {
+    const files: [string, string][] = [
+      [LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256],
+      ...Object.entries(LIBDEFLATE_NATIVE).map(([t, { sha256 }]): [string, string] => [
+        libdeflateNativeFile(t as LibdeflateNativeTarget),
+        sha256,
+      ]),
+    ];
+    for (const [file, expected] of files) {
+      const data = readFileSync(join(root, 'shared/raster', file));
+      const digest = createHash('sha256').update(data).digest('hex');
+      if (digest !== expected)
+        throw new PackageBuildError(
+          `shared/raster/${file} has SHA-256 ${digest}, not the ${expected} the code expects: rebuild it (scripts/build-libdeflate.ts)`,
+        );
+      writeFileSync(join(libDir, file), data);
+    }
+  }
   if (existsSync(join(root, 'README.md'))) copyFileSync(join(root, 'README.md'), join(outDir, 'README.md'));
   const manifest = packageManifest(repo, externals, (options.types ?? true) ? typeImports(typesDir) : undefined);
   writeFileSync(join(outDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -355,6 +355,8 @@ describe('the tessera package, installed from its tarball into a project outside
         'lib/pulumi.js',
         'lib/worker-entry.js',
         'lib/libdeflate.wasm',
+        'lib/libdeflate-linux-x64.node',
+        'lib/libdeflate-linux-arm64.node',
         'lib/view-bundle/view.js',
         'lib/view-bundle/view.css',
       ]),

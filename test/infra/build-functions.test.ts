@@ -8,7 +8,7 @@ import { ARCHIVES, AZURE_QUEUES, GCP_ENTRY_POINTS, HANDLER_ENTRIES, LAMBDA_ARCHI
 import { BuildError, buildFunctions, nodeMajorFor, parseArgs } from '../../scripts/build-functions.js';
 import { deployedNodeMajor, deployedRuntime } from '../../shared/domain/runtimes.js';
 import { IMAGE_CODEC } from '../../shared/raster/image-encoder.js';
-import { LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256 } from '../../shared/raster/libdeflate.js';
+import { LIBDEFLATE_NATIVE, LIBDEFLATE_WASM_FILE, LIBDEFLATE_WASM_SHA256, libdeflateNativeFile } from '../../shared/raster/libdeflate.js';
 
 /**
  * build:functions against a throwaway repository root holding small
@@ -239,46 +239,82 @@ describe('npm run build:functions (scripts/build-functions.ts)', () => {
     expect(() => parseArgs(['oci'], '/r')).toThrow(/unknown argument "oci"/);
   });
 
-  it('ships libdeflate.wasm beside every bundle that holds the DEFLATE encoder, and the bundle as unzipped compresses with it', async () => {
+  it('ships libdeflate.wasm and the native addon of the platform each cloud runs beside every bundle that holds the DEFLATE encoder: Lambda linux-arm64, GCF and Azure linux-x64', async () => {
     // Handlers that write tiles reach shared/raster/libdeflate.ts (through codecs.ts); the scene one here does not.
     const wasm = readFileSync(join(REPO_ROOT, 'shared/raster', LIBDEFLATE_WASM_FILE));
+    const arm64 = libdeflateNativeFile(`linux-${LAMBDA_ARCHITECTURE}`);
+    const x64 = libdeflateNativeFile('linux-x64');
+    const addons = {
+      [arm64]: readFileSync(join(REPO_ROOT, 'shared/raster', arm64)),
+      [x64]: readFileSync(join(REPO_ROOT, 'shared/raster', x64)),
+    };
     const loader = readFileSync(join(REPO_ROOT, 'shared/raster/libdeflate.ts'), 'utf8');
     const importer = (entry: string) => {
       const spec = relative(dirname(entry), 'shared/raster/libdeflate.js');
-      return `import { libdeflateZlibCompress } from '${spec.startsWith('.') ? spec : `./${spec}`}';\n`;
+      return `import { libdeflateCodec, libdeflateZlibCompress } from '${spec.startsWith('.') ? spec : `./${spec}`}';\n`;
     };
     const compress = "libdeflateZlibCompress(new TextEncoder().encode('tessera '.repeat(500)), 6)";
     const files = {
       ...GOOD,
       'shared/raster/libdeflate.ts': loader,
       [HANDLER_ENTRIES.aws.tile]:
-        `${importer(HANDLER_ENTRIES.aws.tile)}export const handler = async () => Buffer.from(${compress}).toString('base64');\n`,
+        `${importer(HANDLER_ENTRIES.aws.tile)}export const handler = async () => ({ z: Buffer.from(${compress}).toString('base64'), kind: libdeflateCodec().kind });\n`,
       [HANDLER_ENTRIES.gcp]: `${importer(HANDLER_ENTRIES.gcp)}${GOOD[HANDLER_ENTRIES.gcp]}export const z = () => ${compress};\n`,
       [HANDLER_ENTRIES.azure]: `${importer(HANDLER_ENTRIES.azure)}${GOOD[HANDLER_ENTRIES.azure]}export const z = () => ${compress};\n`,
     };
     const root = fakeRoot(files);
     writeFileSync(join(root, 'shared/raster', LIBDEFLATE_WASM_FILE), wasm);
+    for (const [name, data] of Object.entries(addons)) writeFileSync(join(root, 'shared/raster', name), data);
     await buildFunctions({ root, outDir: join(root, 'dist'), clouds: ['aws', 'gcp', 'azure'] });
+    /** ELF e_machine: x86-64 0x3e, AArch64 0xb7. */
+    const ELF_MACHINE = { 'linux-x64': 0x3e, 'linux-arm64': 0xb7 } as const;
+    const machine = (b: Buffer | undefined) => (b !== undefined && b.readUInt32BE(0) === 0x7f454c46 ? b.readUInt16LE(18) : undefined);
     const tile = unzip(join(root, 'dist', ARCHIVES.aws.tile));
-    expect([...tile.keys()]).toEqual(['index.mjs', 'index.mjs.map', LIBDEFLATE_WASM_FILE]);
+    expect([...tile.keys()]).toEqual(['index.mjs', 'index.mjs.map', LIBDEFLATE_WASM_FILE, arm64]);
     expect(Buffer.compare(tile.get(LIBDEFLATE_WASM_FILE) as Buffer, wasm)).toBe(0);
+    expect(machine(tile.get(arm64))).toBe(ELF_MACHINE[`linux-${LAMBDA_ARCHITECTURE}`]);
+    expect(Buffer.compare(tile.get(arm64) as Buffer, addons[arm64] as Buffer)).toBe(0);
     expect([...unzip(join(root, 'dist', ARCHIVES.aws.scene)).keys()]).toEqual(['index.mjs', 'index.mjs.map']);
-    expect(unzip(join(root, 'dist', ARCHIVES.gcp)).has(LIBDEFLATE_WASM_FILE)).toBe(true);
-    expect(unzip(join(root, 'dist', ARCHIVES.azure)).has(`dist/${LIBDEFLATE_WASM_FILE}`)).toBe(true);
+    const gcp = unzip(join(root, 'dist', ARCHIVES.gcp));
+    expect(gcp.has(LIBDEFLATE_WASM_FILE)).toBe(true);
+    expect(machine(gcp.get(x64))).toBe(ELF_MACHINE['linux-x64']);
+    expect([...gcp.keys()].filter((k) => k.endsWith('.node'))).toEqual([x64]);
+    const azure = unzip(join(root, 'dist', ARCHIVES.azure));
+    expect(azure.has(`dist/${LIBDEFLATE_WASM_FILE}`)).toBe(true);
+    expect(machine(azure.get(`dist/${x64}`))).toBe(ELF_MACHINE['linux-x64']);
+    expect([...azure.keys()].filter((k) => k.endsWith('.node'))).toEqual([`dist/${x64}`]);
+    for (const b of [gcp.get(x64), azure.get(`dist/${x64}`)]) expect(Buffer.compare(b as Buffer, addons[x64] as Buffer)).toBe(0);
 
-    // The Lambda archive as deployed: its handler loads the module from beside index.mjs and writes a zlib stream.
+    // The Lambda archive as deployed, on this machine: its handler writes a zlib stream. This machine is not the
+    // archive's arm64, so the loader finds no addon for it and falls back to the module, and says so once on Node's
+    // debug channel (NODE_DEBUG=libdeflate), nowhere else.
     const task = mkdtempSync(join(tmpdir(), 'tessera-lambda-task-'));
     roots.push(task);
     for (const [name, data] of tile) writeFileSync(join(task, name), data);
-    const run = spawnSync(process.execPath, ['--input-type=module', '-e', "console.log(await (await import('./index.mjs')).handler())"], {
-      cwd: task,
-      encoding: 'utf8',
-      env: { PATH: process.env.PATH ?? '' },
-    });
-    expect(run.stderr).toBe('');
-    expect(inflateSync(Buffer.from(run.stdout.trim(), 'base64')).toString()).toBe('tessera '.repeat(500));
+    const invoke = "const h = (await import('./index.mjs')).handler; await h(); console.log(JSON.stringify(await h()))";
+    const runIn = (dir: string, env: Record<string, string>) =>
+      spawnSync(process.execPath, ['--input-type=module', '-e', invoke], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', ...env },
+      });
+    const quiet = runIn(task, {});
+    expect(quiet.stderr).toBe('');
+    const lambda = JSON.parse(quiet.stdout) as { z: string; kind: string };
+    expect(inflateSync(Buffer.from(lambda.z, 'base64')).toString()).toBe('tessera '.repeat(500));
+    const hostTarget = `${process.platform}-${process.arch}`;
+    expect(lambda.kind).toBe(hostTarget === `linux-${LAMBDA_ARCHITECTURE}` ? 'native' : 'wasm');
+    const debug = runIn(task, { NODE_DEBUG: 'libdeflate' });
+    const lines = debug.stderr.split('\n').filter((l) => l.includes('LIBDEFLATE'));
+    expect(lines).toHaveLength(1);
+    if (hostTarget !== `linux-${LAMBDA_ARCHITECTURE}`) expect(lines[0]).toMatch(/runs as WebAssembly/);
 
-    // A module that is not the one the code was built for fails the build, naming the fix.
+    // A file that is not the one the code was built for fails the build, naming the fix: the module, or an addon.
+    writeFileSync(join(root, 'shared/raster', arm64), Buffer.concat([addons[arm64] as Buffer, Buffer.from([0])]));
+    expect(await buildError(root, ['aws'])).toMatch(
+      new RegExp(`not the ${LIBDEFLATE_NATIVE[`linux-${LAMBDA_ARCHITECTURE}`].sha256} the code expects: rebuild it`),
+    );
+    writeFileSync(join(root, 'shared/raster', arm64), addons[arm64] as Buffer);
     writeFileSync(join(root, 'shared/raster', LIBDEFLATE_WASM_FILE), Buffer.concat([wasm, Buffer.from([0])]));
     expect(await buildError(root, ['aws'])).toMatch(new RegExp(`not the ${LIBDEFLATE_WASM_SHA256} the code expects: rebuild it`));
   }, 120_000);
