@@ -105,6 +105,8 @@ export interface TileProfile {
   readonly tilePhaseMs: number;
   readonly secondsPerTile: number;
   readonly peakMemoryMb: number;
+  /** Bytes the worker processes read to hash the source for their pinned reads: 0 when the fan-out's settled hash was handed to them. */
+  readonly workerSourceBytesHashed: number;
 }
 
 /** Where the last run's scene is remembered, so replay, backfill and reconcile need no arguments. */
@@ -145,6 +147,9 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
     options.progress.phase('fan-out');
     const fan = await fanOutScene(backend, { source, params, onProgress: (n, total) => options.progress.update(n, total, 'enqueued') });
     writeFileSync(join(backend.dir, LAST_RUN_FILE), JSON.stringify({ sceneKey: fan.sceneKey, source, params } satisfies LastRun, null, 2));
+    // The files the tiles pin, their hashes settled here: handed to every worker process (settledHashes below), so
+    // none reads the scene again to hash it (a staged scene's own tick may need waiting out: a few ms at most).
+    for (const f of [source, ...Object.values(source.assets ?? {})]) await backend.sources.settle(f.key, f.versionToken);
 
     // Duplicate deliveries: re-send a seeded random sample of the tile jobs.
     const duplicates = await injectDuplicates(backend, fan.sceneKey, fan.grid.count, options);
@@ -194,6 +199,8 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       log: options.log,
       onSettled: () => options.progress.update(++settled, total, 'deliveries'),
       moreExpected: () => !zombieDone,
+      // The scene's hash as the fan-out's pin settled it: each worker's first pinned read needs no SHA-256 of its own.
+      settledHashes: backend.sources.settledHashes(),
     });
     await zombie;
     const tilePhaseMs = performance.now() - tilesStarted;
@@ -245,14 +252,16 @@ export async function runMainJob(options: MainJobOptions): Promise<MainJobSummar
       outputDir: join(backend.outputs.root, 'objects'),
       elapsedMs: Math.round(performance.now() - started),
       ok: manifestCount === fan.grid.count,
-      ...(options.profile ? { profile: tileProfile(tilePhaseMs, options.workers, counters.written, pool.maxRssKb) } : {}),
+      ...(options.profile
+        ? { profile: tileProfile(tilePhaseMs, options.workers, counters.written, pool.maxRssKb, pool.sourceBytesHashed) }
+        : {}),
     };
   } finally {
     backend.close();
   }
 }
 
-function tileProfile(tilePhaseMs: number, workers: number, tiles: number, workerMaxRssKb: number): TileProfile {
+function tileProfile(tilePhaseMs: number, workers: number, tiles: number, workerMaxRssKb: number, hashed: number): TileProfile {
   return {
     workers,
     tiles,
@@ -261,6 +270,7 @@ function tileProfile(tilePhaseMs: number, workers: number, tiles: number, worker
     secondsPerTile: tiles > 0 ? (tilePhaseMs / 1000) * (workers / tiles) : 0,
     // maxRSS is in KiB; the tiles ran in the worker processes, so theirs is the peak a function must hold.
     peakMemoryMb: Math.ceil(workerMaxRssKb / 1024),
+    workerSourceBytesHashed: hashed,
   };
 }
 

@@ -6,6 +6,7 @@ import type { Delivery } from '../../shared/ports/job-queue.port.js';
 import type { Counter, Telemetry } from '../../shared/ports/telemetry.port.js';
 import { shareCoresWith } from '../../shared/raster/codecs.js';
 import { tuneHeapForTiles } from '../../shared/raster/heap-tuning.js';
+import type { SettledHash } from './adapters/fs-object-store.js';
 import { createLocalBackend, type LocalBackend } from './compose.js';
 import { type PoolStats, runWorker, type SettledDelivery } from './worker-pool.js';
 
@@ -33,6 +34,8 @@ export interface WorkerChildConfig {
   readonly data?: unknown;
   /** How many workers the pool starts (this one included): each takes its share of the cores for its codec calls. */
   readonly siblings?: number | undefined;
+  /** The parent's settled source hashes (WorkerProcessPoolOptions.settledHashes), adopted by this worker's source store. */
+  readonly settledHashes?: readonly SettledHash[] | undefined;
 }
 
 /** Child -> parent. */
@@ -43,7 +46,8 @@ export type WorkerChildMessage =
   | ({ readonly kind: 'settled' } & SettledDelivery)
   /** A test entry's own report (e.g. "I am at the crash point"): see {@link WorkerChildContext.report}. */
   | { readonly kind: 'report'; readonly payload: unknown }
-  | { readonly kind: 'done'; readonly stats: PoolStats; readonly maxRssKb: number };
+  /** `hashedBytes`: what its source store read to hash sources (0 when the parent's settled hashes answered its pins). */
+  | { readonly kind: 'done'; readonly stats: PoolStats; readonly maxRssKb: number; readonly hashedBytes: number };
 
 /** Parent -> child. */
 export type WorkerParentMessage = { readonly kind: 'release' };
@@ -91,6 +95,8 @@ export function parseWorkerChildConfig(text: string | undefined): WorkerChildCon
   if (c.visibilityMs !== undefined) positive('visibilityMs', c.visibilityMs);
   if (c.pollMs !== undefined) positive('pollMs', c.pollMs);
   if (c.siblings !== undefined) positive('siblings', c.siblings);
+  if (c.settledHashes !== undefined && !Array.isArray(c.settledHashes))
+    throw new InvalidParamsError('worker process: config.settledHashes must be an array of { state, version }');
   return { ...c, holdOpen: c.holdOpen === true } as WorkerChildConfig;
 }
 
@@ -132,6 +138,8 @@ export async function runWorkerChild(options: WorkerChildOptions = {}): Promise<
     orphaned = true;
   });
   const own = createLocalBackend(config.dir, { telemetry: forwardingTelemetry(config.owner), maxReceiveCount: config.maxReceiveCount });
+  // Checked entry by entry: a malformed one is an error here, before the worker takes any delivery.
+  own.sources.adoptSettledHashes(config.settledHashes ?? []);
   const backend = options.wrap ? options.wrap(own, context) : own;
   const settings: WorkerSettings = {
     owner: config.owner,
@@ -150,7 +158,7 @@ export async function runWorkerChild(options: WorkerChildOptions = {}): Promise<
       beforeSettle: options.beforeSettle && ((d, verdict) => options.beforeSettle?.(d, verdict, context) ?? Promise.resolve()),
     });
     // maxRSS is in KiB: the peak of this worker, runtime included (what a function's memory setting must hold).
-    await send({ kind: 'done', stats, maxRssKb: process.resourceUsage().maxRSS });
+    await send({ kind: 'done', stats, maxRssKb: process.resourceUsage().maxRSS, hashedBytes: own.sources.hashedBytes });
   } finally {
     own.close();
     process.removeAllListeners('message');

@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { WorkerProcessError } from '../../shared/domain/errors.js';
 import type { Telemetry } from '../../shared/ports/telemetry.port.js';
+import type { SettledHash } from './adapters/fs-object-store.js';
 import type { WorkerChildConfig, WorkerChildMessage, WorkerParentMessage } from './worker-child.js';
 import { type PoolStats, type SettledDelivery, sumStats, visibilityFor } from './worker-pool.js';
 
@@ -59,6 +60,12 @@ export interface WorkerProcessPoolOptions {
   readonly entry?: URL | string | undefined;
   /** Passed to every child as config.data (for a test entry). */
   readonly data?: unknown;
+  /**
+   * Settled source hashes the parent holds (its source store's {@link FsObjectStore.settledHashes}: the scene it
+   * pinned at fan-out), handed to every child so that none reads the whole scene again to hash it for its first
+   * pinned read. A file changed since has another state and is hashed again.
+   */
+  readonly settledHashes?: readonly SettledHash[] | undefined;
   /** A worker is up: its backend is open and its loop starts now (e.g. start the next only once the first runs). */
   readonly onReady?: ((worker: WorkerProcess) => void) | undefined;
   /** A test entry's `report` messages. */
@@ -67,7 +74,7 @@ export interface WorkerProcessPoolOptions {
 
 /** How one worker process ended. */
 export type WorkerExit =
-  | { readonly kind: 'drained'; readonly stats: PoolStats; readonly maxRssKb: number }
+  | { readonly kind: 'drained'; readonly stats: PoolStats; readonly maxRssKb: number; readonly hashedBytes: number }
   /** Ended by a signal (SIGKILL from a test, the OOM killer, a Ctrl-C): a crash the others survive. */
   | { readonly kind: 'killed'; readonly signal: NodeJS.Signals; readonly stats: PoolStats };
 
@@ -90,6 +97,8 @@ export interface WorkerPoolResult extends PoolStats {
   readonly killed: number;
   /** The highest peak RSS of any worker that drained, in KiB. */
   readonly maxRssKb: number;
+  /** Bytes the workers that drained read to hash sources (0 when the settled hashes they were handed answered). */
+  readonly sourceBytesHashed: number;
 }
 
 /**
@@ -152,6 +161,7 @@ export class WorkerProcessPool {
       holdOpen: !this.#released,
       data: o.data,
       siblings: this.#siblings,
+      ...(o.settledHashes === undefined || o.settledHashes.length === 0 ? {} : { settledHashes: o.settledHashes }),
     };
     const entryUrl = o.entry ?? DEFAULT_WORKER_ENTRY;
     const entry = typeof entryUrl === 'string' ? entryUrl : fileURLToPath(entryUrl);
@@ -164,7 +174,7 @@ export class WorkerProcessPool {
       serialization: 'json',
     });
     const settled: PoolStats = { acked: 0, retried: 0, poison: 0 };
-    let done: { stats: PoolStats; maxRssKb: number } | undefined;
+    let done: { stats: PoolStats; maxRssKb: number; hashedBytes: number } | undefined;
     let worker: WorkerProcess;
     child.on('message', (m: WorkerChildMessage) => {
       switch (m.kind) {
@@ -187,7 +197,7 @@ export class WorkerProcessPool {
           o.onReport?.(m.payload, worker);
           break;
         case 'done':
-          done = { stats: m.stats, maxRssKb: m.maxRssKb };
+          done = { stats: m.stats, maxRssKb: m.maxRssKb, hashedBytes: m.hashedBytes };
           break;
         default:
           assertNeverMessage(m);
@@ -252,6 +262,7 @@ export class WorkerProcessPool {
       workers: this.workers.length,
       killed: exits.filter((e) => e.kind === 'killed').length,
       maxRssKb: Math.max(0, ...exits.map((e) => (e.kind === 'drained' ? e.maxRssKb : 0))),
+      sourceBytesHashed: exits.reduce((n, e) => n + (e.kind === 'drained' ? e.hashedBytes : 0), 0),
     };
   }
 

@@ -52,6 +52,20 @@ interface Remembered {
   readonly settled: boolean;
 }
 
+/**
+ * A settled hash as one process hands it to another on the same filesystem ({@link FsObjectStore.settledHashes},
+ * {@link FsObjectStore.adoptSettledHashes}): the file state (device, inode, size, mtime, ctime) and the SHA-256 of
+ * the bytes it had. A state names one content for good once settled, whoever hashed it: any later change of the
+ * file carries a later ctime, or a new inode.
+ */
+export interface SettledHash {
+  readonly state: string;
+  readonly version: string;
+}
+
+const STATE = /^\d+:\d+:\d+:\d+:\d+$/;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
 export interface FsObjectStoreOptions {
   /**
    * Seam for tests: read file timestamps as a filesystem with this resolution records them (1 s: ext3,
@@ -107,6 +121,7 @@ export class FsObjectStore implements ObjectStore {
   readonly #locks: string;
   readonly #hashes = new Map<string, Remembered>();
   readonly #tickNs: bigint;
+  #hashedBytes = 0;
 
   uriOf(key: string): string {
     return pathToFileURL(this.pathOf(key)).href;
@@ -391,6 +406,7 @@ export class FsObjectStore implements ObjectStore {
         if (bytesRead === 0) break;
         hash.update(buffer.subarray(0, bytesRead));
         position += bytesRead;
+        this.#hashedBytes += bytesRead;
       }
       const after = await handle.stat({ bigint: true });
       if (this.#statId(after) === id) {
@@ -404,6 +420,59 @@ export class FsObjectStore implements ObjectStore {
         throw new AdapterError('[object-store:fs] a file kept changing while it was hashed; retry once nothing writes to it', {
           retryable: true,
         });
+    }
+  }
+
+  /** Bytes this store has read to hash them, since it was made (what a warm cache saves shows here). */
+  get hashedBytes(): number {
+    return this.#hashedBytes;
+  }
+
+  /**
+   * The settled hashes this store holds, the most recent last (at most `limit`): what a parent process hands the
+   * worker processes it starts on the same data directory (functions/local/worker-process.ts), so that each does
+   * not read a whole scene again to hash it for its first pinned read (a 10 GB scene is 10 GB of SHA-256 per
+   * worker). Unsettled hashes are never handed on.
+   */
+  settledHashes(limit = 64): SettledHash[] {
+    const out: SettledHash[] = [];
+    for (const [state, r] of this.#hashes) if (r.settled) out.push({ state, version: r.version });
+    return out.slice(-limit);
+  }
+
+  /**
+   * {@link pin} `key` at `version`, and make its hash a settled one: when the file last changed within the
+   * filesystem's current timestamp tick (a scene staged a moment ago), wait for the tick to pass and pin again (one
+   * more hash of the file). Then {@link settledHashes} holds it. False when `maxWaitMs` went by first (a file that
+   * keeps changing); a SourceChangedError when it is no longer that version.
+   */
+  async settle(key: string, version: string, maxWaitMs = 5_000): Promise<boolean> {
+    const until = performance.now() + maxWaitMs;
+    for (;;) {
+      await this.pin(key, version);
+      const state = this.#statId(await stat(this.pathOf(key), { bigint: true }));
+      if (this.#hashes.get(state)?.settled === true) return true;
+      if (performance.now() > until) return false;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  }
+
+  /**
+   * Take settled hashes another process of this filesystem computed ({@link settledHashes}). They answer a pin
+   * only for a file whose state (fstat through the pin's own descriptor) is exactly the one hashed: a file changed
+   * since has another state, and is hashed again. A malformed entry is refused (a typed error), never half-used.
+   */
+  adoptSettledHashes(entries: readonly SettledHash[]): void {
+    for (const e of entries) {
+      if (typeof e?.state !== 'string' || !STATE.test(e.state) || typeof e.version !== 'string' || !SHA256_HEX.test(e.version)) {
+        throw new AdapterError(
+          `[object-store:fs] a handed-on hash must be a file state (dev:ino:size:mtime:ctime) and a SHA-256 in hex, got ${JSON.stringify(e).slice(0, 200)}`,
+        );
+      }
+    }
+    for (const e of entries) {
+      if (this.#hashes.size >= HASH_CACHE_LIMIT) this.#hashes.clear();
+      this.#hashes.set(e.state, { version: e.version, settled: true });
     }
   }
 

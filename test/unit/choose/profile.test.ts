@@ -36,6 +36,15 @@ describe('tessera run --profile', () => {
     expect(p.peakMemoryMb).toBeGreaterThanOrEqual(Math.floor(process.memoryUsage().rss / 2 ** 20 / 2));
   });
 
+  // The parent hands the scene's settled hash to its workers (FsObjectStore.settledHashes): none of them reads the
+  // whole scene again to hash it for its first pinned read (a 10 GB scene would be 10 GB of SHA-256 per worker).
+  it('its worker processes hash no byte of the scene: the fan-out settled its hash and handed it on', async () => {
+    const { code, stdout } = await run('--profile', '--workers', '2', '--size', '512', '--tile', '128', '--dir', 'p3', '--fresh', '--json');
+    expect(code).toBe(0);
+    const summary = JSON.parse(stdout.trim().split('\n').pop() as string);
+    expect(summary).toMatchObject({ tilesWritten: 16, profile: { workers: 2, tiles: 16, workerSourceBytesHashed: 0 } });
+  });
+
   it('prints flags that tessera choose accepts', async () => {
     const { code, stdout } = await run('--profile', '--size', '256', '--tile', '128', '--dir', 'p2', '--fresh');
     expect(code).toBe(0);

@@ -130,6 +130,65 @@ describe('FsObjectStore', () => {
       expect(new TextDecoder().decode(await s.getRange('scene.tif', 5, 1_000, pin))).toBe('1234');
       expect((await s.getRange('scene.tif', 20, 30, pin)).byteLength).toBe(0);
     });
+
+    // A parent process hands its settled hashes to the worker processes it starts (functions/local/worker-process.ts):
+    // a worker's first pinned read of a scene then reads no bytes to hash it. Two stores on one root stand for the two
+    // processes (each has its own cache, as each process has).
+    describe('settled hashes handed to another process', () => {
+      const settle = async (s: FsObjectStore, key: string, body: string) => {
+        const put = await s.putIfAbsent(key, bytes(body));
+        const version = put.kind === 'written' ? put.version : '';
+        await new Promise((r) => setTimeout(r, 20)); // past the tick of the write: the pin's hash settles
+        await s.pin(key, version);
+        return version;
+      };
+
+      it('answer the pin of the same file state without reading it', async () => {
+        const parent = fresh();
+        const version = await settle(parent, 'scene.tif', 'AAAA-1234');
+        const handed = parent.settledHashes();
+        expect(handed).toHaveLength(1);
+        expect(handed[0]?.version).toBe(version);
+        const child = new FsObjectStore(parent.root);
+        child.adoptSettledHashes(handed);
+        const pin = await child.pin('scene.tif', version);
+        expect(new TextDecoder().decode(await child.getRange('scene.tif', 0, 4, pin))).toBe('AAAA');
+        expect(child.hashedBytes).toBe(0);
+        // Without them a fresh process hashes the whole file once.
+        const alone = new FsObjectStore(parent.root);
+        await alone.pin('scene.tif', version);
+        expect(alone.hashedBytes).toBe(9);
+      });
+
+      it('do not answer for a file written in place since (same size, mtime set back): hashed again, the pin refused', async () => {
+        const parent = fresh();
+        const version = await settle(parent, 'scene.tif', 'AAAA-1234');
+        const handed = parent.settledHashes();
+        const path = parent.pathOf('scene.tif');
+        const before = await stat(path);
+        const fd = await open(path, 'r+');
+        await fd.write(Buffer.from('CCCC'), 0, 4, 0);
+        await fd.close();
+        await utimes(path, before.atime, before.mtime);
+        const child = new FsObjectStore(parent.root);
+        child.adoptSettledHashes(handed);
+        await expect(child.pin('scene.tif', version)).rejects.toBeInstanceOf(SourceChangedError);
+        expect(child.hashedBytes).toBe(9);
+      });
+
+      it('hand on only settled hashes, and refuse a malformed one whole', async () => {
+        const s = fresh();
+        await s.putIfAbsent('fresh.tif', bytes('just written')); // remembered for heads, unsettled
+        expect(s.settledHashes()).toEqual([]);
+        const good = { state: '1:2:3:4:5', version: 'a'.repeat(64) };
+        for (const bad of [{ state: '1:2:3', version: 'a'.repeat(64) }, { state: '1:2:3:4:5', version: 'xyz' }, null]) {
+          expect(() => s.adoptSettledHashes([good, bad as never])).toThrow(/handed-on hash/);
+        }
+        expect(s.settledHashes()).toEqual([]); // nothing of a refused list was taken
+        s.adoptSettledHashes([good]);
+        expect(s.settledHashes()).toEqual([good]);
+      });
+    });
   });
 
   describe('directories made on demand', () => {
