@@ -86,7 +86,7 @@ const FULL: Plan = {
   startup: { helpReps: 9, runReps: 7 },
   // A Sentinel-2-sized scene to a z8-14 PNG pyramid (7,208 tiles), three contenders a repetition: about 4.5 minutes each on a quiet machine.
   pyramid: { sceneSize: 10980, minZoom: 8, maxZoom: 14, reps: 3 },
-  // The DEFLATE block compressor alone, libdeflate (WebAssembly) against node:zlib: a few seconds.
+  // The DEFLATE block compressor alone, libdeflate (the native addon where one exists, and the WebAssembly module) against node:zlib: a few seconds.
   compressor: { sceneSize: 4096, tiles: 8, rounds: 5, levels: [1, 6, 9] },
   expected:
     'about 9 minutes on a quiet machine, plus about 14 for the pyramid section (plus about 5 the first time, to write the 4096^2 to 16384^2 and 10980^2 scenes)',

@@ -12,8 +12,11 @@ import { install as installGoPmtiles } from './emulators/pmtiles.mjs';
 import { install as installPostgres } from './emulators/postgres.mjs';
 // The real Pulumi CLI and language host (vendor/pulumi/) for the real-engine test.
 import { install as installPulumi } from './emulators/pulumi.mjs';
-// clang, lld, wasi-libc: the rebuild of shared/raster/libdeflate.wasm the unit test compares with the committed one.
+// clang, lld, wasi-libc, glibc's arm64 headers: the rebuilds of shared/raster/libdeflate.wasm and of the native addons
+// the unit tests compare with the committed ones.
 import { install as installWasmToolchain } from './emulators/wasm-toolchain.mjs';
+// The arm64 Node of the pinned 24.x (npm) and Debian's qemu-user: the linux-arm64 libdeflate addon's identity check.
+import { install as installArm64Node } from './native-node-arm64.mjs';
 // sharp's prebuilt libvips for the function archives' platforms (linux-x64, and Lambda's linux-arm64), from npm.
 import { install as installSharpNative } from './native-sharp.mjs';
 
@@ -29,6 +32,7 @@ for (const [name, install] of [
   ['pulumi', installPulumi],
   ['sharp-native', installSharpNative],
   ['wasm-toolchain', installWasmToolchain],
+  ['arm64-node', installArm64Node],
 ]) {
   try {
     await install();

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeSyntheticScene } from '../../shared/raster/index.js';
 import { REPO_ROOT } from './child.js';
@@ -6,7 +6,14 @@ import { REPO_ROOT } from './child.js';
 /** Everything the benchmark writes besides its reports (gitignored). */
 export const BENCH_DIR = join(REPO_ROOT, '.tessera-bench');
 const SCENES_DIR = join(BENCH_DIR, 'scenes');
+/**
+ * Every bench process's scratch folders, one folder per process: `runs/<pid>/`. Two benchmarks may run at once on one
+ * tree (several people or sessions on one machine), and one finishing must not delete the folders of a measurement
+ * the other is in (it did, when all of them shared `runs/`).
+ */
 const RUNS_DIR = join(BENCH_DIR, 'runs');
+/** This process's folder under RUNS_DIR. */
+const OWN_RUNS_DIR = join(RUNS_DIR, String(process.pid));
 
 /** The synthetic scene every section reads: Sentinel-2-like red and near-infrared, uint16, nodata 0. */
 export const SCENE = {
@@ -68,15 +75,59 @@ export async function ensureScene(width: number, height = width, log: (line: str
   return path;
 }
 
-/** A fresh, empty scratch directory for one measurement. */
+/** Whether a process of that id is running (on this machine: the runs folder is local). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Remove the runs folders of bench processes that are gone (killed or crashed before their clean-up). Folders of
+ * running ones stay, and so does anything not named by a process id.
+ */
+function removeStaleRuns(): void {
+  let names: string[];
+  try {
+    names = readdirSync(RUNS_DIR);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!/^[1-9]\d*$/.test(name)) continue;
+    const pid = Number(name);
+    if (pid !== process.pid && !alive(pid)) rmSync(join(RUNS_DIR, name), { recursive: true, force: true });
+  }
+}
+
+let sweptStale = false;
+
+/** A fresh, empty scratch directory for one measurement, under this process's own runs folder. */
 export function freshRunDir(name: string): string {
-  const dir = join(RUNS_DIR, name);
+  if (!sweptStale) {
+    sweptStale = true;
+    removeStaleRuns();
+  }
+  const dir = join(OWN_RUNS_DIR, name);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   return dir;
 }
 
-/** Remove every measurement's scratch directory (scenes stay cached). */
+/**
+ * Remove this process's measurement scratch directories (scenes stay cached), and those of bench processes that are
+ * gone; never another running benchmark's.
+ */
 export function clearRuns(): void {
-  rmSync(RUNS_DIR, { recursive: true, force: true });
+  rmSync(OWN_RUNS_DIR, { recursive: true, force: true });
+  removeStaleRuns();
+  try {
+    rmdirSync(RUNS_DIR); // only when empty: another benchmark may be creating its folder right now
+  } catch {
+    // Not empty (another benchmark is running), or not there.
+  }
 }

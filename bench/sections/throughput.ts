@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DEFAULT_PARAMS } from '../../shared/domain/runtime-config.js';
 import { tileGrid, type Window } from '../../shared/domain/tile-grid.js';
 import { OUTPUT_LEVELS, tilingParams } from '../../shared/domain/tiling-params.js';
+import { libdeflateCodec } from '../../shared/raster/libdeflate.js';
 import { canPin, run, runWorker } from '../lib/child.js';
 import type { Gdal } from '../lib/gdal.js';
 import { runGdalScript } from '../lib/gdal.js';
@@ -407,6 +408,9 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
   const stageNote = (s: ReturnType<typeof stagesOf>) =>
     `read and decode ${fmt(s.readMs)} ms, band math ${fmt(s.mathMs)} ms, COG encode ${fmt(s.encodeMs)} ms ` +
     `(of which the compressor alone on the ${s.blocks} blocks ${fmt(s.compressMs)} ms of CPU)`;
+  // The tile children load the compressor this process does: the native addon on linux-x64 and linux-arm64, else the
+  // WebAssembly module (shared/raster/libdeflate.ts).
+  const compressorName = libdeflateCodec().kind === 'native' ? `the native addon, ${process.platform}-${process.arch}` : 'WebAssembly';
   /**
    * One equal-settings row per measured profile (issue 30: DEFLATE 1, 6, 9 and ZSTD 1, 3, 9): tiles per second of
    * Tessera over GDAL's warm library per repetition (median and range), from the race that measured the profile.
@@ -424,7 +428,7 @@ export async function throughput(cfg: ThroughputConfig, g: Gdal, log: (line: str
           `${base}. A Tessera tile: ${stageNote(deflateStages)}. ` +
           (row.status === 'PASS'
             ? 'Tessera keeps up with it.'
-            : `The compressor (libdeflate as WebAssembly) alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
+            : `The compressor (libdeflate: ${compressorName}) alone takes ${fmt(deflateStages.compressMs)} ms of CPU per tile against GDAL's whole ` +
               `tile's ${fmt(gdalDeflateCpuMs)} ms (native libdeflate, level 6) (docs/benchmarks.md, "The floor").`),
       };
     }

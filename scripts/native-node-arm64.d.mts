@@ -1,0 +1,13 @@
+export declare const ARM64_NODE_LOCK_DIR: string;
+export declare const ARM64_DEBIAN_PACKAGES: readonly string[];
+export declare const ARM64_SYSROOT: string;
+export declare const ARM64_NODE_HINT: string;
+export declare function lockedArm64NodeVersion(): string;
+export declare function pinnedNode24Version(root?: string): string;
+export declare function arm64NodeDir(root?: string): string;
+export declare function arm64NodePath(root?: string): string;
+export declare function qemuAarch64(): string | undefined;
+export declare function arm64SysrootPresent(): boolean;
+export declare function installArm64Node(root?: string): string;
+export declare function installQemuArm64(): void;
+export declare function install(): Promise<void>;
