@@ -347,6 +347,11 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
             node: nodeCpuSeconds() - cpuAtStart.node,
             postgres: pgAtEnd === undefined || cpuAtStart.postgres === undefined ? undefined : pgAtEnd - cpuAtStart.postgres,
           });
+          if (s.sourceBytesHashedInBatches !== 0) {
+            broken.push(
+              `Tessera's run ${rep} (${c.key}) hashed ${s.sourceBytesHashedInBatches} bytes of its batch files while its consumers ran; the staging settles every hash`,
+            );
+          }
           if (s.totals.records !== truth.distinctRecords || s.totals.rejects !== truth.badLines) {
             broken.push(
               `Tessera's run ${rep} (${c.key}) holds ${s.totals.records} records / ${s.totals.rejects} rejects; the batches hold ${truth.distinctRecords} / ${truth.badLines}`,

@@ -59,6 +59,21 @@ async function recordCount(pipeline: string): Promise<number> {
   return r.rows[0]?.n ?? -1;
 }
 
+/** `work` on a pool whose sessions use a new schema of their own (tables made fresh), dropped afterwards. */
+async function inOwnSchema(prefix: string, work: (own: pg.Pool, schema: string) => Promise<void>): Promise<void> {
+  const schema = `${prefix}_${randomBytes(4).toString('hex')}`;
+  await direct.query(`CREATE SCHEMA ${schema}`);
+  const scoped = new URL(postgres.url);
+  scoped.searchParams.set('options', `-c search_path=${schema},public`);
+  const own = new pg.Pool({ connectionString: scoped.toString(), max: 2 });
+  try {
+    await work(own, schema);
+  } finally {
+    await own.end();
+    await direct.query(`DROP SCHEMA ${schema} CASCADE`);
+  }
+}
+
 describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
   it('inserts a batch once: a second put of the same batch is already-done, names the first owner and writes nothing', async () => {
     const pipeline = newPipeline();
@@ -202,32 +217,63 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     expect(await recordCount(pipeline)).toBe(50);
   });
 
-  it('batches that share records, each in its own order, all at once: every one inserts, none deadlocks, each record once', async () => {
+  /**
+   * Three pairs of batches of `n` records, each pair sharing `shared`, the second of each pair listed in reverse, all put
+   * at once: inserted in their own order, the two of a pair meet in the shared records from both ends and deadlock
+   * (40P01) nearly every time. `second` gives record i its time (seconds after 12:00): the order's first key.
+   */
+  async function putOppositePairs(n: number, shared: number, second: (i: number) => number): Promise<void> {
     const pipeline = newPipeline();
-    // Pairs of 8,000 records sharing 4,000, one ascending, the other descending: inserted in their own order, the two
-    // transactions meet in the shared records from both ends and deadlock (40P01) nearly every time.
-    const lines = (from: number, n: number) => Array.from({ length: n }, (_, j) => position(from + j, 0));
+    const lines = (from: number) => Array.from({ length: n }, (_, j) => position(from + j, second(from + j)));
     const batches = [0, 1, 2].flatMap((p) => [
-      batch(pipeline, lines(p * 20_000, 8000)),
-      batch(pipeline, lines(p * 20_000 + 4000, 8000).reverse()),
+      batch(pipeline, lines(p * 20_000)),
+      batch(pipeline, lines(p * 20_000 + n - shared).reverse()),
     ]);
     const results = await Promise.all(batches.map((b) => sink.putBatch(b)));
     expect(results.map((r) => r.kind)).toEqual(Array(6).fill('inserted'));
-    expect(results.reduce((n, r) => n + (r.kind === 'inserted' ? r.inserted : 0), 0)).toBe(3 * 12_000);
-    expect(await recordCount(pipeline)).toBe(3 * 12_000);
+    const distinct = 3 * (2 * n - shared);
+    expect(results.reduce((sum, r) => sum + (r.kind === 'inserted' ? r.inserted : 0), 0)).toBe(distinct);
+    expect(await recordCount(pipeline)).toBe(distinct);
+  }
+
+  it('batches that share records, each in its own order, all at once: every one inserts, none deadlocks, each record once', async () => {
+    // 8,000 records sharing 4,000: two statements a batch, sorted in the adapter.
+    await putOppositePairs(8000, 4000, () => 0);
   });
 
   it(`batches of one statement each (up to ${INSERT_CHUNK} records) that share records, in opposite orders, all at once: none deadlocks`, async () => {
-    const pipeline = newPipeline();
     // The statement's ORDER BY alone orders these (the adapter sorts only batches of several statements).
-    const lines = (from: number, n: number) => Array.from({ length: n }, (_, j) => position(from + j, 1));
-    const batches = [0, 1, 2].flatMap((p) => [
-      batch(pipeline, lines(p * 20_000, 4900)),
-      batch(pipeline, lines(p * 20_000 + 900, 4900).reverse()),
-    ]);
-    const results = await Promise.all(batches.map((b) => sink.putBatch(b)));
-    expect(results.map((r) => r.kind)).toEqual(Array(6).fill('inserted'));
-    expect(await recordCount(pipeline)).toBe(3 * 5800);
+    await putOppositePairs(4900, 4000, () => 1);
+  });
+
+  it('batches that share records at many times, in opposite orders, all at once: none deadlocks (the one order is newest first)', async () => {
+    // A time per record, the order's first key: 6,000 records a batch, 3,000 shared.
+    await putOppositePairs(6000, 3000, (i) => i % 3600);
+  });
+
+  it(`inserts each batch newest first, then by record id, in one statement and across chunks of ${INSERT_CHUNK}`, async () => {
+    for (const n of [400, INSERT_CHUNK + 600]) {
+      // A table of its own: one transaction appending to a new heap leaves its rows in the order it inserted them (in the
+      // shared table, space freed by another test's rolled-back rows may be reused anywhere).
+      await inOwnSchema('order', async (own) => {
+        const pipeline = newPipeline();
+        // Times shuffled against the lines (a multiplicative permutation), a few records sharing each time.
+        const lines = Array.from({ length: n }, (_, i) =>
+          JSON.stringify({ vessel: i, time: 1_748_779_200_000 + ((i * 7919) % n) * 250 - (i % 3), lon: 4.5, lat: 55.1 }),
+        );
+        const b = batch(pipeline, lines);
+        const schemaSink = new PostgisFeatureBatchSink(own);
+        await schemaSink.migrate();
+        expect(await schemaSink.putBatch(b)).toMatchObject({ kind: 'inserted', inserted: n });
+        const stored = await own.query<{ ms: string; id: string }>(
+          `SELECT (extract(epoch FROM t) * 1000)::bigint::text AS ms, encode(record_id, 'hex') AS id FROM feature_records ORDER BY ctid`,
+        );
+        const expected = [...b.records]
+          .sort((x, y) => y.timeMs - x.timeMs || (x.recordId < y.recordId ? -1 : x.recordId > y.recordId ? 1 : 0))
+          .map((r) => ({ ms: String(r.timeMs), id: r.recordId }));
+        expect(stored.rows, `${n} records`).toEqual(expected);
+      });
+    }
   });
 
   it('a crash before COMMIT leaves nothing; a COMMIT whose answer is lost is retried as already-done, with nothing twice', async () => {
@@ -274,15 +320,11 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     const geomIndex = BATCH_MIGRATIONS.filter((sql) => /USING spgist \(geom\)/.test(sql));
     expect(geomIndex).toHaveLength(1);
     const previous = BATCH_MIGRATIONS.map((sql) => sql.replace('USING spgist (geom)', 'USING gist (geom)'));
-    for (const [schema, made] of [
-      [`sp_${randomBytes(4).toString('hex')}`, 'today'],
-      [`gi_${randomBytes(4).toString('hex')}`, 'before'],
+    for (const [prefix, made] of [
+      ['sp', 'today'],
+      ['gi', 'before'],
     ] as const) {
-      await direct.query(`CREATE SCHEMA ${schema}`);
-      const scoped = new URL(postgres.url);
-      scoped.searchParams.set('options', `-c search_path=${schema},public`);
-      const own = new pg.Pool({ connectionString: scoped.toString(), max: 2 });
-      try {
+      await inOwnSchema(prefix, async (own, schema) => {
         if (made === 'before') for (const sql of previous) await own.query(sql);
         const schemaSink = new PostgisFeatureBatchSink(own);
         // Idempotent: twice, on the fresh schema and on the one the previous statements made.
@@ -312,10 +354,7 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
         }
         const view = await own.query('SELECT sum(records)::int AS n FROM feature_counts_h3_minute WHERE pipeline = $1', [pipeline]);
         expect(view.rows).toEqual([{ n: 4 }]);
-      } finally {
-        await own.end();
-        await direct.query(`DROP SCHEMA ${schema} CASCADE`);
-      }
+      });
     }
   });
 
@@ -326,7 +365,26 @@ describe('PostgisFeatureBatchSink (PostgreSQL 15 + PostGIS 3)', () => {
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
-    expect(proxy.statements.filter((s) => /^INSERT INTO feature_records\b/i.test(s)).length).toBeGreaterThan(5);
-    expect(unconditionalSql(proxy.statements, ['feature_batches', 'feature_records', 'feature_rejects'])).toEqual([]);
+    // The batch's writes travel in one statement (a WITH of three inserts) and further chunks in their own: every write
+    // of every statement is checked, each with its own ON CONFLICT.
+    const tables = ['feature_batches', 'feature_records', 'feature_rejects'];
+    for (const t of tables)
+      expect(proxy.statements.filter((s) => new RegExp(`\\bINSERT INTO ${t}\\b`, 'i').test(s)).length, t).toBeGreaterThan(5);
+    expect(unconditionalSql(proxy.statements, tables)).toEqual([]);
+    // And the guard sees a write inside a WITH that a later ON CONFLICT would have seemed to cover.
+    const slipped = unconditionalSql(
+      [
+        'INSERT INTO feature_batches (batch_key) VALUES ($1) ON CONFLICT (batch_key) DO NOTHING',
+        'WITH g AS (INSERT INTO feature_records (record_id) VALUES ($1) RETURNING 1), h AS (INSERT INTO feature_rejects (batch_key, line) VALUES ($1, 1) ON CONFLICT (batch_key, line) DO NOTHING) SELECT 1',
+        'WITH g AS (DELETE FROM feature_batches WHERE batch_key = $1 RETURNING 1) INSERT INTO feature_rejects SELECT 1 ON CONFLICT DO NOTHING',
+        'INSERT INTO feature_records (record_id) VALUES ($1) ON CONFLICT (record_id) DO UPDATE SET line = 1',
+      ],
+      tables,
+    );
+    expect(slipped.map((f) => [f.request.split(' ').slice(0, 3).join(' '), f.why])).toEqual([
+      ['INSERT INTO feature_records', 'INSERT without ON CONFLICT ... DO NOTHING'],
+      ['DELETE FROM feature_batches', 'an UPDATE or DELETE of a create-only table'],
+      ['INSERT INTO feature_records', 'INSERT without ON CONFLICT ... DO NOTHING'],
+    ]);
   });
 });

@@ -251,6 +251,11 @@ export function writesSeen(requests: readonly RecordedRequest[]): number {
  * or deleted. The precondition of a SQL write is its unique constraint plus
  * ON CONFLICT: an INSERT without it would fail loudly on a duplicate instead of
  * answering, and an UPDATE or DELETE would be a blind write.
+ *
+ * Every write in a statement is checked on its own, wherever it stands: a
+ * statement may carry several (a `WITH` whose parts each insert, as a feature
+ * batch's does), and each INSERT must have its own ON CONFLICT before the next
+ * write begins; one clause at the end must not cover the others.
  */
 export function unconditionalSql(
   statements: readonly string[],
@@ -258,13 +263,19 @@ export function unconditionalSql(
 ): Finding[] {
   const findings: Finding[] = [];
   const names = tables.join('|');
+  const write = new RegExp(`\\b(?:INSERT\\s+INTO|UPDATE|DELETE\\s+FROM)\\s+(?:${names})\\b`, 'gi');
+  const anyWrite = /\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+[a-z_."]+/gi;
   for (const sql of statements) {
-    const upper = sql.toUpperCase();
-    if (new RegExp(`^INSERT INTO (${names})\\b`, 'i').test(sql) && !/ON CONFLICT\b.*\bDO NOTHING/.test(upper)) {
-      findings.push({ request: sql.slice(0, 160), why: 'INSERT without ON CONFLICT ... DO NOTHING' });
-    }
-    if (new RegExp(`^(UPDATE (${names})\\b|DELETE FROM (${names})\\b)`, 'i').test(sql)) {
-      findings.push({ request: sql.slice(0, 160), why: 'an UPDATE or DELETE of a create-only table' });
+    // Where each write of any table begins: a write's clause ends where the next one starts.
+    const starts = [...sql.matchAll(anyWrite)].map((m) => m.index);
+    for (const m of sql.matchAll(write)) {
+      const end = starts.find((at) => at > m.index) ?? sql.length;
+      const part = sql.slice(m.index, end);
+      if (/^(?:UPDATE|DELETE)/i.test(part)) {
+        findings.push({ request: part.slice(0, 160), why: 'an UPDATE or DELETE of a create-only table' });
+      } else if (!/\bON CONFLICT\b.*\bDO NOTHING\b/is.test(part)) {
+        findings.push({ request: part.slice(0, 160), why: 'INSERT without ON CONFLICT ... DO NOTHING' });
+      }
     }
   }
   return findings;

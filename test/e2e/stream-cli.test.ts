@@ -50,6 +50,8 @@ describe('tessera stream', () => {
       records: { inserted: truth.distinctRecords, duplicates: truth.duplicateLines, rejected: truth.badLines },
       // One claim and one commit per batch, whatever its size.
       claimStore: { claims: 6, commits: 6, heartbeats: 0 },
+      // Each consumer's pinned read is answered by the hash the staging settled: no batch file is hashed twice.
+      sourceBytesHashedInBatches: 0,
       totals: { batches: 6, records: truth.distinctRecords, rejects: truth.badLines },
     });
     expect(await inPostgis(pipeline)).toEqual({
