@@ -497,7 +497,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
         status: durable.rate.median >= RATE_GOAL ? 'PASS' : 'MISS',
         note:
           durable.rate.median >= RATE_GOAL
-            ? 'the queue, claims, reads, parsing, H3 cells and one transaction per batch (GiST and cell-time indexes kept, a WAL flush per batch) included; landing the files in the store is not'
+            ? 'the queue, claims, reads, parsing, H3 cells and one transaction per batch (the SP-GiST and cell-time indexes kept, a WAL flush per batch) included; landing the files in the store is not'
             : 'the whole path on a shared 2-core machine (PostgreSQL on the same cores, with the other sessions): the CPU rows give what a record costs, which the load does not change much; see docs/feature-batches.md#performance',
       },
     ];
