@@ -232,6 +232,7 @@ async function main(): Promise<number> {
   const report: BenchReport = {
     generatedAt: new Date().toISOString(),
     mode: options.smoke ? 'smoke' : 'full',
+    only: options.only.length < SECTIONS.length ? options.only : undefined,
     command,
     durationSec: (performance.now() - started) / 1000,
     machine,

@@ -73,6 +73,8 @@ export function machineInfo(gdal: string | undefined, pinnedToOneCore: boolean):
 export interface BenchReport {
   readonly generatedAt: string;
   readonly mode: 'full' | 'smoke';
+  /** The sections run, when `--only` left some out (the title says so: a partial report is not the full benchmark). */
+  readonly only?: readonly string[] | undefined;
   readonly command: string;
   readonly durationSec: number;
   readonly machine: MachineInfo;
@@ -98,7 +100,7 @@ const mdCell = (s: string) => s.replace(/\|/g, '\\|');
 export function renderMarkdown(report: BenchReport): string {
   const m = report.machine;
   const out: string[] = [
-    `# Benchmark results (${report.mode})`,
+    `# Benchmark results (${report.mode}${report.only ? `, only ${report.only.join(', ')}` : ''})`,
     '',
     `Measured ${report.generatedAt} with \`${report.command}\` in ${Math.round(report.durationSec)} s, commit ${m.commit ?? 'unknown'}.`,
     '',
