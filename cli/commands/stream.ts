@@ -14,7 +14,8 @@ import { DEFAULT_DIR, intOption } from './options.js';
 export const streamHelp = `tessera stream: every batch file in a folder into PostGIS, exactly once
 
 Each file is one batch object, as a stream lands them (Amazon Data Firehose, a Pub/Sub
-Cloud Storage subscription, Event Hubs Capture): NDJSON (gzip too) or an Avro container.
+Cloud Storage subscription, Event Hubs Capture): NDJSON (gzip too), an Avro container,
+or Parquet (Firehose's record format conversion).
 Each is put in the local source store under streams/<its path>, claimed once (one claim
 per batch, keyed like a scene: bucket, key, content hash, parameters), and all its records
 go into PostGIS in one transaction that also marks the batch done. A record two files

@@ -1,6 +1,7 @@
 import { Buffer } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
 import avro from 'avsc';
+import { type FileMetaData, type ParquetParsers, parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { BatchUnreadableError, MAX_BATCH_BYTES } from '../domain/feature-batch.js';
 
 /**
@@ -12,6 +13,8 @@ import { BatchUnreadableError, MAX_BATCH_BYTES } from '../domain/feature-batch.j
  * - An Avro object container file (magic `Obj\x01`, null or deflate codec): Event Hubs Capture, whose records
  *   carry the event in `Body` (bytes); a Pub/Sub Cloud Storage subscription in Avro format, whose records carry
  *   it in `data`; or records that are the positions themselves. Decoded by avsc, the npm Avro library.
+ * - A Parquet file (magic `PAR1` at both ends; SNAPPY, GZIP or no compression): Amazon Data Firehose with record
+ *   format conversion, one row a record, the columns its AWS Glue table declares. Decoded by hyparquet.
  *
  * Which format is read from the bytes, not from the key: Firehose names its objects without an extension unless
  * told otherwise, and a misnamed object must not be misread.
@@ -21,8 +24,8 @@ import { BatchUnreadableError, MAX_BATCH_BYTES } from '../domain/feature-batch.j
  * large) throws {@link BatchUnreadableError}: poison.
  */
 export interface DecodedBatch {
-  readonly format: 'ndjson' | 'ndjson+gzip' | 'avro';
-  /** Every record candidate, in order; `line` is 1-based (an NDJSON line, an Avro record's index). */
+  readonly format: 'ndjson' | 'ndjson+gzip' | 'avro' | 'parquet';
+  /** Every record candidate, in order; `line` is 1-based (an NDJSON line, an Avro record's or a Parquet row's index). */
   readonly entries: readonly BatchEntry[];
   /** Empty or whitespace-only NDJSON lines (the newline after the last record makes none). */
   readonly blankLines: number;
@@ -30,11 +33,12 @@ export interface DecodedBatch {
 
 export type BatchEntry =
   | { readonly line: number; readonly text: string }
-  /** Not text: its bytes are not UTF-8, or an Avro record holds no payload. Kept as a reject. */
+  /** Not text: its bytes are not UTF-8, an Avro record holds no payload, a Parquet row a string that is not UTF-8. Kept as a reject. */
   | { readonly line: number; readonly undecodable: string; readonly excerpt: string };
 
 const GZIP = [0x1f, 0x8b] as const;
 const AVRO = [0x4f, 0x62, 0x6a, 0x01] as const; // "Obj" 1
+const PARQUET = [0x50, 0x41, 0x52, 0x31] as const; // "PAR1"
 const startsWith = (bytes: Uint8Array, magic: readonly number[]): boolean => magic.every((b, i) => bytes[i] === b);
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
@@ -46,6 +50,7 @@ export async function decodeBatch(key: string, bytes: Uint8Array): Promise<Decod
     );
   }
   if (startsWith(bytes, AVRO)) return { format: 'avro', entries: await avroEntries(key, bytes), blankLines: 0 };
+  if (startsWith(bytes, PARQUET)) return { format: 'parquet', entries: await parquetEntries(key, bytes), blankLines: 0 };
   if (startsWith(bytes, GZIP)) {
     let inflated: Buffer;
     try {
@@ -182,5 +187,107 @@ async function avroEntries(key: string, bytes: Uint8Array): Promise<BatchEntry[]
     }
     if (typeof payload === 'string') return { line, text: payload };
     return { line, undecodable: 'the record body is empty (null)', excerpt: '' };
+  });
+}
+
+/** The codecs Firehose's Parquet serializer writes (its `Compression`: SNAPPY, the default, GZIP, UNCOMPRESSED). */
+const PARQUET_CODECS: ReadonlySet<string> = new Set(['UNCOMPRESSED', 'SNAPPY', 'GZIP']);
+
+/**
+ * A GZIP page, inflated to the size its header declares and no further. A page can be empty (a data page v2 of a
+ * column whose values are all null keeps only its levels, which are not compressed): zlib takes no limit of 0.
+ */
+function gunzipPage(input: Uint8Array, outputLength: number): Uint8Array {
+  const out = gunzipSync(input, { maxOutputLength: Math.max(outputLength, 1) });
+  if (out.byteLength !== outputLength) throw new Error(`a GZIP page inflates to ${out.byteLength} bytes, its header says ${outputLength}`);
+  return out;
+}
+
+/** A Parquet string value whose bytes are not UTF-8 (hyparquet's own decoder would put U+FFFD in their place). */
+class NotUtf8 {
+  constructor(readonly bytes: Uint8Array) {}
+}
+
+/**
+ * How Parquet's typed values become a record's JSON values: times as epoch milliseconds (the record rules read a
+ * number `time` as such; Firehose writes a Glue `timestamp` as INT96 nanoseconds), strings decoded strictly.
+ */
+const PARQUET_PARSERS: Partial<ParquetParsers> = {
+  timestampFromMilliseconds: (millis) => Number(millis),
+  timestampFromMicroseconds: (micros) => Number(micros / 1000n),
+  timestampFromNanoseconds: (nanos) => Number(nanos / 1_000_000n),
+  dateFromDays: (days) => days * 86_400_000,
+  stringFromBytes: (bytes) => {
+    if (bytes === undefined || bytes === null) return bytes;
+    try {
+      return utf8.decode(bytes);
+    } catch {
+      return new NotUtf8(bytes);
+    }
+  },
+};
+
+/**
+ * JSON for a Parquet value: 64-bit integers as numbers when exact (an MMSI, epoch milliseconds), else as decimal
+ * text; a string that is not UTF-8, at any depth, stops the row (thrown, caught by the caller: the row is a reject).
+ */
+const parquetJson = (_key: string, value: unknown): unknown => {
+  if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
+  if (value instanceof NotUtf8) throw value;
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('hex');
+  return value;
+};
+
+/**
+ * The rows of a Parquet file, each as the JSON text of a record: a column's null is an absent field (a Glue table
+ * gives every row every column; the JSON Firehose converted had only the fields it had). The file's footer is its
+ * table of contents, so a file cut short has none and is poison; the decoded rows must number what the footer
+ * declares, and the columns' uncompressed size may not pass {@link MAX_BATCH_BYTES}.
+ */
+async function parquetEntries(key: string, bytes: Uint8Array): Promise<BatchEntry[]> {
+  const unreadable = (why: string, cause?: unknown): never => {
+    throw new BatchUnreadableError(key, `its Parquet file ${why}`, cause === undefined ? undefined : { cause });
+  };
+  const file = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.slice().buffer;
+  let metadata: FileMetaData;
+  try {
+    metadata = parquetMetadata(file as ArrayBuffer, { parsers: PARQUET_PARSERS });
+  } catch (cause) {
+    return unreadable(`has no readable footer: cut short or not Parquet (${(cause as Error).message})`, cause);
+  }
+  let uncompressed = 0;
+  for (const group of metadata.row_groups) {
+    uncompressed += Number(group.total_byte_size);
+    for (const column of group.columns) {
+      const codec = column.meta_data?.codec;
+      if (codec !== undefined && !PARQUET_CODECS.has(codec)) {
+        unreadable(`is compressed with ${codec}; Tessera reads ${[...PARQUET_CODECS].join(', ')} (what Firehose writes)`);
+      }
+    }
+  }
+  if (uncompressed > MAX_BATCH_BYTES) unreadable(`holds ${uncompressed} bytes uncompressed, more than the ${MAX_BATCH_BYTES} a batch may`);
+  const declared = Number(metadata.num_rows);
+  let rows: Record<string, unknown>[];
+  try {
+    rows = await parquetReadObjects({
+      file: file as ArrayBuffer,
+      metadata,
+      parsers: PARQUET_PARSERS,
+      compressors: { GZIP: gunzipPage },
+    });
+  } catch (cause) {
+    return unreadable(`does not decode (${(cause as Error).message})`, cause);
+  }
+  if (rows.length !== declared) unreadable(`declares ${declared} rows but ${rows.length} decode`);
+  return rows.map((row, i): BatchEntry => {
+    const line = i + 1;
+    const record: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(row)) if (value !== null && value !== undefined) record[name] = value;
+    try {
+      return { line, text: JSON.stringify(record, parquetJson) };
+    } catch (error) {
+      if (!(error instanceof NotUtf8)) throw error;
+      return { line, undecodable: 'a string of the row is not UTF-8', excerpt: Buffer.from(error.bytes.subarray(0, 64)).toString('hex') };
+    }
   });
 }

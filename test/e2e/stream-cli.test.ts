@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import avro from 'avsc';
+import { parquetWriteBuffer } from 'hyparquet-writer';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { main } from '../../cli/main.js';
@@ -117,6 +118,59 @@ describe('tessera stream', () => {
     expect((await inPostgis(pipeline)).records).toBe(50);
     const format = await pool.query('SELECT format FROM feature_batches WHERE pipeline = $1', [pipeline]);
     expect(format.rows).toEqual([{ format: 'avro' }]);
+  });
+
+  it("reads Firehose's Parquet: a record that an NDJSON object carried too is counted once, a row without lon kept as a reject", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'tessera-stream-e2e-'));
+    const pipeline = `e2e-${randomBytes(4).toString('hex')}`;
+    const landing = join(cwd, 'landing');
+    mkdirSync(join(landing, 'firehose', '2025', '06', '01'), { recursive: true });
+    const lines = aisBatchLines({ batches: 1, recordsPerBatch: 60, seed: 11, badShare: 0, duplicateShare: 0 }).batches[0] as string[];
+    // The first 50 records as NDJSON, then all 60 as Parquet (string time, as a Glue `string` column keeps it): the 50
+    // are the same records (the same fields and values), so the second object inserts only the 10 new ones.
+    writeFileSync(join(landing, 'a.ndjson'), `${lines.slice(0, 50).join('\n')}\n`);
+    const rows = lines.map((l) => JSON.parse(l) as { vessel: number; time: string; lon: number; lat: number; speed: number; id?: string });
+    const parquet = parquetWriteBuffer({
+      columnData: [
+        { name: 'vessel', data: rows.map((r) => BigInt(r.vessel)), type: 'INT64' },
+        { name: 'time', data: rows.map((r) => r.time), type: 'STRING' },
+        { name: 'lon', data: rows.map((r) => r.lon), type: 'DOUBLE' },
+        { name: 'lat', data: rows.map((r) => r.lat), type: 'DOUBLE' },
+        { name: 'speed', data: rows.map((r) => r.speed), type: 'DOUBLE' },
+        // Some generated records carry an id; the others get a null, which is read as no id.
+        { name: 'id', data: rows.map((r) => r.id ?? null), type: 'STRING' },
+      ],
+    });
+    writeFileSync(join(landing, 'firehose', '2025', '06', '01', 'ais-1-2025-06-01-12-00-00-b1'), new Uint8Array(parquet));
+    // Written by Apache Arrow as Firehose's Hive serializer writes (INT96 times, SNAPPY): 3 records and a row without lon.
+    copyFileSync(
+      new URL('../data/streams/firehose-glue-snappy-int96.parquet', import.meta.url),
+      join(landing, 'firehose', '2025', '06', '01', 'ais-1-2025-06-01-12-00-00-b2.parquet'),
+    );
+    const r = await stream(cwd, ['--dir', 'landing', '--sink', postgres.url, '--pipeline', pipeline, '--json', '--concurrency', '1']);
+    expect(r.code, r.err).toBe(0);
+    expect(summaryOf(r.out)).toMatchObject({
+      files: 3,
+      batches: { inserted: 3, deadLettered: 0 },
+      records: { inserted: 50 + 10 + 3, duplicates: 50, rejected: 1 },
+    });
+    expect(await inPostgis(pipeline)).toEqual({ records: 63, distinct: 63, view: 63, rejects: 1 });
+    const formats = await pool.query(
+      'SELECT format, count(*)::int AS n FROM feature_batches WHERE pipeline = $1 GROUP BY format ORDER BY format',
+      [pipeline],
+    );
+    expect(formats.rows).toEqual([
+      { format: 'ndjson', n: 1 },
+      { format: 'parquet', n: 2 },
+    ]);
+    const reject = await pool.query(
+      'SELECT r.line, r.reason FROM feature_rejects r JOIN feature_batches b USING (batch_key) WHERE b.pipeline = $1',
+      [pipeline],
+    );
+    expect(reject.rows).toEqual([{ line: 3, reason: 'no-position' }]);
+    // The INT96 time and the 64-bit id past 2^53 arrive as they were written.
+    const big = await pool.query("SELECT vessel, t FROM feature_records WHERE pipeline = $1 AND given_id = 'p-4'", [pipeline]);
+    expect(big.rows).toEqual([{ vessel: '9007199254740993', t: new Date('2025-06-01T12:00:30Z') }]);
   });
 
   it('says what is missing, and documents itself', async () => {

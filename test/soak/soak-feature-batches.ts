@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import avro from 'avsc';
+import { type ColumnSource, parquetWriteBuffer } from 'hyparquet-writer';
 import { postgresPool } from '../../functions/postgres/connection.js';
 import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-feature-batch-sink.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
@@ -30,11 +31,12 @@ import { type FaultKind, type FaultSchedule, FORCE_DELIVERIES_FROM } from './fau
  * backend's own PostGIS schema record by record, its claim rows, its dead letters and its alarms.
  *
  * What is generated (seeded, one PRNG stream per event): 2-4 consecutive objects of one stream (15-40 lines each)
- * in the formats the backend's cloud lands (NDJSON or Firehose's gzip; Pub/Sub's text or Avro `data`; Capture's
+ * in the formats the backend's cloud lands (NDJSON, Firehose's gzip or its Parquet; Pub/Sub's text or Avro `data`; Capture's
  * Avro `Body`, deflate or null codec), with bad lines (no position, out of range, unparsable, epoch seconds),
  * blank lines, records repeated from the object before (a producer's retry: byte for byte, or re-serialised with
  * other key order, spacing and number spelling; a record with a given id sometimes with another speed), and as
- * drawn a poison object (a broken or truncated gzip stream, an Avro container cut short or with a wrong sync marker).
+ * drawn a poison object (a broken or truncated gzip stream, an Avro container cut short or with a wrong sync marker,
+ * a Parquet file cut short in its footer).
  * The oracle computes every record's identity itself (SHA-256 of the pipeline and the given id, or of the sorted-key
  * JSON the generator built), never with the product's code.
  */
@@ -137,8 +139,8 @@ export interface SoakBatchOptions {
   readonly mutant?: ((sink: FeatureBatchSink) => FeatureBatchSink) | undefined;
 }
 
-type Format = 'ndjson' | 'ndjson+gzip' | 'avro-capture' | 'avro-pubsub';
-type PoisonVariant = 'broken-gzip' | 'truncated-gzip' | 'avro-cut-short' | 'avro-bad-sync';
+type Format = 'ndjson' | 'ndjson+gzip' | 'avro-capture' | 'avro-pubsub' | 'parquet';
+type PoisonVariant = 'broken-gzip' | 'truncated-gzip' | 'avro-cut-short' | 'avro-bad-sync' | 'parquet-cut-short';
 
 /** One batch object the soak landed: what every line of it is, and what became of its deliveries. */
 interface BatchObject {
@@ -238,12 +240,15 @@ async function avroContainer(type: avro.Type, records: readonly object[], codec:
 /** What each backend's cloud lands a stream as (docs/feature-batches.md, "Formats"), with the odds of each. */
 const FORMATS: Readonly<Record<BackendName, readonly [Format, number][]>> = {
   local: [
-    ['ndjson', 0.5],
-    ['ndjson+gzip', 0.5],
-  ],
-  aws: [
     ['ndjson', 0.4],
-    ['ndjson+gzip', 0.6],
+    ['ndjson+gzip', 0.4],
+    ['parquet', 0.2],
+  ],
+  // Firehose: NDJSON, gzip'd or not, or Parquet with record format conversion.
+  aws: [
+    ['ndjson', 0.3],
+    ['ndjson+gzip', 0.4],
+    ['parquet', 0.3],
   ],
   gcp: [
     ['ndjson', 0.6],
@@ -257,8 +262,8 @@ const FORMATS: Readonly<Record<BackendName, readonly [Format, number][]>> = {
 
 /** The ways an object is not a batch at all, in the order a backend's poison objects take them. */
 const POISON: Readonly<Record<BackendName, readonly PoisonVariant[]>> = {
-  local: ['broken-gzip', 'truncated-gzip'],
-  aws: ['broken-gzip', 'truncated-gzip'],
+  local: ['broken-gzip', 'parquet-cut-short', 'truncated-gzip'],
+  aws: ['parquet-cut-short', 'broken-gzip', 'truncated-gzip'],
   gcp: ['avro-cut-short', 'broken-gzip', 'avro-bad-sync'],
   azure: ['avro-cut-short', 'avro-bad-sync', 'truncated-gzip'],
 };
@@ -415,13 +420,15 @@ export class SoakFeatureBatches {
       const isPoison = poison && j === k + 1;
       const format = pickWeighted(rnd, FORMATS[this.#o.name]);
       const avro = format === 'avro-capture' || format === 'avro-pubsub';
+      // Records, not lines: no blank ones (a Parquet row or an Avro record is never blank).
+      const framed = avro || format === 'parquet';
       const lines: Line[] = [];
       const mine: Record<string, unknown>[] = [];
       const n = int(rnd, 15, 40);
       for (let i = 0; i < n; i++) {
         const roll = rnd();
         if (roll < 0.09) lines.push(badLine(rnd, base + i, avro && format === 'avro-capture'));
-        else if (roll < 0.12 && !avro) lines.push({ kind: 'blank', text: pick(rnd, ['', '  ', '\r']) });
+        else if (roll < 0.12 && !framed) lines.push({ kind: 'blank', text: pick(rnd, ['', '  ', '\r']) });
         else if (roll < 0.24 && before.length > 0 && !isPoison) {
           // The producer's retry: a record of the object before, again (as is, or re-serialised; an id'd one maybe changed).
           const r = pick(rnd, before);
@@ -438,7 +445,14 @@ export class SoakFeatureBatches {
           mine.push(r);
         }
       }
-      const ext = format === 'ndjson' ? pick(rnd, ['.ndjson', '']) : format === 'ndjson+gzip' ? pick(rnd, ['.gz', '']) : '.avro';
+      const ext =
+        format === 'ndjson'
+          ? pick(rnd, ['.ndjson', ''])
+          : format === 'ndjson+gzip'
+            ? pick(rnd, ['.gz', ''])
+            : format === 'parquet'
+              ? pick(rnd, ['.parquet', ''])
+              : '.avro';
       const variants = POISON[this.#o.name];
       made.push({
         name: `soak/${label}/part-${String(j).padStart(4, '0')}${isPoison ? '-p' : ''}${ext}`,
@@ -955,6 +969,8 @@ async function encode(format: Format, lines: readonly Line[], poison: PoisonVari
           return avroOf(rnd() < 0.7 ? 'deflate' : 'null');
         case 'avro-pubsub':
           return avroOf('null');
+        case 'parquet':
+          return parquetOf(lines, rnd);
         default: {
           const never: never = format;
           throw new Error(`unknown format ${String(never)}`);
@@ -971,6 +987,11 @@ async function encode(format: Format, lines: readonly Line[], poison: PoisonVari
       const whole = await avroOf('deflate');
       return whole.subarray(0, whole.length - int(rnd, 1, 15));
     }
+    case 'parquet-cut-short': {
+      // Cut inside the footer (its length and the closing PAR1): the rows are all there, the table of contents is not.
+      const whole = parquetOf(lines, rnd);
+      return whole.subarray(0, whole.length - int(rnd, 1, 8));
+    }
     case 'avro-bad-sync': {
       const whole = new Uint8Array(await avroOf('null'));
       const at = whole.length - int(rnd, 1, 16);
@@ -982,6 +1003,57 @@ async function encode(format: Format, lines: readonly Line[], poison: PoisonVari
       throw new Error(`unknown poison ${String(never)}`);
     }
   }
+}
+
+/**
+ * A Parquet file of the lines, as Firehose's record format conversion lands one: a row a line, a column a field
+ * (null where a record has no such field), SNAPPY or GZIP pages. A column whose values are all numbers is DOUBLE,
+ * all strings STRING; a column of both (the soak's records carry times as ISO text or epoch ms, and its bad lines a
+ * quoted longitude) is a JSON column, which keeps each value's type where a Glue table would have forced one. An
+ * unparsable line is a row whose only value is a string that is not UTF-8: the reader keeps it as a reject.
+ */
+function parquetOf(lines: readonly Line[], rnd: () => number): Uint8Array {
+  const notUtf8 = Symbol('not UTF-8');
+  // A readable Parquet object is drawn without blank lines; a poison one (cut short) may be drawn from any format's.
+  const rows = lines.flatMap((l): Record<string, unknown>[] => {
+    if (l.kind === 'blank') return [];
+    if (l.text === null) return [{ raw: notUtf8 }];
+    try {
+      return [JSON.parse(l.text) as Record<string, unknown>];
+    } catch {
+      return [{ raw: notUtf8 }];
+    }
+  });
+  const names = [...new Set(rows.flatMap((r) => Object.keys(r)))].sort();
+  const columns = names.map((name): ColumnSource => {
+    const values = rows.map((r) => r[name] ?? null);
+    if (name === 'raw')
+      return { name, data: values.map((v) => (v === notUtf8 ? new Uint8Array([0xc3, 0x28, 0xff]) : null)), type: 'BYTE_ARRAY' };
+    const kinds = new Set(values.filter((v) => v !== null).map((v) => typeof v));
+    if (kinds.size === 1 && kinds.has('number')) return { name, data: values, type: 'DOUBLE' };
+    if (kinds.size === 1 && kinds.has('string')) return { name, data: values, type: 'STRING' };
+    return { name, data: values, type: 'JSON' };
+  });
+  // `raw` is BYTE_ARRAY with the UTF8 annotation: a string column, as any text column a writer declares.
+  const schema = [
+    { name: 'root', num_children: columns.length },
+    ...columns.map((c) => {
+      const optional = { name: c.name, repetition_type: 'OPTIONAL' as const };
+      if (c.name === 'raw' || c.type === 'STRING') return { ...optional, type: 'BYTE_ARRAY' as const, converted_type: 'UTF8' as const };
+      if (c.type === 'JSON') return { ...optional, type: 'BYTE_ARRAY' as const, converted_type: 'JSON' as const };
+      return { ...optional, type: 'DOUBLE' as const };
+    }),
+  ];
+  const codec = rnd() < 0.7 ? 'SNAPPY' : 'GZIP';
+  return new Uint8Array(
+    parquetWriteBuffer({
+      columnData: columns.map(({ name, data }) => ({ name, data })),
+      schema,
+      codec,
+      compressors: { GZIP: (b: Uint8Array) => gzipSync(b) },
+      rowGroupSize: 16,
+    }),
+  );
 }
 
 function pickWeighted<T>(rnd: () => number, table: readonly [T, number][]): T {

@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import avro from 'avsc';
+import { parquetMetadata } from 'hyparquet';
+import { parquetWriteBuffer } from 'hyparquet-writer';
 import { describe, expect, it } from 'vitest';
 import { decodeBatch } from '../../../shared/app/batch-decode.js';
 import { BatchUnreadableError, MAX_BATCH_BYTES } from '../../../shared/domain/feature-batch.js';
@@ -143,5 +146,99 @@ describe('decodeBatch', () => {
     flipped[good.length - 3] = (flipped[good.length - 3] as number) ^ 0xff;
     await expect(decodeBatch(KEY, flipped)).rejects.toThrow(/sync marker/);
     await expect(decodeBatch(KEY, new Uint8Array(MAX_BATCH_BYTES + 1))).rejects.toThrow(/more than the/);
+  });
+
+  describe('Parquet (Firehose record format conversion)', () => {
+    /** Written by Apache Arrow's C++ writer as Firehose's Hive serializer writes (scripts/fixtures/firehose-parquet.py). */
+    const firehose = new Uint8Array(readFileSync(new URL('../../data/streams/firehose-glue-snappy-int96.parquet', import.meta.url)));
+    const FIREHOSE_ROWS = [
+      '{"mmsi":244660000,"time":1748779200250,"lon":4.4792,"lat":51.9225,"speed":12.5}',
+      '{"mmsi":244660000,"time":1748779210000,"lon":4.4801,"lat":51.923}',
+      '{"mmsi":211000001,"time":1748779220000,"lat":53.54,"speed":3,"id":"p-3"}',
+      '{"mmsi":"9007199254740993","time":1748779230000,"lon":9.97,"lat":53.54,"speed":0,"id":"p-4"}',
+    ];
+
+    it("reads Firehose's shape (SNAPPY, INT96 times, INT64 ids, two row groups): a row a record, nulls absent, times in epoch ms", async () => {
+      const meta = parquetMetadata(firehose.slice().buffer);
+      expect(meta.schema.map((e) => [e.name, e.type])).toEqual([
+        ['schema', undefined],
+        ['mmsi', 'INT64'],
+        ['time', 'INT96'],
+        ['lon', 'DOUBLE'],
+        ['lat', 'DOUBLE'],
+        ['speed', 'DOUBLE'],
+        ['id', 'BYTE_ARRAY'],
+      ]);
+      expect(meta.row_groups.map((g) => g.columns[0]?.meta_data?.codec)).toEqual(['SNAPPY', 'SNAPPY']);
+      const got = await decodeBatch(KEY, firehose);
+      expect(got.format).toBe('parquet');
+      expect(got.blankLines).toBe(0);
+      // A 64-bit id past 2^53 stays exact, as text; the row without lon is left to the record rules (no-position).
+      expect(got.entries).toEqual(FIREHOSE_ROWS.map((text, i) => ({ line: i + 1, text })));
+    });
+
+    const columns = (vessel: unknown[]) => [
+      { name: 'vessel', data: vessel, type: 'STRING' as const },
+      { name: 'time', data: [1_748_779_200_000n, 1_748_779_201_000n], type: 'INT64' as const },
+      { name: 'lon', data: [4.5, null], type: 'DOUBLE' as const },
+      { name: 'lat', data: [51.9, 52], type: 'DOUBLE' as const },
+      // No row has a speed: the column's data page holds levels only, and its compressed values are empty.
+      { name: 'speed', data: [null, null], type: 'DOUBLE' as const },
+    ];
+
+    it('reads GZIP and uncompressed pages the same, whatever the key says, an all-null column (an empty GZIP page) too', async () => {
+      for (const codec of ['GZIP', 'UNCOMPRESSED'] as const) {
+        const file = parquetWriteBuffer({
+          columnData: columns(['a', 'b']),
+          codec,
+          compressors: { GZIP: (b: Uint8Array) => gzipSync(b) },
+        });
+        const got = await decodeBatch(`${KEY}.ndjson`, new Uint8Array(file));
+        expect(got).toEqual({
+          format: 'parquet',
+          entries: [
+            { line: 1, text: '{"vessel":"a","time":1748779200000,"lon":4.5,"lat":51.9}' },
+            { line: 2, text: '{"vessel":"b","time":1748779201000,"lat":52}' },
+          ],
+          blankLines: 0,
+        });
+      }
+    });
+
+    it('keeps a row whose string is not UTF-8 as undecodable, the rows around it read', async () => {
+      const file = parquetWriteBuffer({
+        columnData: [
+          { name: 'vessel', data: [text('ok'), new Uint8Array([0xff, 0xfe])] },
+          { name: 'lon', data: [1, 2] },
+        ],
+        schema: [
+          { name: 'root', num_children: 2 },
+          { name: 'vessel', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' },
+          { name: 'lon', type: 'DOUBLE', repetition_type: 'OPTIONAL' },
+        ],
+      });
+      expect((await decodeBatch(KEY, new Uint8Array(file))).entries).toEqual([
+        { line: 1, text: '{"vessel":"ok","lon":1}' },
+        { line: 2, undecodable: 'a string of the row is not UTF-8', excerpt: 'fffe' },
+      ]);
+    });
+
+    it('calls a Parquet file poison when it is cut short, declares rows it does not hold, or is compressed with a codec Firehose does not write', async () => {
+      await expect(decodeBatch(KEY, firehose.subarray(0, firehose.length - 9))).rejects.toThrow(/Parquet file has no readable footer/);
+      await expect(decodeBatch(KEY, firehose.subarray(0, 200))).rejects.toBeInstanceOf(BatchUnreadableError);
+      // A footer that declares a row more than the row groups hold (the file's num_rows, a compact-thrift i64 after
+      // the schema: field header 0x16, then zigzag 2 = 0x04, made 3 = 0x06): the rows that decode are not the batch.
+      const two = new Uint8Array(parquetWriteBuffer({ columnData: [{ name: 'lon', data: [1, 2], type: 'DOUBLE' }] }));
+      const footerStart = two.length - 8 - new DataView(two.buffer).getUint32(two.length - 8, true);
+      const at = two.findIndex((b, i) => i >= footerStart && b === 0x16 && two[i + 1] === 0x04);
+      const lying = two.slice();
+      lying[at + 1] = 0x06;
+      expect(parquetMetadata(lying.slice().buffer).num_rows).toBe(3n);
+      await expect(decodeBatch(KEY, lying)).rejects.toThrow(/declares 3 rows but 2 decode/);
+      const zstd = parquetWriteBuffer({ columnData: columns(['a', 'b']), codec: 'ZSTD', compressors: { ZSTD: (b: Uint8Array) => b } });
+      await expect(decodeBatch(KEY, new Uint8Array(zstd))).rejects.toThrow(
+        /compressed with ZSTD; Tessera reads UNCOMPRESSED, SNAPPY, GZIP/,
+      );
+    });
   });
 });
