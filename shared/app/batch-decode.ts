@@ -279,15 +279,30 @@ async function parquetEntries(key: string, bytes: Uint8Array): Promise<BatchEntr
     return unreadable(`does not decode (${(cause as Error).message})`, cause);
   }
   if (rows.length !== declared) unreadable(`declares ${declared} rows but ${rows.length} decode`);
-  return rows.map((row, i): BatchEntry => {
-    const line = i + 1;
-    const record: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(row)) if (value !== null && value !== undefined) record[name] = value;
-    try {
-      return { line, text: JSON.stringify(record, parquetJson) };
-    } catch (error) {
-      if (!(error instanceof NotUtf8)) throw error;
-      return { line, undecodable: 'a string of the row is not UTF-8', excerpt: Buffer.from(error.bytes.subarray(0, 64)).toString('hex') };
+  return rows.map((row, i): BatchEntry => parquetRowEntry(row, i + 1));
+}
+
+/**
+ * A Parquet row as the JSON text of its record. Flat rows of numbers and strings (Firehose's, from a Glue table of
+ * scalar columns) are serialised without a replacer, which costs a call per value; a row with a nested value (a
+ * Glue struct or array) goes through {@link parquetJson} whole.
+ */
+function parquetRowEntry(row: Record<string, unknown>, line: number): BatchEntry {
+  const record: Record<string, unknown> = {};
+  let nested = false;
+  try {
+    for (const name in row) {
+      const value = row[name];
+      if (value === null || value === undefined) continue;
+      if (typeof value === 'object') {
+        if (value instanceof NotUtf8) throw value;
+        if (!(value instanceof Uint8Array)) nested = true;
+        record[name] = value instanceof Uint8Array ? parquetJson(name, value) : value;
+      } else record[name] = typeof value === 'bigint' ? parquetJson(name, value) : value;
     }
-  });
+    return { line, text: nested ? JSON.stringify(record, parquetJson) : JSON.stringify(record) };
+  } catch (error) {
+    if (!(error instanceof NotUtf8)) throw error;
+    return { line, undecodable: 'a string of the row is not UTF-8', excerpt: Buffer.from(error.bytes.subarray(0, 64)).toString('hex') };
+  }
 }

@@ -205,6 +205,19 @@ describe('decodeBatch', () => {
       }
     });
 
+    it('keeps a nested value (a Glue struct, here a JSON column) as nested JSON, a 64-bit id beside it exact', async () => {
+      const file = parquetWriteBuffer({
+        columnData: [
+          { name: 'mmsi', data: [244_660_000n, 2n ** 60n], type: 'INT64' },
+          { name: 'meta', data: [{ source: 'ais', n: 1 }, null], type: 'JSON' },
+        ],
+      });
+      expect((await decodeBatch(KEY, new Uint8Array(file))).entries).toEqual([
+        { line: 1, text: '{"mmsi":244660000,"meta":{"source":"ais","n":1}}' },
+        { line: 2, text: '{"mmsi":"1152921504606846976"}' },
+      ]);
+    });
+
     it('keeps a row whose string is not UTF-8 as undecodable, the rows around it read', async () => {
       const file = parquetWriteBuffer({
         columnData: [
