@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { latLngToCell } from 'h3-js';
@@ -12,6 +12,7 @@ import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-featur
 import { DEFAULT_BATCH_PARAMS, type FeatureBatchParams, isReject, readPositionRecord } from '../../shared/domain/feature-batch.js';
 import { start as startPostgres } from '../../test/support/emulators/postgres.js';
 import type { Started } from '../../test/support/emulators/process.js';
+import { firehoseParquet } from '../../test/support/parquet-batch.js';
 import { type Row, type SectionResult, times } from '../lib/report.js';
 import { BENCH_DIR } from '../lib/scenes.js';
 import { fmt, type Summary, summarize } from '../lib/stats.js';
@@ -227,6 +228,8 @@ interface Cluster {
   readonly disk: string;
   readonly tessera: StreamRunSummary[];
   readonly tesseraCpu: CpuUse[];
+  /** The micro-batch again on the same batches as Parquet files (the durable cluster only; context). */
+  readonly parquet: StreamRunSummary[];
   readonly baseline: PerRecordResult[];
 }
 
@@ -309,6 +312,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
         disk: diskOf(dataDir),
         tessera: [],
         tesseraCpu: [],
+        parquet: [],
         baseline: [],
       };
       clusters.push(cluster);
@@ -316,6 +320,18 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
     }
     const data = freshRunDir('streams-data');
     const truth = writeAisBatches(data, { batches: cfg.batches, recordsPerBatch: cfg.recordsPerBatch, seed: 42 }, 'ais');
+    // The same batches as Firehose's record format conversion lands them (SNAPPY Parquet, a row a line), for the
+    // context row: what reading Parquet costs against NDJSON on the same path.
+    const parquetData = freshRunDir('streams-parquet-data');
+    mkdirSync(join(parquetData, 'ais'));
+    const fileBytes = { ndjson: 0, parquet: 0 };
+    for (const f of readdirSync(join(data, 'ais')).sort()) {
+      const text = readFileSync(join(data, 'ais', f), 'utf8');
+      const bytes = firehoseParquet(text.split('\n'));
+      writeFileSync(join(parquetData, 'ais', f.replace(/\.ndjson$/, '.parquet')), bytes);
+      fileBytes.ndjson += statSync(join(data, 'ais', f)).size;
+      fileBytes.parquet += bytes.byteLength;
+    }
     const baselineData = freshRunDir('streams-baseline-data');
     const baselineTruth = writeAisBatches(
       baselineData,
@@ -364,6 +380,31 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
           );
         } finally {
           backend.close();
+        }
+        if (c.key === 'durable') {
+          const pqUrl = await freshSchema(c.admin, c.url, `bench_batches_parquet_${rep}`);
+          const pqBackend = createLocalBackend(freshRunDir(`streams-parquet-${rep}`));
+          try {
+            const s = await runStreamFolder(pqBackend, pqUrl, {
+              folder: parquetData,
+              params,
+              concurrency: cfg.concurrency,
+              leaseMs: LEASE_MS,
+              retentionMs: RETENTION_MS,
+              progress: silentProgress,
+            });
+            c.parquet.push(s);
+            if (s.totals.records !== truth.distinctRecords || s.totals.rejects !== truth.badLines) {
+              broken.push(
+                `the Parquet run ${rep} holds ${s.totals.records} records / ${s.totals.rejects} rejects; the batches hold ${truth.distinctRecords} / ${truth.badLines}`,
+              );
+            }
+            log(
+              `  [${c.key}] micro-batch, Parquet files, rep ${rep + 1}: ${fmt((s.records.inserted + s.records.duplicates) / s.batchSeconds)} records/s`,
+            );
+          } finally {
+            pqBackend.close();
+          }
         }
         const baseUrl = await freshSchema(c.admin, c.url, `bench_per_record_${rep}`);
         const b = await perRecordClaims(
@@ -501,6 +542,18 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
             : 'the whole path on a shared 2-core machine (PostgreSQL on the same cores, with the other sessions): the CPU rows give what a record costs, which the load does not change much; see docs/feature-batches.md#performance',
       },
     ];
+    const parquetRate = summarize(durable.cluster.parquet.map((s) => positionsOf(s) / processingOf(s)));
+    rows.push({
+      section: '8 streams',
+      metric:
+        "records per second into PostGIS, micro-batch, the same batches as Firehose's Parquet (SNAPPY) instead of NDJSON, default durability",
+      backend: 'local',
+      target: 'context',
+      measured: `${fmt(parquetRate.median)} (${fmt(parquetRate.min)}-${fmt(parquetRate.max)}) vs ${fmt(durable.rate.median)} records/s, n=${parquetRate.n}; files ${fmt(fileBytes.parquet / 1024 / 1024, 3)} MiB vs ${fmt(fileBytes.ndjson / 1024 / 1024, 3)} MiB`,
+      ratio: times(parquetRate.median / durable.rate.median),
+      status: 'INFO',
+      note: "each Parquet row becomes the JSON record the rules read (docs/feature-batches.md, Formats), so Parquet costs its decoding on top of NDJSON's path; the files are smaller (a column's values compress together), which a cloud's read pays for",
+    });
     for (const m of measured) {
       const row = cpuRow(m);
       if (row) rows.push(row);
@@ -531,6 +584,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
             claimStoreTripsPerRecord: m.tripsPerRecord,
             runs: m.cluster.tessera,
           },
+          ...(m.cluster.key === 'durable' ? { parquet: { recordsPerSecond: parquetRate, fileBytes, runs: m.cluster.parquet } } : {}),
           ratioRepByRep: m.repRatios,
           perRecord: { recordsPerSecond: m.baseRate, claimsPerRecord: m.baseClaimsPerRecord, runs: m.cluster.baseline },
           cpuPerRecordMicroseconds: {

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import avro from 'avsc';
-import { type ColumnSource, parquetWriteBuffer } from 'hyparquet-writer';
 import { postgresPool } from '../../functions/postgres/connection.js';
 import { PostgisFeatureBatchSink } from '../../functions/postgres/postgis-feature-batch-sink.js';
 import { withClockSkewMargin } from '../../shared/app/clock-skew.js';
@@ -19,6 +18,7 @@ import type { BackendName } from '../parity/backends.js';
 import { deferred, LEASE_MS, type ScenarioContext } from '../parity/harness.js';
 import type { PostgresEndpoints } from '../support/emulators/types.js';
 import { asRole, bindRole } from '../support/function-role.js';
+import { firehoseParquet } from '../support/parquet-batch.js';
 import { PgFaultProxy } from '../support/pg-fault-proxy.js';
 import { type FaultKind, type FaultSchedule, FORCE_DELIVERIES_FROM } from './fault-schedule.js';
 
@@ -1006,53 +1006,13 @@ async function encode(format: Format, lines: readonly Line[], poison: PoisonVari
 }
 
 /**
- * A Parquet file of the lines, as Firehose's record format conversion lands one: a row a line, a column a field
- * (null where a record has no such field), SNAPPY or GZIP pages. A column whose values are all numbers is DOUBLE,
- * all strings STRING; a column of both (the soak's records carry times as ISO text or epoch ms, and its bad lines a
- * quoted longitude) is a JSON column, which keeps each value's type where a Glue table would have forced one. An
- * unparsable line is a row whose only value is a string that is not UTF-8: the reader keeps it as a reject.
+ * A Parquet file of the lines ({@link firehoseParquet}), SNAPPY or GZIP pages, row groups of 16. A readable Parquet
+ * object is drawn without blank lines; a poison one (cut short) may be drawn from any format's, and leaves them out.
  */
 function parquetOf(lines: readonly Line[], rnd: () => number): Uint8Array {
-  const notUtf8 = Symbol('not UTF-8');
-  // A readable Parquet object is drawn without blank lines; a poison one (cut short) may be drawn from any format's.
-  const rows = lines.flatMap((l): Record<string, unknown>[] => {
-    if (l.kind === 'blank') return [];
-    if (l.text === null) return [{ raw: notUtf8 }];
-    try {
-      return [JSON.parse(l.text) as Record<string, unknown>];
-    } catch {
-      return [{ raw: notUtf8 }];
-    }
-  });
-  const names = [...new Set(rows.flatMap((r) => Object.keys(r)))].sort();
-  const columns = names.map((name): ColumnSource => {
-    const values = rows.map((r) => r[name] ?? null);
-    if (name === 'raw')
-      return { name, data: values.map((v) => (v === notUtf8 ? new Uint8Array([0xc3, 0x28, 0xff]) : null)), type: 'BYTE_ARRAY' };
-    const kinds = new Set(values.filter((v) => v !== null).map((v) => typeof v));
-    if (kinds.size === 1 && kinds.has('number')) return { name, data: values, type: 'DOUBLE' };
-    if (kinds.size === 1 && kinds.has('string')) return { name, data: values, type: 'STRING' };
-    return { name, data: values, type: 'JSON' };
-  });
-  // `raw` is BYTE_ARRAY with the UTF8 annotation: a string column, as any text column a writer declares.
-  const schema = [
-    { name: 'root', num_children: columns.length },
-    ...columns.map((c) => {
-      const optional = { name: c.name, repetition_type: 'OPTIONAL' as const };
-      if (c.name === 'raw' || c.type === 'STRING') return { ...optional, type: 'BYTE_ARRAY' as const, converted_type: 'UTF8' as const };
-      if (c.type === 'JSON') return { ...optional, type: 'BYTE_ARRAY' as const, converted_type: 'JSON' as const };
-      return { ...optional, type: 'DOUBLE' as const };
-    }),
-  ];
-  const codec = rnd() < 0.7 ? 'SNAPPY' : 'GZIP';
-  return new Uint8Array(
-    parquetWriteBuffer({
-      columnData: columns.map(({ name, data }) => ({ name, data })),
-      schema,
-      codec,
-      compressors: { GZIP: (b: Uint8Array) => gzipSync(b) },
-      rowGroupSize: 16,
-    }),
+  return firehoseParquet(
+    lines.map((l) => l.text),
+    { codec: rnd() < 0.7 ? 'SNAPPY' : 'GZIP', rowGroupSize: 16 },
   );
 }
 
