@@ -332,6 +332,15 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
       fileBytes.ndjson += statSync(join(data, 'ais', f)).size;
       fileBytes.parquet += bytes.byteLength;
     }
+    // One run of Tessera's stream runtime over a folder of batch files: the NDJSON headline and the Parquet context row alike.
+    const runOptions = (folder: string) => ({
+      folder,
+      params,
+      concurrency: cfg.concurrency,
+      leaseMs: LEASE_MS,
+      retentionMs: RETENTION_MS,
+      progress: silentProgress,
+    });
     const baselineData = freshRunDir('streams-baseline-data');
     const baselineTruth = writeAisBatches(
       baselineData,
@@ -346,14 +355,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
         const backend = createLocalBackend(dir);
         try {
           const cpuAtStart = { node: nodeCpuSeconds(), postgres: c.cpu?.seconds() };
-          const s = await runStreamFolder(backend, url, {
-            folder: data,
-            params,
-            concurrency: cfg.concurrency,
-            leaseMs: LEASE_MS,
-            retentionMs: RETENTION_MS,
-            progress: silentProgress,
-          });
+          const s = await runStreamFolder(backend, url, runOptions(data));
           c.tessera.push(s);
           // The run's whole CPU (staging and migration included, which its records/s leaves out); its pool has ended, and
           // its backends' time is the postmaster's once reaped.
@@ -385,14 +387,7 @@ export async function streams(cfg: StreamsConfig, log: (line: string) => void): 
           const pqUrl = await freshSchema(c.admin, c.url, `bench_batches_parquet_${rep}`);
           const pqBackend = createLocalBackend(freshRunDir(`streams-parquet-${rep}`));
           try {
-            const s = await runStreamFolder(pqBackend, pqUrl, {
-              folder: parquetData,
-              params,
-              concurrency: cfg.concurrency,
-              leaseMs: LEASE_MS,
-              retentionMs: RETENTION_MS,
-              progress: silentProgress,
-            });
+            const s = await runStreamFolder(pqBackend, pqUrl, runOptions(parquetData));
             c.parquet.push(s);
             if (s.totals.records !== truth.distinctRecords || s.totals.rejects !== truth.badLines) {
               broken.push(
