@@ -12,10 +12,13 @@
 // non-zero if any pass failed. Plain JavaScript, like scripts/node.mjs, which
 // it calls to pick each Node.
 import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
 import { nodeFor } from './node.mjs';
+import { summaryLines } from './test-summary.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -63,7 +66,11 @@ const passes = [
   }),
 ];
 
-function run(pass) {
+// Each pass's reporter (test/support/closing-line-reporter.ts) writes what failed to a file of its own here, and the
+// summary prints it again as the last lines: a CI log that keeps only its tail still names every failed test.
+const failuresDir = mkdtempSync(join(tmpdir(), 'tessera-test-failures-'));
+
+function run(pass, failuresFile) {
   return new Promise((resolveRun) => {
     const child = spawn(
       process.execPath,
@@ -71,7 +78,7 @@ function run(pass) {
       {
         cwd: ROOT,
         stdio: 'inherit',
-        env: pass.env,
+        env: { ...pass.env, TESSERA_TEST_FAILURES: failuresFile },
       },
     );
     const forward = (signal) => child.kill(signal);
@@ -97,10 +104,12 @@ for (const [i, pass] of passes.entries()) {
   const label = `pass ${i + 1}/${passes.length}: Node ${version} (${where})`;
   console.log(`\n[test] ${label} runs ${pass.what}\n`);
   const t0 = Date.now();
-  const code = await run(pass);
-  results.push({ label, code, seconds: Math.round((Date.now() - t0) / 1000) });
+  const failuresFile = join(failuresDir, `pass-${i + 1}.json`);
+  const code = await run(pass, failuresFile);
+  // No file: vitest ended before its reporters did (a config or global-setup failure); its own output says why.
+  const failures = existsSync(failuresFile) ? JSON.parse(readFileSync(failuresFile, 'utf8')) : undefined;
+  results.push({ label, code, seconds: Math.round((Date.now() - t0) / 1000), failures });
 }
-console.log('\n[test] summary');
-for (const r of results)
-  console.log(`[test]   ${r.code === 0 ? 'ok    ' : 'FAILED'} ${r.label}, ${r.seconds} s${r.code === 0 ? '' : `, exit ${r.code}`}`);
+rmSync(failuresDir, { recursive: true, force: true });
+for (const line of summaryLines(results)) console.log(line);
 process.exit(results.every((r) => r.code === 0) ? 0 : 1);
