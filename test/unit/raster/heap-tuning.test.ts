@@ -17,12 +17,18 @@ interface Probe {
   readonly bytes: number;
 }
 
-/** A tile process in miniature (test/support/workers/heap-probe.ts): 48 tiles rendered, full collections counted. */
+/**
+ * A tile process in miniature (test/support/workers/heap-probe.ts): 48 tiles rendered, full collections counted from
+ * a full collection (`--expose-gc`: the count does not depend on what V8 did during the setup).
+ */
 async function probe(percent: string | undefined): Promise<Probe> {
   const env = { ...process.env };
   delete env[ENV.tileHeapGrowingPercent];
   if (percent !== undefined) env[ENV.tileHeapGrowingPercent] = percent;
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', TSX_LOADER, PROBE, '3'], { env, timeout: 120_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--import', TSX_LOADER, PROBE, '3'], {
+    env,
+    timeout: 120_000,
+  });
   return JSON.parse(stdout.trim().split('\n').pop() ?? '') as Probe;
 }
 
@@ -45,7 +51,8 @@ describe('heap tuning of a tile process', () => {
     expect(plain.applied).toBe(0);
     expect(tuned.applied).toBe(TILE_HEAP_GROWING_PERCENT);
     expect(tuned.tiles).toBe(48);
-    // Measured here: 12 against 1-2. The probe must show the problem before the test can show it gone.
+    // Measured here: 11-12 against 0, also with the machine busy. The probe must show the problem before the test can
+    // show it gone.
     expect(plain.major).toBeGreaterThanOrEqual(6);
     expect(tuned.major * 3).toBeLessThanOrEqual(plain.major);
     expect(tuned.bytes).toBe(plain.bytes);
