@@ -1,18 +1,17 @@
 import { writeFileSync } from 'node:fs';
+import { stripVTControlCharacters } from 'node:util';
 import type { Reporter, SerializedError, TestModule, TestRunEndReason } from 'vitest/node';
 
 /** Lines of an error's message, and of its diff, that the failure list keeps. */
 const MESSAGE_LINES = 8;
 const DIFF_LINES = 24;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the escape that starts an ANSI colour sequence.
-const ANSI = /\u001b\[[0-9;]*m/g;
 
 /** An error in a few plain lines: its message (and its diff, for a failed `expect`), colours removed. */
 export function describeError(error: SerializedError | undefined): string[] {
   if (error === undefined) return ['(no error recorded)'];
   const head = `${error.name === undefined || error.name === 'Error' ? '' : `${error.name}: `}${error.message}`;
-  const lines = head.replace(ANSI, '').split('\n').slice(0, MESSAGE_LINES);
-  const diff = typeof error.diff === 'string' ? error.diff.replace(ANSI, '').split('\n') : [];
+  const lines = stripVTControlCharacters(head).split('\n').slice(0, MESSAGE_LINES);
+  const diff = typeof error.diff === 'string' ? stripVTControlCharacters(error.diff).split('\n') : [];
   if (diff.length > 0)
     lines.push(...diff.slice(0, DIFF_LINES), ...(diff.length > DIFF_LINES ? [`... (${diff.length - DIFF_LINES} more lines of diff)`] : []));
   return lines;
