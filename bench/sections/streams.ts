@@ -34,10 +34,27 @@ const RATE_GOAL = 50_000;
 const LEASE_MS = 120_000;
 const RETENTION_MS = 7 * 86_400_000;
 
-/** A PostGIS URL whose sessions work in a fresh schema of their own: each run starts from empty tables and indexes. */
+/** The schemas the section makes, one a run; `freshSchema` drops them all before the next run. */
+const BENCH_SCHEMA = /^bench_[a-z0-9_]+$/;
+
+/**
+ * A PostGIS URL whose sessions work in a fresh schema of their own, on a settled server: each run starts from empty
+ * tables and indexes and from the same buffer pool. The earlier runs' schemas are dropped (their counts were read when
+ * they ended) and a `CHECKPOINT` writes what is left dirty, as pgbench does before a run. Without it, a run started with
+ * the earlier runs' pages dirty in the pool (128 MB, PostgreSQL's default) and its backends wrote them out to make room:
+ * rep by rep the micro-batch fell from about 51,000 to 41,000 records/s, its server CPU per record rose from 20 to 26
+ * us and slow commits grew (docs/feature-batches.md, "A seventh look").
+ */
 async function freshSchema(admin: pg.Pool, url: string, name: string): Promise<string> {
-  await admin.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
+  if (!BENCH_SCHEMA.test(name)) throw new Error(`not a bench schema name: ${name}`);
+  const earlier = await admin.query<{ nspname: string }>(
+    "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%' ORDER BY nspname",
+  );
+  for (const { nspname } of earlier.rows) {
+    if (BENCH_SCHEMA.test(nspname)) await admin.query(`DROP SCHEMA ${nspname} CASCADE`);
+  }
   await admin.query(`CREATE SCHEMA ${name}`);
+  await admin.query('CHECKPOINT');
   const scoped = new URL(url);
   scoped.searchParams.set('options', `-c search_path=${name},public`);
   return scoped.toString();
