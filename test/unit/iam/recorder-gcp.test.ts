@@ -1,3 +1,4 @@
+import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FirestoreClaimStore } from '../../../functions/gcp/adapters/firestore-claim-store.js';
 import { FirestoreManifestStore } from '../../../functions/gcp/adapters/firestore-manifest-store.js';
@@ -19,6 +20,8 @@ const ns = `iamgcp${freshJobId().slice(0, 8)}`;
 let outputs: GcsObjectStore;
 let outputBucket: string;
 const closers: (() => Promise<unknown>)[] = [];
+/** How long the relay of the queued-calls test holds a new connection's handshake. */
+const HOLD_MS = 1_500;
 
 beforeAll(async () => {
   const bucket = await freshBucket(e(), 'iam-out');
@@ -34,6 +37,49 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(closers.map((c) => c()));
 });
+
+/**
+ * A TCP relay to `target` (host:port) that holds each connection's bytes for `holdMs` before it opens its own to the
+ * target. grpc-js marks a channel ready only once the server's HTTP/2 SETTINGS arrive, so every call made in that
+ * time is queued on the connecting channel, however busy the machine (without it, a call could find the channel
+ * ready and the queued path went untested: seen once in a CI run on a loaded machine).
+ */
+async function slowHandshakeRelay(target: string, holdMs: number): Promise<{ readonly host: string; stop(): Promise<void> }> {
+  const at = target.lastIndexOf(':');
+  const [host, port] = [target.slice(0, at), Number(target.slice(at + 1))];
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    sockets.add(client);
+    const held: Buffer[] = [];
+    let upstream: Socket | undefined;
+    client.on('data', (chunk: Buffer) => (upstream ? upstream.write(chunk) : held.push(chunk)));
+    const timer = setTimeout(() => {
+      const up = connect(port, host);
+      upstream = up;
+      sockets.add(up);
+      for (const chunk of held) up.write(chunk);
+      up.pipe(client);
+      up.on('error', () => client.destroy());
+      up.on('close', () => client.destroy());
+    }, holdMs);
+    const close = () => {
+      clearTimeout(timer);
+      upstream?.destroy();
+    };
+    client.on('error', close);
+    client.on('close', close);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the relay has no TCP address');
+  return {
+    host: `127.0.0.1:${address.port}`,
+    stop: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 describe('the access recorder on GCP (real adapters as a role, against the emulators)', () => {
   it('GCS: a create-only write is storage.objects.create; a replace is create + delete; reads, listings and deletes their own permission', async () => {
@@ -94,13 +140,17 @@ describe('the access recorder on GCP (real adapters as a role, against the emula
 
   it('gRPC calls of two roles queued while the channel connects each keep their own role', async () => {
     // A fresh client: its channel connects on the first call, and grpc-js opens the streams of the
-    // calls queued meanwhile from the connection's callback, in the first call's async context.
-    const firestore = firestoreClient(e());
+    // calls queued meanwhile from the connection's callback, in the first call's async context. The relay holds
+    // the connection's handshake for a while, so the calls that follow the first are queued.
+    const relay = await slowHandshakeRelay(e().firestore, HOLD_MS);
+    closers.push(() => relay.stop());
+    const firestore = firestoreClient({ ...e(), firestore: relay.host });
     closers.push(() => firestore.terminate());
     const claims = new FirestoreClaimStore(firestore.collection(`${ns}-claims`));
     const manifest = new FirestoreManifestStore(firestore.collection(`${ns}-manifest`));
     const before = recorderStats.grpcContextDisagreements;
     const rec = collect();
+    const started = performance.now();
     try {
       await Promise.all([
         asRole('tile', () => claims.get(freshJobId('a'))),
@@ -122,9 +172,11 @@ describe('the access recorder on GCP (real adapters as a role, against the emula
         'reconcile datastore.entities.list manifestTable',
       ].sort(),
     );
+    // The calls waited for the held connection (they were queued on it).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(HOLD_MS - 50);
     // What the tag is for: the async context at the streams' creation named the wrong role for some (grpc-js
-    // opened the queued calls' streams from the connection's callback). Were it ever 0, this test would no
-    // longer exercise the queued path, and the reason for the tag would need looking at again.
+    // opened the queued calls' streams from the connection's callback). Were it ever 0 with the calls queued,
+    // grpc-js would have changed how it opens them, and the reason for the tag would need looking at again.
     expect(recorderStats.grpcContextDisagreements - before).toBeGreaterThan(0);
   });
 
